@@ -1,0 +1,37 @@
+"""Redlock: a lock held on a majority of independent Redis masters.
+
+    >>> from redlock import Redlock
+    >>> rl = Redlock(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
+    >>> with rl.lock("orders:42", ttl=10.0) as lock:  # doctest: +SKIP
+    ...     do_work(lock.validity)
+
+The asyncio client, with the same names, is :mod:`redlock.asyncio`.
+"""
+
+from redlock._core import quorum_size, validity_left
+from redlock._sync import Lock, Redlock
+from redlock.exceptions import (
+    AcquireTimeout,
+    LockLost,
+    LockNotAcquired,
+    LockNotHeld,
+    NodeOutcome,
+    NodeStatus,
+    QuorumUnavailable,
+    RedlockError,
+)
+
+__all__ = [
+    "AcquireTimeout",
+    "Lock",
+    "LockLost",
+    "LockNotAcquired",
+    "LockNotHeld",
+    "NodeOutcome",
+    "NodeStatus",
+    "QuorumUnavailable",
+    "Redlock",
+    "RedlockError",
+    "quorum_size",
+    "validity_left",
+]

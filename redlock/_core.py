@@ -1,0 +1,395 @@
+"""The pure Redlock core: quorum arithmetic, rounds, and the acquire/extend/release flows.
+
+Nothing here touches a socket or reads a clock. Time and each master's reply are inputs,
+so every decision can be tested exhaustively (see tests/test_core.py) and the same code
+drives both the synchronous and the asyncio client.
+
+Theory of operation
+-------------------
+An operation is a *flow*: a generator that yields requests and receives the monotonic time
+at which each request completed.
+
+* ``Round`` asks the driver to send one command to some masters, all at once, each reply
+  bounded by ``timeout``. The driver records every reply (or failure) in the round with
+  :meth:`Round.record` as it arrives and stops as soon as :attr:`Round.settled` is true;
+  then it sends the current time into the flow, which reads the outcome from the round.
+  An *early* round settles as soon as its outcome is decided (a majority granted, or a
+  majority can no longer grant), so one hung master adds nothing to a successful acquire;
+  a *complete* round (release, rollback) waits for every master, up to the timeout.
+* ``Pause`` asks the driver to wait before the next attempt; it sends back the time it woke.
+
+Times a flow uses for validity are always read *before* the request was sent (the time
+the flow last received), so the validity it computes can only be an underestimate.
+
+Validity (from the Redlock specification): every key was set after ``t1``, so none expires
+before ``t1 + ttl`` by the master's clock. Allowing ``drift = ttl * clock_drift_factor +
+2 ms`` for clock rates differing across machines and for Redis's 1 ms expiry precision,
+the holder may rely on the lock until ``t1 + ttl - drift`` on its own monotonic clock.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from redlock import _scripts
+from redlock.exceptions import NodeOutcome, NodeStatus
+
+#: Covers Redis's 1 ms expiry precision, with a millisecond to spare for rounding.
+EXPIRY_PRECISION = 0.002
+
+#: The smallest ttl the client accepts: below it the drift allowance leaves no validity.
+MIN_TTL = 0.010
+
+
+def quorum_size(node_count: int) -> int:
+    """How many masters must grant a lock: a strict majority, so two majorities intersect."""
+    if node_count < 1:
+        raise ValueError(f"node_count must be at least 1, got {node_count}")
+    return node_count // 2 + 1
+
+
+def drift_allowance(ttl: float, clock_drift_factor: float) -> float:
+    """The part of the ttl the holder must not count on (clock rate skew + expiry precision)."""
+    return ttl * clock_drift_factor + EXPIRY_PRECISION
+
+
+def validity_left(ttl: float, elapsed: float, clock_drift_factor: float) -> float:
+    """Seconds the holder may still rely on a lock whose round took ``elapsed`` seconds."""
+    return ttl - elapsed - drift_allowance(ttl, clock_drift_factor)
+
+
+def ttl_milliseconds(ttl: float) -> int:
+    """The ttl as the integer milliseconds Redis takes, rounded down so we never overstate it."""
+    return max(1, math.floor(ttl * 1000))
+
+
+def retry_delays(base: float, rng: random.Random) -> Iterator[float]:
+    """Endless jittered delays between attempts, uniform in [base/2, 3*base/2].
+
+    Random jitter stops clients that split a vote from retrying in lockstep and splitting
+    it again. The delay does not grow with the attempt count: a client that lost many times
+    must not be pushed behind newcomers, or contended throughput turns unfair.
+    """
+    while True:
+        yield base * (0.5 + rng.random())
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
+Arg = str | bytes | int
+
+
+@dataclass(frozen=True)
+class Command:
+    """One Redis command, as sent; scripts go as EVALSHA and have an EVAL fallback."""
+
+    args: tuple[Arg, ...]
+    script: _scripts.Script | None = None
+
+    @classmethod
+    def set_nx_px(cls, key: str, token: str, ttl_ms: int) -> Command:
+        return cls(("SET", key, token, "NX", "PX", ttl_ms))
+
+    @classmethod
+    def run_script(cls, script: _scripts.Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Command:
+        return cls(("EVALSHA", script.sha, len(keys), *keys, *args), script)
+
+    def without_script_cache(self) -> Command:
+        """The EVAL form of a script command, for a master that answered NOSCRIPT."""
+        if self.script is None:
+            raise ValueError("only script commands have an EVAL form")
+        return Command(("EVAL", self.script.source, *self.args[2:]))
+
+
+def reply_status(reply: object) -> NodeStatus:
+    """Map a master's reply to SET NX / to our scripts onto granted or denied."""
+    if reply is None or reply == 0:
+        return NodeStatus.DENIED
+    if reply in (b"OK", "OK") or reply == 1:
+        return NodeStatus.GRANTED
+    return NodeStatus.ERROR
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """A master's error reply; ``noscript`` when it does not know a script (it restarted)."""
+
+    message: str
+    noscript: bool = False
+
+
+# --- rounds -------------------------------------------------------------------------------
+
+
+@dataclass
+class Round:
+    """One command sent to some masters at once; filled in by the driver as replies arrive."""
+
+    command: Command
+    targets: tuple[int, ...]
+    node_names: tuple[str, ...]
+    quorum: int
+    timeout: float
+    wait_for_all: bool = False
+    outcomes: dict[int, NodeOutcome] = field(default_factory=dict)
+    replies: dict[int, object] = field(default_factory=dict)
+
+    def record(self, node: int, status: NodeStatus, detail: str = "", reply: object = None) -> None:
+        if node not in self.targets or node in self.outcomes:
+            raise ValueError(f"node {node} is not awaited in this round")
+        self.outcomes[node] = NodeOutcome(self.node_names[node], status, detail)
+        self.replies[node] = reply
+
+    def record_reply(self, node: int, reply: object) -> None:
+        status = reply_status(reply)
+        detail = f"unexpected reply {reply!r}" if status is NodeStatus.ERROR else ""
+        self.record(node, status, detail, reply)
+
+    def count(self, status: NodeStatus) -> int:
+        return sum(1 for outcome in self.outcomes.values() if outcome.status is status)
+
+    @property
+    def granted(self) -> int:
+        return self.count(NodeStatus.GRANTED)
+
+    @property
+    def pending(self) -> tuple[int, ...]:
+        return tuple(node for node in self.targets if node not in self.outcomes)
+
+    @property
+    def unreached(self) -> int:
+        """Masters that failed to answer at all (down, hung, erroring)."""
+        return sum(1 for outcome in self.outcomes.values() if not outcome.status.answered)
+
+    @property
+    def majority_granted(self) -> bool:
+        return self.granted >= self.quorum
+
+    @property
+    def majority_impossible(self) -> bool:
+        return self.granted + len(self.pending) < self.quorum
+
+    @property
+    def settled(self) -> bool:
+        if not self.pending:
+            return True
+        if self.wait_for_all:
+            return False
+        return self.majority_granted or self.majority_impossible
+
+    @property
+    def quorum_unreachable(self) -> bool:
+        """Too many masters failed to answer for anyone to hold a majority."""
+        return self.unreached > len(self.node_names) - self.quorum
+
+    def ordered_outcomes(self) -> tuple[NodeOutcome, ...]:
+        """One outcome per target, in master order; those not waited for say so."""
+        return tuple(
+            self.outcomes.get(node, NodeOutcome(self.node_names[node], NodeStatus.NOT_AWAITED)) for node in self.targets
+        )
+
+
+class InFlight:
+    """Commands written on one connection whose replies are not read yet, oldest first.
+
+    A round may settle before it has read every reply (a majority already decided). The
+    replies it no longer needs stay queued here and are read, and dropped, before the next
+    reply on the same connection, so a late reply is never taken for the answer to a newer
+    command, and a healthy connection need not be closed just because it was a little slower
+    than the majority.
+    """
+
+    def __init__(self) -> None:
+        self._queue: deque[tuple[Command, Round, int]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def sent(self, command: Command, round_: Round, node: int) -> None:
+        self._queue.append((command, round_, node))
+
+    def received(self, reply: object, current: Round | None) -> Command | None:
+        """Account for the oldest reply; returns a command to send next on this connection.
+
+        ``reply`` is the decoded value or an :class:`ErrorReply`. A NOSCRIPT error is
+        answered by re-sending the script in full (EVAL), for stale commands too: a release
+        whose reply nobody waits for must still delete the key.
+        """
+        command, round_, node = self._queue.popleft()
+        if isinstance(reply, ErrorReply):
+            if command.script is not None and reply.noscript:
+                # The caller sends it and registers it with sent(), like any command.
+                return command.without_script_cache()
+            if round_ is current and node in round_.pending:
+                round_.record(node, NodeStatus.ERROR, reply.message)
+        elif round_ is current and node in round_.pending:
+            round_.record_reply(node, reply)
+        return None
+
+    def clear(self) -> None:
+        self._queue.clear()
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Wait this long before the next attempt (the driver may wake earlier on a release)."""
+
+    seconds: float
+
+
+Request = Round | Pause
+Flow = Generator[Request, float, "Result"]
+
+
+# --- lock parameters and results -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LockSpec:
+    """What every flow needs to know about one lock and the cluster it lives on."""
+
+    key: str
+    ttl: float
+    node_names: tuple[str, ...]
+    node_timeout: float
+    clock_drift_factor: float
+    retry_delay: float
+    unavailable_timeout: float
+
+    @property
+    def quorum(self) -> int:
+        return quorum_size(len(self.node_names))
+
+    @property
+    def all_nodes(self) -> tuple[int, ...]:
+        return tuple(range(len(self.node_names)))
+
+    def round(self, command: Command, targets: Sequence[int] | None = None, *, wait_for_all: bool = False) -> Round:
+        return Round(
+            command=command,
+            targets=tuple(self.all_nodes if targets is None else targets),
+            node_names=self.node_names,
+            quorum=self.quorum,
+            timeout=self.node_timeout,
+            wait_for_all=wait_for_all,
+        )
+
+    def deadline_after(self, started: float, ttl: float | None = None) -> float:
+        """The monotonic time until which a lock set at ``started`` may be relied on."""
+        ttl = self.ttl if ttl is None else ttl
+        return started + ttl - drift_allowance(ttl, self.clock_drift_factor)
+
+
+@dataclass(frozen=True)
+class Result:
+    """How a flow ended: held (with its deadline) or not, and what the masters said."""
+
+    ok: bool
+    outcomes: tuple[NodeOutcome, ...]
+    granted: int
+    deadline: float = 0.0
+    quorum_unreachable: bool = False
+    #: For a failed extend or release: a majority answered that our token is gone.
+    token_gone: bool = False
+    timed_out: bool = False
+    attempts: int = 1
+
+
+def _release_command(spec: LockSpec, token: str) -> Command:
+    return Command.run_script(_scripts.RELEASE, [spec.key], [token])
+
+
+def acquire_flow(
+    spec: LockSpec,
+    token: str,
+    now: float,
+    *,
+    blocking: bool,
+    timeout: float | None,
+    rng: random.Random,
+) -> Flow:
+    """Try to set ``token`` on a majority; retry while ``blocking`` and time remains.
+
+    ``timeout`` bounds the whole wait; with ``timeout=None`` a blocking acquire retries
+    until it gets the lock, except that it gives up after ``spec.unavailable_timeout`` of
+    consecutive attempts that could not reach a majority: waiting forever on a dead
+    cluster helps nobody.
+    """
+    give_up_at = None if timeout is None else now + timeout
+    unreachable_since: float | None = None
+    delays = retry_delays(spec.retry_delay, rng)
+    attempts = 0
+    while True:
+        attempts += 1
+        started = now
+        acquire = spec.round(Command.set_nx_px(spec.key, token, ttl_milliseconds(spec.ttl)))
+        now = yield acquire
+        if acquire.majority_granted and spec.deadline_after(started) > now:
+            return Result(
+                True,
+                acquire.ordered_outcomes(),
+                acquire.granted,
+                deadline=spec.deadline_after(started),
+                attempts=attempts,
+            )
+
+        # A timed-out or erroring SET may still land: undo ours everywhere but where the
+        # master said no (there the key is someone else's, and our token never went in).
+        undo = [
+            node
+            for node in spec.all_nodes
+            if acquire.outcomes.get(node) is None or acquire.outcomes[node].status is not NodeStatus.DENIED
+        ]
+        if undo:
+            now = yield spec.round(_release_command(spec, token), undo, wait_for_all=True)
+
+        unreachable = acquire.quorum_unreachable
+        if not unreachable:
+            unreachable_since = None
+        elif unreachable_since is None:
+            unreachable_since = started
+
+        failure = Result(
+            False, acquire.ordered_outcomes(), acquire.granted, quorum_unreachable=unreachable, attempts=attempts
+        )
+        if not blocking:
+            return failure
+        if unreachable_since is not None and timeout is None and now - unreachable_since >= spec.unavailable_timeout:
+            return failure
+        delay = next(delays)
+        if give_up_at is not None:
+            if now >= give_up_at:
+                return Result(
+                    False,
+                    failure.outcomes,
+                    failure.granted,
+                    quorum_unreachable=unreachable,
+                    timed_out=True,
+                    attempts=attempts,
+                )
+            delay = min(delay, give_up_at - now)
+        now = yield Pause(delay)
+
+
+def extend_flow(spec: LockSpec, token: str, ttl: float, now: float) -> Flow:
+    """Reset the ttl of our token on a majority; validity counts from the start of the extend."""
+    started = now
+    extend = spec.round(Command.run_script(_scripts.EXTEND, [spec.key], [token, ttl_milliseconds(ttl)]))
+    now = yield extend
+    deadline = spec.deadline_after(started, ttl)
+    ok = extend.majority_granted and deadline > now
+    gone = extend.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
+    return Result(ok, extend.ordered_outcomes(), extend.granted, deadline=deadline if ok else 0.0, token_gone=gone)
+
+
+def release_flow(spec: LockSpec, token: str, now: float) -> Flow:
+    """Delete our token everywhere; ok only if a majority still held it until now."""
+    release = spec.round(_release_command(spec, token), wait_for_all=True)
+    yield release
+    gone = release.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
+    return Result(release.majority_granted, release.ordered_outcomes(), release.granted, token_gone=gone)

@@ -1,0 +1,349 @@
+"""The synchronous client: ``Redlock`` and ``Lock`` over blocking sockets.
+
+The driver runs the pure flows of ``redlock._core``. A round writes its command on every
+master's connection first and only then reads replies, in whatever order they arrive
+(``poll`` on the sockets), so a round costs about one round trip whatever the number of
+masters, without a thread per master. Threads are used only to (re)connect, where a
+blocking connect to an unresponsive host must not hold up the others.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import select
+import threading
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
+from redis.exceptions import ResponseError
+from redis.retry import Retry
+
+from redlock import _config
+from redlock._core import Flow, InFlight, Pause, Result, Round
+from redlock._errors import error_reply, failure_status
+from redlock._lock import (
+    DEFAULT_CLOCK_DRIFT_FACTOR,
+    DEFAULT_NODE_TIMEOUT,
+    DEFAULT_RETRY_DELAY,
+    DEFAULT_TTL,
+    DEFAULT_UNAVAILABLE_TIMEOUT,
+    ClusterConfig,
+    LockState,
+)
+from redlock.exceptions import LockLost, NodeStatus
+
+#: Commands a silent master may owe us before its connection is dropped.
+MAX_UNANSWERED = 16
+
+
+class _Link:
+    """Our connection to one master, and the commands in flight on it."""
+
+    def __init__(self, address: _config.MasterAddress, node_timeout: float) -> None:
+        kwargs: dict[str, Any] = _config.connection_kwargs(address, node_timeout)
+        kwargs["retry"] = Retry(NoBackoff(), 0)
+        connection_class: type[Any]
+        if address.unix_socket:
+            connection_class = UnixDomainSocketConnection
+        elif address.tls:
+            connection_class = SSLConnection
+        else:
+            connection_class = Connection
+        # Typed as Any: redis-py's connection methods are unannotated.
+        self.connection: Any = connection_class(**kwargs)
+        self.in_flight = InFlight()
+        self.connecting: concurrent.futures.Future[None] | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.connecting is None and self.connection.is_connected
+
+    def fileno(self) -> int:
+        # redis-py has no public accessor for the socket; poll needs its descriptor.
+        return int(self.connection._sock.fileno())
+
+    def give_up_waiting(self) -> None:
+        """Stop waiting for this master in the current round, keeping the connection.
+
+        Its late replies are matched and dropped by ``in_flight``, and whatever we send next
+        runs after the command we gave up on: a rollback sent after a timed-out SET lands
+        after it, on that master, instead of racing it on a new connection. A master that
+        stays silent for many commands is dropped, before its socket buffer fills.
+        """
+        if len(self.in_flight) >= MAX_UNANSWERED:
+            self.reset()
+
+    def reset(self) -> None:
+        """Drop the connection: what was in flight on it can no longer be matched to replies."""
+        self.connection.disconnect()
+        self.in_flight.clear()
+
+
+class _Driver:
+    """Runs flows for one Redlock client; each running flow has a lane (a link per master)."""
+
+    def __init__(self, masters: Sequence[_config.MasterAddress], node_timeout: float, clock: _config.Clock) -> None:
+        self._masters = masters
+        self._node_timeout = node_timeout
+        self._clock = clock
+        self._idle_lanes: list[list[_Link]] = []
+        self._lanes_lock = threading.Lock()
+        self._connector: concurrent.futures.ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def run(self, flow: Flow) -> Result:
+        lane = self._checkout()
+        try:
+            request = next(flow)
+            while True:
+                if isinstance(request, Round):
+                    self._run_round(lane, request)
+                else:
+                    self._pause(request)
+                request = flow.send(self._clock())
+        except StopIteration as stop:
+            result: Result = stop.value
+            return result
+        except BaseException:
+            # Interrupted mid-read: the connections' reply streams can no longer be trusted.
+            for link in lane:
+                link.reset()
+            raise
+        finally:
+            self._checkin(lane)
+
+    def close(self) -> None:
+        with self._lanes_lock:
+            self._closed = True
+            lanes, self._idle_lanes = self._idle_lanes, []
+        for lane in lanes:
+            for link in lane:
+                link.reset()
+        if self._connector is not None:
+            self._connector.shutdown(wait=False, cancel_futures=True)
+
+    def _checkout(self) -> list[_Link]:
+        with self._lanes_lock:
+            if self._closed:
+                raise RuntimeError("this Redlock client is closed")
+            if self._idle_lanes:
+                return self._idle_lanes.pop()
+        return [_Link(master, self._node_timeout) for master in self._masters]
+
+    def _checkin(self, lane: list[_Link]) -> None:
+        with self._lanes_lock:
+            if not self._closed:
+                self._idle_lanes.append(lane)
+                return
+        for link in lane:
+            link.reset()
+
+    def _pause(self, pause: Pause) -> None:
+        time.sleep(pause.seconds)
+
+    # --- one round ------------------------------------------------------------------------
+
+    def _run_round(self, lane: list[_Link], round_: Round) -> None:
+        deadline = self._clock() + round_.timeout
+        self._connect(lane, round_, deadline)
+        for node in round_.pending:
+            self._send(lane[node], node, round_, round_.command)
+        while not round_.settled:
+            ready = [node for node in round_.pending if self._readable(lane[node], node, round_)]
+            for node in ready:
+                self._read_one(lane[node], node, round_)
+            if round_.settled or ready:
+                continue
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                for node in round_.pending:
+                    lane[node].give_up_waiting()
+                    round_.record(node, NodeStatus.TIMEOUT, f"no reply within node_timeout={round_.timeout}s")
+                return
+            poller = select.poll()
+            for node in round_.pending:
+                poller.register(lane[node].fileno(), select.POLLIN)
+            poller.poll(remaining * 1000)
+
+    def _send(self, link: _Link, node: int, round_: Round, command: Any) -> None:
+        try:
+            link.connection.send_packed_command(link.connection.pack_command(*command.args), check_health=False)
+        except Exception as error:
+            link.reset()
+            if node in round_.pending:
+                round_.record(node, *failure_status(error))
+            return
+        link.in_flight.sent(command, round_, node)
+
+    def _readable(self, link: _Link, node: int, round_: Round) -> bool:
+        try:
+            return bool(link.connection.can_read(timeout=0))
+        except Exception as error:
+            link.reset()
+            round_.record(node, *failure_status(error))
+            return False
+
+    def _read_one(self, link: _Link, node: int, round_: Round) -> None:
+        reply: object
+        try:
+            reply = link.connection.read_response()
+        except ResponseError as error:
+            reply = error_reply(error)
+        except Exception as error:
+            link.reset()
+            if node in round_.pending:
+                round_.record(node, *failure_status(error))
+            return
+        resend = link.in_flight.received(reply, round_)
+        if resend is not None:
+            self._send(link, node, round_, resend)
+
+    def _connect(self, lane: list[_Link], round_: Round, deadline: float) -> None:
+        """Connect the masters that need it, concurrently, by the round's deadline."""
+        waiting: dict[concurrent.futures.Future[None], int] = {}
+        for node in round_.targets:
+            link = lane[node]
+            if link.connected:
+                continue
+            if link.connecting is None:
+                link.in_flight.clear()
+                link.connecting = self._connector_pool().submit(link.connection.connect)
+            waiting[link.connecting] = node
+        if not waiting:
+            return
+        concurrent.futures.wait(waiting, timeout=max(0.0, deadline - self._clock()))
+        for future, node in waiting.items():
+            link = lane[node]
+            if not future.done():
+                round_.record(node, NodeStatus.TIMEOUT, f"no connection within node_timeout={round_.timeout}s")
+                continue
+            link.connecting = None
+            error = future.exception()
+            if error is not None:
+                link.reset()
+                round_.record(node, *failure_status(error))
+
+    def _connector_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._connector is None:
+            self._connector = concurrent.futures.ThreadPoolExecutor(
+                max_workers=len(self._masters), thread_name_prefix="redlock-connect"
+            )
+        return self._connector
+
+
+class Redlock(ClusterConfig):
+    """A Redlock client on N independent Redis masters; hands out :class:`Lock` objects.
+
+    ``masters`` are ``redis://`` / ``rediss://`` / ``unix://`` URLs or configured
+    ``redis.Redis`` clients (only their address and credentials are used: this client makes
+    its own connections, with no retries and socket timeouts of ``node_timeout``).
+
+    Defaults, and what each protects against:
+
+    * ``node_timeout=0.05``: the most one master may take to answer one request. A hung or
+      unreachable master costs at most this per round, never a hang. Keep it far below ttl.
+    * ``clock_drift_factor=0.01``: the share of the ttl not counted on, for masters' and
+      clients' clocks running at rates up to 1 % apart (plus 2 ms for expiry precision).
+    * ``retry_delay=0.2``: mean delay between attempts of a blocking acquire, jittered
+      uniformly over [0.1, 0.3] s so that clients that split a vote do not retry in lockstep.
+    * ``unavailable_timeout=10.0``: a blocking acquire with no timeout gives up with
+      :class:`~redlock.QuorumUnavailable` after this long without reaching a majority.
+    """
+
+    def __init__(
+        self,
+        masters: Sequence[str | redis.Redis],
+        *,
+        node_timeout: float = DEFAULT_NODE_TIMEOUT,
+        clock_drift_factor: float = DEFAULT_CLOCK_DRIFT_FACTOR,
+        retry_delay: float = DEFAULT_RETRY_DELAY,
+        unavailable_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT,
+        clock: _config.Clock = time.monotonic,
+    ) -> None:
+        super().__init__(
+            masters,
+            (redis.Redis,),
+            "redis.Redis client",
+            node_timeout=node_timeout,
+            clock_drift_factor=clock_drift_factor,
+            retry_delay=retry_delay,
+            unavailable_timeout=unavailable_timeout,
+            clock=clock,
+        )
+        self._driver = _Driver(self.masters, self.node_timeout, clock)
+
+    def lock(self, name: str, ttl: float = DEFAULT_TTL, *, timeout: float | None = None) -> Lock:
+        """A Lock on ``name`` with the given ttl (seconds); ``timeout`` bounds ``with``'s wait."""
+        if timeout is not None:
+            _config.check_seconds("timeout", timeout, allow_zero=True)
+        return Lock(self, self.lock_spec(name, ttl), timeout)
+
+    def close(self) -> None:
+        """Close every connection; Locks of this client cannot be used afterwards."""
+        self._driver.close()
+
+    def __enter__(self) -> Redlock:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Redlock {len(self.masters)} masters: {', '.join(self.master_names)}>"
+
+
+class Lock(LockState[Redlock]):
+    """A lock on one name, held when a majority of masters carry our token.
+
+    Use it like ``threading.Lock`` (``acquire``/``release`` or ``with``), with the
+    difference that the lock expires: rely on it only while :meth:`locked` is true, and
+    call :meth:`extend` to keep it longer.
+    """
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Acquire the lock; True if held, False if others hold it (or timeout ran out).
+
+        ``blocking=False`` makes exactly one attempt. ``timeout`` bounds the total wait of
+        a blocking acquire; ``None`` waits until acquired. Raises
+        :class:`~redlock.QuorumUnavailable` when a majority of masters cannot be reached
+        (at once when not blocking; when the timeout, or ``unavailable_timeout``, runs out
+        while blocking).
+        """
+        token, flow = self._acquire_flow(blocking, timeout)
+        try:
+            result = self._cluster._driver.run(flow)
+        except BaseException:
+            # Interrupted (Ctrl-C) with SETs possibly landed: take ours back before leaving.
+            self._cluster._driver.run(self._rollback_flow(token))
+            raise
+        return self._acquired(token, result)
+
+    def release(self) -> None:
+        """Delete our token on every master; LockLost if a majority no longer held it."""
+        token, flow = self._release_flow()
+        self._released(token, self._cluster._driver.run(flow))
+
+    def extend(self, ttl: float | None = None) -> float:
+        """Reset the lock's ttl (default: its own) on a majority; returns the new validity."""
+        token, _, flow = self._extend_flow(ttl)
+        return self._extended(token, self._cluster._driver.run(flow))
+
+    def __enter__(self) -> Lock:
+        if not self.acquire(blocking=True, timeout=self._with_timeout):
+            raise self._not_acquired_in_with()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        try:
+            self.release()
+        except LockLost as lost:
+            if exc is None:
+                raise
+            exc.add_note(f"redlock: {lost}")

@@ -1,0 +1,435 @@
+"""Property tests of the pure core: quorum arithmetic, rounds, retry delays and the flows.
+
+No servers here. The flows are driven by a small in-memory model of masters that applies
+SET NX PX and the two scripts with expiry, the way a real master would, so that the
+decisions (hold, roll back, retry, give up) can be checked over thousands of cases.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from redlock import _core, _scripts
+from redlock._core import (
+    Command,
+    ErrorReply,
+    InFlight,
+    LockSpec,
+    Pause,
+    Round,
+    acquire_flow,
+    drift_allowance,
+    extend_flow,
+    quorum_size,
+    release_flow,
+    retry_delays,
+    ttl_milliseconds,
+    validity_left,
+)
+from redlock.exceptions import NodeStatus
+
+statuses = st.sampled_from(list(NodeStatus))
+
+
+@given(st.integers(min_value=1, max_value=101))
+def test_any_two_quorums_intersect(n: int) -> None:
+    q = quorum_size(n)
+    assert 2 * q > n  # two majorities share a master
+    assert 2 * (q - 1) <= n  # and the quorum is the smallest such size
+    assert q <= n
+
+
+def test_quorum_size_rejects_empty_cluster() -> None:
+    with pytest.raises(ValueError, match="node_count"):
+        quorum_size(0)
+
+
+@given(
+    ttl=st.floats(min_value=0.01, max_value=3600),
+    elapsed=st.floats(min_value=0, max_value=3600),
+    factor=st.floats(min_value=0, max_value=0.99),
+)
+def test_validity_is_ttl_minus_elapsed_minus_drift(ttl: float, elapsed: float, factor: float) -> None:
+    drift = drift_allowance(ttl, factor)
+    assert drift >= 0.002
+    assert validity_left(ttl, elapsed, factor) == pytest.approx(ttl - elapsed - ttl * factor - 0.002)
+    assert validity_left(ttl, elapsed, factor) < ttl - elapsed
+
+
+@given(
+    ttl=st.floats(min_value=0.01, max_value=3600),
+    a=st.floats(min_value=0, max_value=100),
+    b=st.floats(min_value=0, max_value=100),
+)
+def test_validity_shrinks_as_the_round_takes_longer(ttl: float, a: float, b: float) -> None:
+    assume(a < b)
+    assert validity_left(ttl, a, 0.01) >= validity_left(ttl, b, 0.01)
+
+
+@given(st.floats(min_value=0.001, max_value=1e6))
+def test_ttl_in_milliseconds_never_overstates(ttl: float) -> None:
+    ms = ttl_milliseconds(ttl)
+    assert ms >= 1
+    assert ms <= ttl * 1000 or ms == 1
+    assert ms > ttl * 1000 - 1
+
+
+@given(base=st.floats(min_value=0.001, max_value=10), seed=st.integers())
+def test_retry_delays_are_jittered_within_bounds(base: float, seed: int) -> None:
+    delays = list(itertools.islice(retry_delays(base, random.Random(seed)), 50))
+    assert all(base / 2 <= d <= 1.5 * base for d in delays)
+    assert len(set(delays)) > 1  # not in lockstep
+
+
+def test_two_clients_do_not_retry_in_lockstep() -> None:
+    first = list(itertools.islice(retry_delays(0.2, random.Random(1)), 20))
+    second = list(itertools.islice(retry_delays(0.2, random.Random(2)), 20))
+    assert all(a != b for a, b in zip(first, second, strict=True))
+
+
+def _round(n: int, wait_for_all: bool = False) -> Round:
+    names = tuple(f"m{i}" for i in range(n))
+    return Round(Command(("PING",)), tuple(range(n)), names, quorum_size(n), 0.05, wait_for_all)
+
+
+@given(
+    st.integers(min_value=1, max_value=9).flatmap(
+        lambda n: st.tuples(st.just(n), st.lists(statuses, min_size=n, max_size=n))
+    )
+)
+def test_an_early_round_settles_exactly_when_the_outcome_is_decided(case: tuple[int, list[NodeStatus]]) -> None:
+    n, replies = case
+    q = quorum_size(n)
+    round_ = _round(n)
+    for node, status in enumerate(replies):
+        assert not round_.settled
+        round_.record(node, status)
+        granted = replies[: node + 1].count(NodeStatus.GRANTED)
+        pending = n - node - 1
+        decided = granted >= q or granted + pending < q
+        assert round_.settled == decided
+        assert not (round_.majority_granted and round_.majority_impossible)
+        if decided:
+            break
+    assert round_.settled
+
+
+@given(
+    st.integers(min_value=1, max_value=9).flatmap(
+        lambda n: st.tuples(st.just(n), st.lists(statuses, min_size=n, max_size=n))
+    )
+)
+def test_a_complete_round_waits_for_every_master(case: tuple[int, list[NodeStatus]]) -> None:
+    n, replies = case
+    round_ = _round(n, wait_for_all=True)
+    for node, status in enumerate(replies):
+        assert not round_.settled
+        round_.record(node, status)
+    assert round_.settled
+    unreached = sum(not s.answered for s in replies)
+    assert round_.quorum_unreachable == (unreached > n - quorum_size(n))
+
+
+def test_a_round_refuses_a_second_reply_from_one_master() -> None:
+    round_ = _round(3)
+    round_.record(0, NodeStatus.GRANTED)
+    with pytest.raises(ValueError, match="not awaited"):
+        round_.record(0, NodeStatus.DENIED)
+
+
+def test_replies_map_to_granted_and_denied() -> None:
+    assert _core.reply_status(b"OK") is NodeStatus.GRANTED
+    assert _core.reply_status(1) is NodeStatus.GRANTED
+    assert _core.reply_status(None) is NodeStatus.DENIED
+    assert _core.reply_status(0) is NodeStatus.DENIED
+    assert _core.reply_status(b"QUEUED") is NodeStatus.ERROR
+
+
+# --- in-flight replies ----------------------------------------------------------------------
+
+
+def test_late_replies_are_dropped_and_noscript_is_resent_in_full() -> None:
+    old, new = _round(1), _round(1)
+    in_flight = InFlight()
+    script = Command.run_script(_scripts.RELEASE, ["k"], ["t"])
+    in_flight.sent(Command(("SET",)), old, 0)  # abandoned by a round that settled early
+    in_flight.sent(script, new, 0)
+    assert in_flight.received(b"OK", new) is None  # the late reply of the old round
+    assert new.pending == (0,)
+    resend = in_flight.received(ErrorReply("No matching script", noscript=True), new)
+    assert resend is not None
+    assert resend.args[:2] == ("EVAL", _scripts.RELEASE.source)
+    assert resend.args[2:] == script.args[2:]
+    in_flight.sent(resend, new, 0)
+    assert in_flight.received(1, new) is None
+    assert new.outcomes[0].status is NodeStatus.GRANTED
+    assert len(in_flight) == 0
+
+
+# --- flows against a model of masters -------------------------------------------------------
+
+
+@dataclass
+class ModelMaster:
+    """A master as far as the flows can tell: keys with expiry, SET NX PX and our scripts."""
+
+    up: bool = True
+    keys: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def apply(self, command: Command, now: float) -> object:
+        self.keys = {k: v for k, v in self.keys.items() if v[1] > now}
+        args = command.args
+        if args[0] == "SET":
+            key, token, ttl_ms = str(args[1]), str(args[2]), int(args[5])
+            if key in self.keys:
+                return None
+            self.keys[key] = (token, now + ttl_ms / 1000)
+            return b"OK"
+        assert command.script is not None
+        key, token = str(args[3]), str(args[4])
+        if self.keys.get(key, ("", 0.0))[0] != token:
+            return 0
+        if command.script is _scripts.RELEASE:
+            del self.keys[key]
+        else:
+            self.keys[key] = (token, now + int(args[5]) / 1000)
+        return 1
+
+
+class ModelCluster:
+    """Runs flows against model masters; each round takes ``round_time`` seconds."""
+
+    def __init__(self, n: int, round_time: float = 0.001) -> None:
+        self.masters = [ModelMaster() for _ in range(n)]
+        self.now = 1000.0
+        self.round_time = round_time
+        self.rounds: list[Round] = []
+        self.paused = 0.0
+
+    def run(self, flow: _core.Flow) -> _core.Result:
+        try:
+            request = next(flow)
+            while True:
+                if isinstance(request, Round):
+                    self.rounds.append(request)
+                    for node in request.targets:
+                        master = self.masters[node]
+                        if master.up:
+                            request.record_reply(node, master.apply(request.command, self.now))
+                        else:
+                            request.record(node, NodeStatus.UNREACHABLE)
+                    self.now += self.round_time
+                else:
+                    assert isinstance(request, Pause)
+                    assert request.seconds >= 0
+                    self.paused += request.seconds
+                    self.now += request.seconds
+                request = flow.send(self.now)
+        except StopIteration as stop:
+            result: _core.Result = stop.value
+            return result
+
+    def spec(self, ttl: float = 1.0, unavailable_timeout: float = 1.0) -> LockSpec:
+        return LockSpec(
+            key="k",
+            ttl=ttl,
+            node_names=tuple(f"m{i}" for i in range(len(self.masters))),
+            node_timeout=0.05,
+            clock_drift_factor=0.01,
+            retry_delay=0.1,
+            unavailable_timeout=unavailable_timeout,
+        )
+
+    def holders(self, token: str) -> int:
+        return sum(1 for m in self.masters if m.keys.get("k", ("", 0.0))[0] == token and m.keys["k"][1] > self.now)
+
+
+cluster_shapes = st.integers(min_value=1, max_value=7).flatmap(
+    lambda n: st.tuples(
+        st.just(n), st.lists(st.booleans(), min_size=n, max_size=n), st.lists(st.booleans(), min_size=n, max_size=n)
+    )
+)
+
+
+@given(cluster_shapes, st.floats(min_value=0.0001, max_value=2.0))
+def test_one_attempt_holds_iff_majority_and_validity(
+    shape: tuple[int, list[bool], list[bool]], round_time: float
+) -> None:
+    n, up, taken = shape
+    cluster = ModelCluster(n, round_time)
+    for master, is_up, is_taken in zip(cluster.masters, up, taken, strict=True):
+        master.up = is_up
+        if is_taken:
+            master.keys["k"] = ("other", 1e9)
+    spec = cluster.spec(ttl=1.0)
+    result = cluster.run(acquire_flow(spec, "me", cluster.now, blocking=False, timeout=None, rng=random.Random(0)))
+    free = sum(1 for is_up, is_taken in zip(up, taken, strict=True) if is_up and not is_taken)
+    should_hold = free >= quorum_size(n) and validity_left(1.0, round_time, 0.01) > 0
+    assert result.ok == should_hold
+    assert result.attempts == 1
+    if result.ok:
+        assert result.deadline == pytest.approx(1000.0 + 1.0 - drift_allowance(1.0, 0.01))
+        assert len(cluster.rounds) == 1
+    else:
+        # Rolled back: no key of ours is left anywhere, and no one else's was touched.
+        assert cluster.holders("me") == 0
+        assert all(m.keys.get("k", ("other",))[0] == "other" for m, t in zip(cluster.masters, taken, strict=True) if t)
+        assert result.quorum_unreachable == (up.count(False) > n - quorum_size(n))
+        if len(cluster.rounds) == 2:
+            denied = {i for i, o in cluster.rounds[0].outcomes.items() if o.status is NodeStatus.DENIED}
+            assert set(cluster.rounds[1].targets) == set(range(n)) - denied
+
+
+@given(st.floats(min_value=0, max_value=3), st.integers(min_value=0))
+def test_blocking_acquire_never_waits_past_its_timeout(timeout: float, seed: int) -> None:
+    cluster = ModelCluster(5)
+    for master in cluster.masters:
+        master.keys["k"] = ("other", 1e9)
+    start = cluster.now
+    result = cluster.run(
+        acquire_flow(cluster.spec(), "me", start, blocking=True, timeout=timeout, rng=random.Random(seed))
+    )
+    assert not result.ok
+    assert result.timed_out
+    assert not result.quorum_unreachable
+    assert cluster.paused <= timeout + 1e-9
+    # The last attempt may start just before the deadline; it costs at most two rounds.
+    assert cluster.now - start <= timeout + 2 * cluster.round_time * result.attempts + 1e-6
+
+
+@given(st.floats(min_value=0.1, max_value=5), st.integers(min_value=0))
+def test_blocking_acquire_without_timeout_gives_up_on_a_dead_quorum(unavailable_timeout: float, seed: int) -> None:
+    cluster = ModelCluster(5)
+    for master in cluster.masters[:3]:
+        master.up = False
+    spec = cluster.spec(unavailable_timeout=unavailable_timeout)
+    result = cluster.run(acquire_flow(spec, "me", cluster.now, blocking=True, timeout=None, rng=random.Random(seed)))
+    assert not result.ok
+    assert result.quorum_unreachable
+    assert result.attempts >= 2
+    assert cluster.paused <= unavailable_timeout + 1.5 * spec.retry_delay
+
+
+def test_blocking_acquire_gets_the_lock_once_it_expires() -> None:
+    cluster = ModelCluster(5)
+    for master in cluster.masters:
+        master.keys["k"] = ("other", cluster.now + 0.5)
+    result = cluster.run(
+        acquire_flow(cluster.spec(), "me", cluster.now, blocking=True, timeout=None, rng=random.Random(3))
+    )
+    assert result.ok
+    assert result.attempts > 1
+    assert cluster.holders("me") == 5
+
+
+@given(st.floats(min_value=0.0001, max_value=3.0))
+def test_extend_counts_validity_from_its_own_start(round_time: float) -> None:
+    cluster = ModelCluster(5, round_time)
+    spec = cluster.spec(ttl=2.0)
+    for master in cluster.masters:
+        master.keys["k"] = ("me", cluster.now + 0.5)
+    started = cluster.now
+    result = cluster.run(extend_flow(spec, "me", 2.0, started))
+    expected_ok = validity_left(2.0, round_time, 0.01) > 0
+    assert result.ok == expected_ok
+    if result.ok:
+        assert result.deadline == pytest.approx(started + 2.0 - drift_allowance(2.0, 0.01))
+
+
+def test_extend_never_revives_a_key_that_is_gone() -> None:
+    cluster = ModelCluster(5)
+    for master in cluster.masters[:2]:
+        master.keys["k"] = ("me", cluster.now + 10)
+    result = cluster.run(extend_flow(cluster.spec(), "me", 1.0, cluster.now))
+    assert not result.ok
+    assert result.token_gone
+    assert cluster.holders("me") == 2  # the three masters without it still have nothing
+
+
+def test_release_confirms_only_with_a_majority() -> None:
+    cluster = ModelCluster(5)
+    for master in cluster.masters[:2]:
+        master.keys["k"] = ("me", cluster.now + 10)
+    for master in cluster.masters[2:]:
+        master.keys["k"] = ("other", cluster.now + 10)
+    result = cluster.run(release_flow(cluster.spec(), "me", cluster.now))
+    assert not result.ok
+    assert result.token_gone
+    assert cluster.holders("me") == 0
+    assert cluster.holders("other") == 3
+
+
+class MutualExclusion(RuleBasedStateMachine):
+    """Clients acquire, release and extend on model masters that may go down, while time
+    passes; with masters that keep their data and a common clock, two clients never both
+    believe they hold the lock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cluster = ModelCluster(5, round_time=0.01)
+        self.spec = self.cluster.spec(ttl=1.0)
+        self.deadlines: dict[str, float] = {}
+        self.tokens = [f"client{i}" for i in range(3)]
+
+    @rule(client=st.integers(0, 2), seed=st.integers(0, 100))
+    def acquire(self, client: int, seed: int) -> None:
+        token = self.tokens[client]
+        if self.deadlines.get(token, 0) > self.cluster.now:
+            return
+        result = self.cluster.run(
+            acquire_flow(self.spec, token, self.cluster.now, blocking=False, timeout=None, rng=random.Random(seed))
+        )
+        if result.ok:
+            self.deadlines[token] = result.deadline
+
+    @rule(client=st.integers(0, 2))
+    def release(self, client: int) -> None:
+        token = self.tokens[client]
+        if token in self.deadlines:
+            self.cluster.run(release_flow(self.spec, token, self.cluster.now))
+            del self.deadlines[token]
+
+    @rule(client=st.integers(0, 2))
+    def extend(self, client: int) -> None:
+        token = self.tokens[client]
+        if token in self.deadlines:
+            result = self.cluster.run(extend_flow(self.spec, token, 1.0, self.cluster.now))
+            if result.ok:
+                self.deadlines[token] = result.deadline
+            elif result.token_gone:
+                del self.deadlines[token]
+
+    @rule(seconds=st.floats(min_value=0, max_value=1.5))
+    def time_passes(self, seconds: float) -> None:
+        self.cluster.now += seconds
+
+    @precondition(lambda self: sum(m.up for m in self.cluster.masters) > 0)
+    @rule(node=st.integers(0, 4))
+    def master_goes_down(self, node: int) -> None:
+        self.cluster.masters[node].up = False
+
+    @rule(node=st.integers(0, 4))
+    def master_comes_back(self, node: int) -> None:
+        self.cluster.masters[node].up = True  # with its data: an AOF fsync=always restart
+
+    @invariant()
+    def at_most_one_holder(self) -> None:
+        holders = [t for t, d in self.deadlines.items() if d > self.cluster.now]
+        assert len(holders) <= 1, holders
+
+    @invariant()
+    def a_holder_really_has_a_majority(self) -> None:
+        for token, deadline in self.deadlines.items():
+            if deadline > self.cluster.now:
+                assert self.cluster.holders(token) >= quorum_size(5)
+
+
+TestMutualExclusion = MutualExclusion.TestCase
+TestMutualExclusion.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
