@@ -1,0 +1,94 @@
+"""A short demonstration: local masters, contending clients, and a summary.
+
+``python -m redlock.demo`` starts five redis-server masters on loopback (see
+:mod:`redlock.servers`), runs several clients that each increment a shared counter with a
+deliberately non-atomic read-modify-write under the lock, then kills one master and goes
+on, and prints what happened: acquisitions, latency, and whether any update was lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from collections.abc import Sequence
+
+import redis
+
+from redlock import Redlock
+from redlock.servers import LocalMasters
+
+
+def _percentile(samples: Sequence[float], share: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def run(clients: int, increments: int, masters: int) -> int:
+    with LocalMasters(masters) as cluster, LocalMasters(1) as store_server:
+        print(f"started {masters} masters: {', '.join(cluster.urls)}")
+        store = redis.Redis.from_url(store_server.urls[0])
+        store.set("counter", 0)
+        latencies: list[float] = []
+        failures: list[BaseException] = []
+        record = threading.Lock()
+        rl = Redlock(cluster.urls, retry_delay=0.01)
+
+        def client() -> None:
+            try:
+                for _ in range(increments):
+                    lock = rl.lock("demo:counter", ttl=2.0)
+                    started = time.perf_counter()
+                    lock.acquire(timeout=30.0)
+                    waited = time.perf_counter() - started
+                    value = int(store.get("counter"))  # type: ignore[arg-type]
+                    store.set("counter", value + 1)  # a lost update would show as a short count
+                    lock.release()
+                    with record:
+                        latencies.append(waited)
+            except BaseException as error:
+                failures.append(error)
+
+        def run_round(label: str) -> None:
+            threads = [threading.Thread(target=client) for _ in range(clients)]
+            started = time.perf_counter()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            elapsed = time.perf_counter() - started
+            print(f"{label}: {clients} clients x {increments} increments in {elapsed:.2f}s")
+
+        run_round("all masters up")
+        cluster[0].kill()
+        print(f"killed master {cluster.urls[0]} (a minority: the lock stays available)")
+        run_round("one master down")
+        rl.close()
+
+        expected = 2 * clients * increments
+        counter = int(store.get("counter"))  # type: ignore[arg-type]
+        store.close()
+        print(f"acquisitions: {len(latencies)}, failures: {len(failures)}")
+        if latencies:
+            print(
+                f"wait for the lock: p50 {statistics.median(latencies) * 1000:.1f} ms, "
+                f"p99 {_percentile(latencies, 0.99) * 1000:.1f} ms"
+            )
+        print(f"counter: {counter} of {expected} expected -> {'no lost update' if counter == expected else 'LOST UPDATES'}")
+        for error in failures[:3]:
+            print(f"error: {error}")
+        return 0 if counter == expected and not failures else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m redlock.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=6)
+    parser.add_argument("--increments", type=int, default=25)
+    parser.add_argument("--masters", type=int, default=5)
+    args = parser.parse_args(argv)
+    return run(args.clients, args.increments, args.masters)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
