@@ -194,6 +194,11 @@ class Round:
         )
 
 
+#: Commands a silent master may owe us before its connection is dropped (and with it the
+#: ordering guarantee below), so that a hung master's socket buffer never fills.
+MAX_UNANSWERED = 16
+
+
 class InFlight:
     """Commands written on one connection whose replies are not read yet, oldest first.
 

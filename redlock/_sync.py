@@ -24,7 +24,7 @@ from redis.exceptions import ResponseError
 from redis.retry import Retry
 
 from redlock import _config
-from redlock._core import Flow, InFlight, Pause, Result, Round
+from redlock._core import MAX_UNANSWERED, Flow, InFlight, Pause, Result, Round
 from redlock._errors import error_reply, failure_status
 from redlock._lock import (
     DEFAULT_CLOCK_DRIFT_FACTOR,
@@ -36,9 +36,6 @@ from redlock._lock import (
     LockState,
 )
 from redlock.exceptions import LockLost, NodeStatus
-
-#: Commands a silent master may owe us before its connection is dropped.
-MAX_UNANSWERED = 16
 
 
 class _Link:

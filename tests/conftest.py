@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
 
 import pytest
+import redis
+import redis.asyncio
 
 import redlock
+import redlock.asyncio
 from redlock.servers import LocalMasters
+
+T = TypeVar("T")
 
 # --- local Redis masters (redlock.servers) --------------------------------------------------
 
@@ -52,15 +59,99 @@ class ClientFactory(Protocol):
     def __call__(self, masters: Sequence[Any], **kwargs: Any) -> Any: ...
 
 
-@pytest.fixture(params=["sync"])
-def client(request: pytest.FixtureRequest) -> Iterator[ClientFactory]:
+@pytest.fixture(scope="session")
+def event_loop_thread() -> Iterator[_LoopThread]:
+    loop = _LoopThread()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def client(request: pytest.FixtureRequest, event_loop_thread: _LoopThread) -> Iterator[ClientFactory]:
     """A Redlock client factory, once per public API, with the same blocking surface."""
-    made: list[redlock.Redlock] = []
+    made: list[Any] = []
 
     def factory(masters: Sequence[Any], **kwargs: Any) -> Any:
-        made.append(redlock.Redlock(masters, **kwargs))
+        if request.param == "sync":
+            made.append(redlock.Redlock(masters, **kwargs))
+        else:
+            made.append(BlockingRedlock(event_loop_thread, masters, **kwargs))
         return made[-1]
 
     yield factory
     for rl in made:
         rl.close()
+
+
+class _LoopThread:
+    """An event loop in a thread of its own, so blocking tests can drive asyncio clients."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="test-loop", daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=120)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+class BlockingLock:
+    """An asyncio Lock seen through the sync Lock's surface, for the shared behaviour tests."""
+
+    def __init__(self, loop: _LoopThread, lock: redlock.asyncio.Lock) -> None:
+        self._loop = loop
+        self.inner = lock
+
+    name = property(lambda self: self.inner.name)
+    token = property(lambda self: self.inner.token)
+    validity = property(lambda self: self.inner.validity)
+    fencing_token = property(lambda self: self.inner.fencing_token)
+
+    def locked(self) -> bool:
+        return self.inner.locked()
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        return self._loop.run(self.inner.acquire(blocking, timeout))
+
+    def release(self) -> None:
+        self._loop.run(self.inner.release())
+
+    def extend(self, ttl: float | None = None) -> float:
+        return self._loop.run(self.inner.extend(ttl))
+
+    def __enter__(self) -> BlockingLock:
+        self._loop.run(self.inner.__aenter__())
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._loop.run(self.inner.__aexit__(*exc_info))
+
+
+class BlockingRedlock:
+    def __init__(self, loop: _LoopThread, masters: Sequence[Any], **kwargs: Any) -> None:
+        self._loop = loop
+
+        async def make() -> redlock.asyncio.Redlock:
+            # Given sync clients, hand the asyncio client the same addresses as asyncio clients.
+            converted = [
+                redis.asyncio.Redis(
+                    host=m.connection_pool.connection_kwargs["host"], port=m.connection_pool.connection_kwargs["port"]
+                )
+                if isinstance(m, redis.Redis)
+                else m
+                for m in masters
+            ]
+            return redlock.asyncio.Redlock(converted, **kwargs)
+
+        self.inner = loop.run(make())
+
+    def lock(self, *args: Any, **kwargs: Any) -> BlockingLock:
+        return BlockingLock(self._loop, self.inner.lock(*args, **kwargs))
+
+    def close(self) -> None:
+        self._loop.run(self.inner.aclose())

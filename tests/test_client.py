@@ -151,7 +151,9 @@ def test_a_foreign_token_can_neither_release_nor_extend(
     with pytest.raises(LockLost) as lost:
         lock.extend()
     assert lost.value.granted == 0
-    assert all(outcome.status is NodeStatus.DENIED for outcome in lost.value.outcomes)
+    statuses = [outcome.status for outcome in lost.value.outcomes]
+    assert statuses.count(NodeStatus.DENIED) >= 3  # decided once a majority said no
+    assert set(statuses) <= {NodeStatus.DENIED, NodeStatus.NOT_AWAITED}
     assert not lock.locked()
     with pytest.raises(LockLost):
         lock.release()
