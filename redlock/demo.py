@@ -75,9 +75,8 @@ def run(clients: int, increments: int, masters: int) -> int:
                 f"wait for the lock: p50 {statistics.median(latencies) * 1000:.1f} ms, "
                 f"p99 {_percentile(latencies, 0.99) * 1000:.1f} ms"
             )
-        print(
-            f"counter: {counter} of {expected} expected -> {'no lost update' if counter == expected else 'LOST UPDATES'}"
-        )
+        verdict = "no lost update" if counter == expected else "LOST UPDATES"
+        print(f"counter: {counter} of {expected} expected -> {verdict}")
         for error in failures[:3]:
             print(f"error: {error}")
         return 0 if counter == expected and not failures else 1
