@@ -77,6 +77,21 @@ def check_ttl(ttl: object, *, node_timeout: float, clock_drift_factor: float) ->
     return seconds
 
 
+def check_flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def check_renewable_ttl(ttl: float, *, node_timeout: float, clock_drift_factor: float) -> None:
+    """Auto-extension renews when two thirds of the ttl are left; three tries must fit in that."""
+    if validity_left(2 * ttl / 3, 3 * node_timeout, clock_drift_factor) <= 0:
+        raise ValueError(
+            f"ttl={ttl!r} is too short to auto-extend in time with node_timeout={node_timeout!r}: "
+            f"two thirds of the ttl must cover three extension rounds and the drift allowance"
+        )
+
+
 def check_callable(name: str, value: object) -> None:
     if value is not None and not callable(value):
         raise TypeError(f"{name} must be callable or None, got {type(value).__name__}")
@@ -143,6 +158,8 @@ def connection_kwargs(address: MasterAddress, node_timeout: float) -> dict[str, 
         "socket_connect_timeout": node_timeout,
         "health_check_interval": 0,
         "driver_info": None,
+        # RESP2: no HELLO round trip on connect, and replies (pub/sub included) as plain lists.
+        "protocol": 2,
     }
 
 

@@ -108,6 +108,8 @@ class Command:
 
 def reply_status(reply: object) -> NodeStatus:
     """Map a master's reply to SET NX / to our scripts onto granted or denied."""
+    if isinstance(reply, list | tuple) and reply:  # FENCED_ACQUIRE: {1, counter}
+        reply = reply[0]
     if reply is None or reply == 0:
         return NodeStatus.DENIED
     if reply in (b"OK", "OK") or reply == 1:
@@ -199,6 +201,16 @@ class Round:
 MAX_UNANSWERED = 16
 
 
+def script_preloads() -> tuple[Command, ...]:
+    """SCRIPT LOAD for every script, sent first on each new connection.
+
+    A master that restarted forgot its scripts, and any new connection may be to such a
+    master; loading them up front means EVALSHA works from the first command, and a
+    NOSCRIPT answer (re-sent as EVAL) only follows a SCRIPT FLUSH.
+    """
+    return tuple(Command(("SCRIPT", "LOAD", script.source)) for script in _scripts.ALL)
+
+
 class InFlight:
     """Commands written on one connection whose replies are not read yet, oldest first.
 
@@ -210,12 +222,13 @@ class InFlight:
     """
 
     def __init__(self) -> None:
-        self._queue: deque[tuple[Command, Round, int]] = deque()
+        self._queue: deque[tuple[Command, Round | None, int]] = deque()
 
     def __len__(self) -> int:
         return len(self._queue)
 
-    def sent(self, command: Command, round_: Round, node: int) -> None:
+    def sent(self, command: Command, round_: Round | None, node: int) -> None:
+        """Record a command written on the connection; ``round_`` None for housekeeping."""
         self._queue.append((command, round_, node))
 
     def received(self, reply: object, current: Round | None) -> Command | None:
@@ -230,9 +243,9 @@ class InFlight:
             if command.script is not None and reply.noscript:
                 # The caller sends it and registers it with sent(), like any command.
                 return command.without_script_cache()
-            if round_ is current and node in round_.pending:
+            if round_ is not None and round_ is current and node in round_.pending:
                 round_.record(node, NodeStatus.ERROR, reply.message)
-        elif round_ is current and node in round_.pending:
+        elif round_ is not None and round_ is current and node in round_.pending:
             round_.record_reply(node, reply)
         return None
 
@@ -242,9 +255,11 @@ class InFlight:
 
 @dataclass(frozen=True)
 class Pause:
-    """Wait this long before the next attempt (the driver may wake earlier on a release)."""
+    """Wait this long; a driver that listens for releases may wake early when ``wake_on``
+    (a lock key) is released, and one that runs a renewer stops it early on release."""
 
     seconds: float
+    wake_on: str | None = None
 
 
 Request = Round | Pause
@@ -265,6 +280,7 @@ class LockSpec:
     clock_drift_factor: float
     retry_delay: float
     unavailable_timeout: float
+    fencing: bool = False
 
     @property
     def quorum(self) -> int:
@@ -303,10 +319,62 @@ class Result:
     token_gone: bool = False
     timed_out: bool = False
     attempts: int = 1
+    fencing_token: int | None = None
+    #: The time the flow last received, when it decided.
+    finished_at: float = 0.0
+
+
+@dataclass
+class Lease:
+    """One holding of a lock, as the holder sees it; renewal updates it in place."""
+
+    token: str
+    deadline: float
+    fencing_token: int | None = None
+    #: Set when renewal found the lock gone, or its validity ran out before an extend worked.
+    lost: bool = False
+    #: Set by release: renewal stops at its next step.
+    ended: bool = False
+
+
+def fence_key(key: str) -> str:
+    """Where each master keeps the highest fencing token it has seen for ``key``."""
+    return f"redlock:fence:{key}"
+
+
+def subscription_changes(wanted: set[str], subscribed: set[str]) -> tuple[list[str], list[str]]:
+    """The channels to subscribe to and to leave, to go from ``subscribed`` to ``wanted``."""
+    return sorted(wanted - subscribed), sorted(subscribed - wanted)
+
+
+def release_channel(key: str) -> str:
+    """The channel a release of ``key`` is announced on, for waiters to retry at once."""
+    return f"redlock:released:{key}"
 
 
 def _release_command(spec: LockSpec, token: str) -> Command:
     return Command.run_script(_scripts.RELEASE, [spec.key], [token])
+
+
+def _acquire_command(spec: LockSpec, token: str) -> Command:
+    ttl_ms = ttl_milliseconds(spec.ttl)
+    if spec.fencing:
+        return Command.run_script(_scripts.FENCED_ACQUIRE, [spec.key, fence_key(spec.key)], [token, ttl_ms])
+    return Command.set_nx_px(spec.key, token, ttl_ms)
+
+
+def fencing_token_from(acquire: Round) -> int:
+    """One more than the highest counter among the masters that granted the lock.
+
+    They are a majority, and every earlier holder raised the counter on a majority before
+    its acquire returned; two majorities share a master, so this exceeds every earlier token.
+    """
+    counters = [
+        int(reply[1])  # type: ignore[index]
+        for node, reply in acquire.replies.items()
+        if acquire.outcomes[node].status is NodeStatus.GRANTED
+    ]
+    return max(counters) + 1
 
 
 def acquire_flow(
@@ -323,7 +391,8 @@ def acquire_flow(
     ``timeout`` bounds the whole wait; with ``timeout=None`` a blocking acquire retries
     until it gets the lock, except that it gives up after ``spec.unavailable_timeout`` of
     consecutive attempts that could not reach a majority: waiting forever on a dead
-    cluster helps nobody.
+    cluster helps nobody. With ``spec.fencing``, a held lock also gets a fencing token,
+    written back to a majority before the acquire counts as done.
     """
     give_up_at = None if timeout is None else now + timeout
     unreachable_since: float | None = None
@@ -332,15 +401,25 @@ def acquire_flow(
     while True:
         attempts += 1
         started = now
-        acquire = spec.round(Command.set_nx_px(spec.key, token, ttl_milliseconds(spec.ttl)))
+        deadline = spec.deadline_after(started)
+        acquire = spec.round(_acquire_command(spec, token))
         now = yield acquire
-        if acquire.majority_granted and spec.deadline_after(started) > now:
+        held = acquire.majority_granted and deadline > now
+        fencing_token = None
+        if held and spec.fencing:
+            fencing_token = fencing_token_from(acquire)
+            raise_fence = Command.run_script(_scripts.FENCE_RAISE, [fence_key(spec.key)], [fencing_token])
+            write_back = spec.round(raise_fence)
+            now = yield write_back
+            held = write_back.majority_granted and deadline > now
+        if held:
             return Result(
                 True,
                 acquire.ordered_outcomes(),
                 acquire.granted,
-                deadline=spec.deadline_after(started),
+                deadline=deadline,
                 attempts=attempts,
+                fencing_token=fencing_token,
             )
 
         # A timed-out or erroring SET may still land: undo ours everywhere but where the
@@ -378,7 +457,7 @@ def acquire_flow(
                     attempts=attempts,
                 )
             delay = min(delay, give_up_at - now)
-        now = yield Pause(delay)
+        now = yield Pause(delay, wake_on=spec.key)
 
 
 def extend_flow(spec: LockSpec, token: str, ttl: float, now: float) -> Flow:
@@ -389,12 +468,72 @@ def extend_flow(spec: LockSpec, token: str, ttl: float, now: float) -> Flow:
     deadline = spec.deadline_after(started, ttl)
     ok = extend.majority_granted and deadline > now
     gone = extend.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
-    return Result(ok, extend.ordered_outcomes(), extend.granted, deadline=deadline if ok else 0.0, token_gone=gone)
+    return Result(
+        ok,
+        extend.ordered_outcomes(),
+        extend.granted,
+        deadline=deadline if ok else 0.0,
+        token_gone=gone,
+        finished_at=now,
+    )
 
 
-def release_flow(spec: LockSpec, token: str, now: float) -> Flow:
-    """Delete our token everywhere; ok only if a majority still held it until now."""
-    release = spec.round(_release_command(spec, token), wait_for_all=True)
+def release_flow(spec: LockSpec, token: str, now: float, *, notify: bool = True) -> Flow:
+    """Delete our token everywhere; ok only if a majority still held it until now.
+
+    With ``notify``, each master that deleted it announces the release to waiters.
+    """
+    if notify:
+        command = Command.run_script(_scripts.RELEASE_AND_NOTIFY, [spec.key], [token, release_channel(spec.key)])
+    else:
+        command = _release_command(spec, token)
+    release = spec.round(command, wait_for_all=True)
     yield release
     gone = release.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
     return Result(release.majority_granted, release.ordered_outcomes(), release.granted, token_gone=gone)
+
+
+def next_renewal(now: float, lease: Lease, ttl: float, *, failed: bool, retry_delay: float) -> float | None:
+    """Seconds until the next extension of an auto-extended lock; None once it is lost.
+
+    After a success, the next extension is due when two thirds of the ttl are left (about
+    every ttl/3), far enough ahead that a few failed tries still fit in the validity. After
+    a failure it is retried soon, but never later than half of what is left.
+    """
+    left = lease.deadline - now
+    if left <= 0:
+        return None
+    if failed:
+        return min(retry_delay, left / 2)
+    return max(0.0, left - 2 * ttl / 3)
+
+
+def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
+    """Keep ``lease`` alive until it ends (release) or is lost; returns how it finished.
+
+    A failed extension is retried while validity remains. The lease is marked lost at once
+    when a majority says our token is gone, or when the validity runs out first.
+    """
+    failed = False
+    last = Result(True, (), 0, deadline=lease.deadline)
+    while not lease.ended:
+        delay = next_renewal(now, lease, spec.ttl, failed=failed, retry_delay=spec.retry_delay)
+        if delay is None:
+            break
+        now = yield Pause(delay)
+        if lease.ended:
+            return last
+        last = yield from extend_flow(spec, lease.token, spec.ttl, now)
+        now = last.finished_at
+        if lease.ended:
+            return last
+        if last.ok:
+            lease.deadline = last.deadline
+            failed = False
+        elif last.token_gone:
+            break
+        else:
+            failed = True
+    if not lease.ended:
+        lease.lost = True
+    return last

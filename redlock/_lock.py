@@ -7,13 +7,15 @@ flow's result to a return value or an exception, is written once here.
 
 from __future__ import annotations
 
+import logging
 import random
 import secrets
-from collections.abc import Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from redlock import _config
-from redlock._core import Flow, LockSpec, Result, acquire_flow, extend_flow, release_flow
+from redlock._core import Flow, Lease, LockSpec, Result, acquire_flow, extend_flow, release_flow, renewal_flow
 from redlock.exceptions import (
     AcquireTimeout,
     LockLost,
@@ -22,6 +24,8 @@ from redlock.exceptions import (
     QuorumUnavailable,
     RedlockError,
 )
+
+logger = logging.getLogger("redlock")
 
 #: 160 random bits: far beyond guessing, and unique across every client that ever runs.
 TOKEN_BYTES = 20
@@ -65,7 +69,7 @@ class ClusterConfig:
     def master_names(self) -> tuple[str, ...]:
         return tuple(master.name for master in self.masters)
 
-    def lock_spec(self, name: object, ttl: object) -> LockSpec:
+    def lock_spec(self, name: object, ttl: object, *, fencing: object = False) -> LockSpec:
         key = _config.check_lock_name(name)
         seconds = _config.check_ttl(ttl, node_timeout=self.node_timeout, clock_drift_factor=self.clock_drift_factor)
         return LockSpec(
@@ -76,7 +80,40 @@ class ClusterConfig:
             clock_drift_factor=self.clock_drift_factor,
             retry_delay=self.retry_delay,
             unavailable_timeout=self.unavailable_timeout,
+            fencing=_config.check_flag("fencing", fencing),
         )
+
+
+@dataclass(frozen=True)
+class LockOptions:
+    """How one Lock behaves beyond the lock spec: its ``with`` timeout and auto-extension."""
+
+    timeout: float | None = None
+    auto_extend: bool = False
+    on_lost: Callable[[Any], None] | None = None
+    cancel_on_lost: bool = False
+
+    @classmethod
+    def checked(
+        cls,
+        spec: LockSpec,
+        *,
+        timeout: object,
+        auto_extend: object,
+        on_lost: object,
+        cancel_on_lost: object = False,
+    ) -> LockOptions:
+        seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
+        extend = _config.check_flag("auto_extend", auto_extend)
+        cancel = _config.check_flag("cancel_on_lost", cancel_on_lost)
+        _config.check_callable("on_lost", on_lost)
+        if (on_lost is not None or cancel) and not extend:
+            raise ValueError("on_lost and cancel_on_lost report a loss found by auto-extension: pass auto_extend=True")
+        if extend:
+            _config.check_renewable_ttl(
+                spec.ttl, node_timeout=spec.node_timeout, clock_drift_factor=spec.clock_drift_factor
+            )
+        return cls(seconds, extend, on_lost, cancel)  # type: ignore[arg-type]
 
 
 ClusterT = TypeVar("ClusterT", bound=ClusterConfig)
@@ -89,12 +126,11 @@ class LockState(Generic[ClusterT]):
     task) may be released in another.
     """
 
-    def __init__(self, cluster: ClusterT, spec: LockSpec, timeout: float | None) -> None:
+    def __init__(self, cluster: ClusterT, spec: LockSpec, options: LockOptions) -> None:
         self._cluster = cluster
         self._spec = spec
-        self._with_timeout = timeout
-        self._token: str | None = None
-        self._deadline = 0.0
+        self._options = options
+        self._lease: Lease | None = None
 
     def __repr__(self) -> str:
         state = f"held, {self.validity:.3f}s left" if self.locked() else "not held"
@@ -110,19 +146,30 @@ class LockState(Generic[ClusterT]):
 
     @property
     def token(self) -> str | None:
-        """Our random token while this object holds (or last held and did not release) the lock."""
-        return self._token
+        """Our random token from acquire until release completes (None otherwise)."""
+        return None if self._lease is None else self._lease.token
+
+    @property
+    def fencing_token(self) -> int | None:
+        """With ``fencing=True``: a number larger than every earlier holder's; else None."""
+        return None if self._lease is None else self._lease.fencing_token
 
     @property
     def validity(self) -> float:
-        """Seconds this holder may still rely on the lock; 0.0 when not held."""
-        if self._token is None:
+        """Seconds this holder may still rely on the lock; 0.0 when not held or lost."""
+        lease = self._lease
+        if lease is None or lease.lost:
             return 0.0
-        return max(0.0, self._deadline - self._cluster.clock())
+        return max(0.0, lease.deadline - self._cluster.clock())
 
     def locked(self) -> bool:
         """Whether this object holds the lock and its validity has not run out."""
         return self.validity > 0
+
+    @property
+    def lost(self) -> bool:
+        """Whether auto-extension (or an extend) found the lock lost while it was held."""
+        return self._lease is not None and self._lease.lost
 
     # --- flows and their results ----------------------------------------------------------
 
@@ -132,7 +179,7 @@ class LockState(Generic[ClusterT]):
         seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
         if not blocking and seconds is not None:
             raise ValueError("timeout cannot be given for a non-blocking acquire (blocking=False)")
-        if self._token is not None and self.locked():
+        if self._lease is not None and self.locked():
             raise RuntimeError(
                 f"lock {self.name!r} is already held by this Lock object; Redlock locks are not reentrant"
             )
@@ -142,31 +189,31 @@ class LockState(Generic[ClusterT]):
         )
         return token, flow
 
-    def _acquired(self, token: str, result: Result) -> bool:
+    def _acquired(self, token: str, result: Result) -> Lease | None:
+        """The new lease if the acquire held the lock; None if others hold it."""
         if result.ok:
-            self._token = token
-            self._deadline = result.deadline
-            return True
+            self._lease = Lease(token, result.deadline, result.fencing_token)
+            return self._lease
         if result.quorum_unreachable:
             raise self._error(
                 QuorumUnavailable,
                 f"could not reach a majority of masters for {self.name!r} after {result.attempts} attempt(s)",
                 result,
             )
-        return False
+        return None
 
     def _rollback_flow(self, token: str) -> Flow:
         """Delete ``token`` everywhere, for an acquire that was interrupted mid-flight."""
-        return release_flow(self._spec, token, self._cluster.clock())
+        return release_flow(self._spec, token, self._cluster.clock(), notify=False)
 
-    def _release_flow(self) -> tuple[str, Flow]:
-        token = self._held_token("release")
-        return token, release_flow(self._spec, token, self._cluster.clock())
+    def _release_flow(self) -> tuple[Lease, Flow]:
+        lease = self._held_lease("release")
+        lease.ended = True  # stops auto-extension; the token stays ours until confirmed
+        return lease, release_flow(self._spec, lease.token, self._cluster.clock())
 
-    def _released(self, token: str, result: Result) -> None:
-        if self._token == token:
-            self._token = None
-            self._deadline = 0.0
+    def _released(self, lease: Lease, result: Result) -> None:
+        if self._lease is lease:
+            self._lease = None
         if not result.ok:
             raise self._error(
                 LockLost,
@@ -174,8 +221,14 @@ class LockState(Generic[ClusterT]):
                 "the lock expired or was taken, so the work under it may have run unprotected",
                 result,
             )
+        if lease.lost:
+            raise self._error(
+                LockLost,
+                f"lock {self.name!r} was lost while held (auto-extension could not renew it in time)",
+                result,
+            )
 
-    def _extend_flow(self, ttl: object) -> tuple[str, float, Flow]:
+    def _extend_flow(self, ttl: object) -> tuple[Lease, Flow]:
         seconds = (
             self._spec.ttl
             if ttl is None
@@ -183,17 +236,17 @@ class LockState(Generic[ClusterT]):
                 ttl, node_timeout=self._spec.node_timeout, clock_drift_factor=self._spec.clock_drift_factor
             )
         )
-        token = self._held_token("extend")
-        return token, seconds, extend_flow(self._spec, token, seconds, self._cluster.clock())
+        lease = self._held_lease("extend")
+        return lease, extend_flow(self._spec, lease.token, seconds, self._cluster.clock())
 
-    def _extended(self, token: str, result: Result) -> float:
-        if self._token != token:
+    def _extended(self, lease: Lease, result: Result) -> float:
+        if self._lease is not lease or lease.ended:
             raise LockNotHeld(f"lock {self.name!r} was released while it was being extended", resource=self.name)
-        if result.ok:
-            self._deadline = result.deadline
+        if result.ok and not lease.lost:
+            lease.deadline = result.deadline
             return self.validity
         if result.token_gone:
-            self._deadline = 0.0
+            lease.lost = True
         gone = (
             "; our token is gone from a majority"
             if result.token_gone
@@ -203,19 +256,37 @@ class LockState(Generic[ClusterT]):
             LockLost, f"extend of {self.name!r} did not reach a majority with validity left{gone}", result
         )
 
-    def _held_token(self, action: str) -> str:
-        if self._token is None:
+    def _renewal_flow(self, lease: Lease) -> Flow:
+        return renewal_flow(self._spec, lease, self._cluster.clock())
+
+    def _renewal_finished(self, lease: Lease, error: BaseException | None = None) -> None:
+        """Called by the renewer when it stops: report a loss, loudly, to whoever listens."""
+        if error is not None:
+            # A renewer that cannot go on must not die silently: the lock is as good as lost.
+            lease.lost = True
+            logger.error("auto-extension of %r stopped by an unexpected error", self.name, exc_info=error)
+        if not lease.lost or lease.ended:
+            return
+        logger.warning("lock %r was lost: auto-extension could not renew it in time", self.name)
+        if self._options.on_lost is not None:
+            try:
+                self._options.on_lost(self)
+            except Exception:
+                logger.exception("on_lost callback of lock %r failed", self.name)
+
+    def _held_lease(self, action: str) -> Lease:
+        if self._lease is None:
             raise LockNotHeld(
                 f"cannot {action} {self.name!r}: this Lock does not hold it (never acquired, or already released)",
                 resource=self.name,
             )
-        return self._token
+        return self._lease
 
     def _not_acquired_in_with(self) -> RedlockError:
-        if self._with_timeout is None:
+        if self._options.timeout is None:
             return LockNotAcquired(f"could not acquire {self.name!r}", resource=self.name, quorum=self._spec.quorum)
         return AcquireTimeout(
-            f"could not acquire {self.name!r} within {self._with_timeout} s",
+            f"could not acquire {self.name!r} within {self._options.timeout} s",
             resource=self.name,
             quorum=self._spec.quorum,
         )

@@ -42,3 +42,45 @@ end
 return 0
 """
 )
+
+# KEYS[1] lock key; ARGV[1] our token; ARGV[2] the channel waiters listen on.
+# As RELEASE, and on success publishes on ARGV[2], so that clients waiting for this lock
+# retry at once instead of at their next timer. Rollbacks use plain RELEASE: a failed
+# attempt freed nothing anyone was waiting for, and waking them would only feed contention.
+RELEASE_AND_NOTIFY = Script(
+    """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('del', KEYS[1])
+    redis.call('publish', ARGV[2], '1')
+    return 1
+end
+return 0
+"""
+)
+
+# KEYS[1] lock key; KEYS[2] the lock's fencing counter; ARGV[1] our token; ARGV[2] ttl in ms.
+# As SET NX PX, and on success also returns the counter: {1, counter} when set, 0 when the
+# key is held. The client takes max(counters of a majority) + 1 as its fencing token.
+FENCED_ACQUIRE = Script(
+    """
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return {1, tonumber(redis.call('get', KEYS[2]) or '0')}
+end
+return 0
+"""
+)
+
+# KEYS[1] the lock's fencing counter; ARGV[1] a fencing token.
+# counter = max(counter, ARGV[1]); returns 1. Never lowers the counter, so writing back a
+# token that a master has already seen exceeded is harmless.
+FENCE_RAISE = Script(
+    """
+local counter = tonumber(redis.call('get', KEYS[1]) or '0')
+if counter < tonumber(ARGV[1]) then
+    redis.call('set', KEYS[1], ARGV[1])
+end
+return 1
+"""
+)
+
+ALL = (RELEASE, EXTEND, RELEASE_AND_NOTIFY, FENCED_ACQUIRE, FENCE_RAISE)

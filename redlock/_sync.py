@@ -10,10 +10,12 @@ blocking connect to an unresponsive host must not hold up the others.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import os
 import select
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -24,7 +26,20 @@ from redis.exceptions import ResponseError
 from redis.retry import Retry
 
 from redlock import _config
-from redlock._core import MAX_UNANSWERED, Flow, InFlight, Pause, Result, Round
+from redlock._core import (
+    MAX_UNANSWERED,
+    Command,
+    Flow,
+    InFlight,
+    Lease,
+    LockSpec,
+    Pause,
+    Result,
+    Round,
+    release_channel,
+    script_preloads,
+    subscription_changes,
+)
 from redlock._errors import error_reply, failure_status
 from redlock._lock import (
     DEFAULT_CLOCK_DRIFT_FACTOR,
@@ -33,26 +48,36 @@ from redlock._lock import (
     DEFAULT_TTL,
     DEFAULT_UNAVAILABLE_TIMEOUT,
     ClusterConfig,
+    LockOptions,
     LockState,
 )
 from redlock.exceptions import LockLost, NodeStatus
+
+
+def _connection(address: _config.MasterAddress, node_timeout: float) -> Any:
+    """A redis-py connection to one master, configured by us (typed Any: redis-py's methods are unannotated)."""
+    kwargs: dict[str, Any] = _config.connection_kwargs(address, node_timeout)
+    kwargs["retry"] = Retry(NoBackoff(), 0)
+    connection_class: type[Any]
+    if address.unix_socket:
+        connection_class = UnixDomainSocketConnection
+    elif address.tls:
+        connection_class = SSLConnection
+    else:
+        connection_class = Connection
+    return connection_class(**kwargs)
+
+
+def _fileno(connection: Any) -> int:
+    # redis-py has no public accessor for the socket; poll needs its descriptor.
+    return int(connection._sock.fileno())
 
 
 class _Link:
     """Our connection to one master, and the commands in flight on it."""
 
     def __init__(self, address: _config.MasterAddress, node_timeout: float) -> None:
-        kwargs: dict[str, Any] = _config.connection_kwargs(address, node_timeout)
-        kwargs["retry"] = Retry(NoBackoff(), 0)
-        connection_class: type[Any]
-        if address.unix_socket:
-            connection_class = UnixDomainSocketConnection
-        elif address.tls:
-            connection_class = SSLConnection
-        else:
-            connection_class = Connection
-        # Typed as Any: redis-py's connection methods are unannotated.
-        self.connection: Any = connection_class(**kwargs)
+        self.connection = _connection(address, node_timeout)
         self.in_flight = InFlight()
         self.connecting: concurrent.futures.Future[None] | None = None
 
@@ -61,8 +86,7 @@ class _Link:
         return self.connecting is None and self.connection.is_connected
 
     def fileno(self) -> int:
-        # redis-py has no public accessor for the socket; poll needs its descriptor.
-        return int(self.connection._sock.fileno())
+        return _fileno(self.connection)
 
     def give_up_waiting(self) -> None:
         """Stop waiting for this master in the current round, keeping the connection.
@@ -84,16 +108,25 @@ class _Link:
 class _Driver:
     """Runs flows for one Redlock client; each running flow has a lane (a link per master)."""
 
-    def __init__(self, masters: Sequence[_config.MasterAddress], node_timeout: float, clock: _config.Clock) -> None:
+    def __init__(
+        self,
+        masters: Sequence[_config.MasterAddress],
+        node_timeout: float,
+        clock: _config.Clock,
+        *,
+        wake_on_release: bool,
+    ) -> None:
         self._masters = masters
         self._node_timeout = node_timeout
         self._clock = clock
         self._idle_lanes: list[list[_Link]] = []
         self._lanes_lock = threading.Lock()
         self._connector: concurrent.futures.ThreadPoolExecutor | None = None
+        self._listener = _ReleaseListener(masters, node_timeout) if wake_on_release else None
         self._closed = False
 
-    def run(self, flow: Flow) -> Result:
+    def run(self, flow: Flow, *, interrupt: threading.Event | None = None) -> Result:
+        """Run ``flow`` to its result; ``interrupt`` cuts its pauses short (a renewer's stop)."""
         lane = self._checkout()
         try:
             request = next(flow)
@@ -101,7 +134,7 @@ class _Driver:
                 if isinstance(request, Round):
                     self._run_round(lane, request)
                 else:
-                    self._pause(request)
+                    self._pause(request, interrupt)
                 request = flow.send(self._clock())
         except StopIteration as stop:
             result: Result = stop.value
@@ -123,6 +156,8 @@ class _Driver:
                 link.reset()
         if self._connector is not None:
             self._connector.shutdown(wait=False, cancel_futures=True)
+        if self._listener is not None:
+            self._listener.close()
 
     def _checkout(self) -> list[_Link]:
         with self._lanes_lock:
@@ -140,8 +175,13 @@ class _Driver:
         for link in lane:
             link.reset()
 
-    def _pause(self, pause: Pause) -> None:
-        time.sleep(pause.seconds)
+    def _pause(self, pause: Pause, interrupt: threading.Event | None) -> None:
+        if interrupt is not None:
+            interrupt.wait(pause.seconds)
+        elif pause.wake_on is not None and self._listener is not None:
+            self._listener.wait(release_channel(pause.wake_on), pause.seconds)
+        else:
+            time.sleep(pause.seconds)
 
     # --- one round ------------------------------------------------------------------------
 
@@ -167,7 +207,7 @@ class _Driver:
                 poller.register(lane[node].fileno(), select.POLLIN)
             poller.poll(remaining * 1000)
 
-    def _send(self, link: _Link, node: int, round_: Round, command: Any) -> None:
+    def _send(self, link: _Link, node: int, round_: Round, command: Command, *, housekeeping: bool = False) -> None:
         try:
             link.connection.send_packed_command(link.connection.pack_command(*command.args), check_health=False)
         except Exception as error:
@@ -175,7 +215,7 @@ class _Driver:
             if node in round_.pending:
                 round_.record(node, *failure_status(error))
             return
-        link.in_flight.sent(command, round_, node)
+        link.in_flight.sent(command, None if housekeeping else round_, node)
 
     def _readable(self, link: _Link, node: int, round_: Round) -> bool:
         try:
@@ -224,6 +264,9 @@ class _Driver:
             if error is not None:
                 link.reset()
                 round_.record(node, *failure_status(error))
+                continue
+            for preload in script_preloads():
+                self._send(link, node, round_, preload, housekeeping=True)
 
     def _connector_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._connector is None:
@@ -231,6 +274,133 @@ class _Driver:
                 max_workers=len(self._masters), thread_name_prefix="redlock-connect"
             )
         return self._connector
+
+
+class _ReleaseListener:
+    """Wakes waiting acquires as soon as the lock they wait for is released on any master.
+
+    One subscriber connection per master, all read and written by one daemon thread; waiters
+    only register an event and poke the thread through a pipe. A notification only saves
+    time: waiters still retry on their own timer, so a master that is down or a message that
+    is lost costs at most one retry delay, never correctness.
+    """
+
+    #: How often the thread looks again at masters that were down, and at idle channels.
+    HOUSEKEEPING_INTERVAL = 1.0
+
+    def __init__(self, masters: Sequence[_config.MasterAddress], node_timeout: float) -> None:
+        self._masters = masters
+        self._node_timeout = node_timeout
+        self._waiters: dict[str, set[threading.Event]] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._poke_read, self._poke_write = -1, -1
+        self._closed = False
+
+    def wait(self, channel: str, seconds: float) -> None:
+        event = threading.Event()
+        with self._lock:
+            if self._closed:
+                time.sleep(seconds)
+                return
+            self._waiters.setdefault(channel, set()).add(event)
+            self._start()
+        self._poke()
+        try:
+            event.wait(seconds)
+        finally:
+            with self._lock:
+                waiting = self._waiters.get(channel)
+                if waiting is not None:
+                    waiting.discard(event)
+                    if not waiting:
+                        del self._waiters[channel]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._poke()
+            thread.join(timeout=5)
+            os.close(self._poke_read)
+            os.close(self._poke_write)
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._poke_read, self._poke_write = os.pipe()
+            os.set_blocking(self._poke_read, False)
+            self._thread = threading.Thread(target=self._serve, name="redlock-release-listener", daemon=True)
+            self._thread.start()
+
+    def _poke(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._poke_write, b"!")
+
+    def _serve(self) -> None:
+        connections = [_connection(master, self._node_timeout) for master in self._masters]
+        subscribed: list[set[str]] = [set() for _ in connections]
+        retry_at = [0.0] * len(connections)
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        return
+                    wanted = set(self._waiters)
+                poller = select.poll()
+                poller.register(self._poke_read, select.POLLIN)
+                for index, connection in enumerate(connections):
+                    if self._refresh(connection, subscribed[index], wanted, retry_at, index):
+                        poller.register(_fileno(connection), select.POLLIN)
+                        self._dispatch(connection, subscribed[index], retry_at, index)
+                poller.poll(self.HOUSEKEEPING_INTERVAL * 1000)
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._poke_read, 4096)
+                for index, connection in enumerate(connections):
+                    if connection.is_connected:
+                        self._dispatch(connection, subscribed[index], retry_at, index)
+        finally:
+            for connection in connections:
+                connection.disconnect()
+
+    def _refresh(
+        self, connection: Any, subscribed: set[str], wanted: set[str], retry_at: list[float], index: int
+    ) -> bool:
+        """Connect if due and bring the subscriptions in line; whether the connection is up."""
+        try:
+            if not connection.is_connected:
+                if time.monotonic() < retry_at[index]:
+                    return False
+                subscribed.clear()
+                connection.connect()
+            subscribe, unsubscribe = subscription_changes(wanted, subscribed)
+            if subscribe:
+                connection.send_command("SUBSCRIBE", *subscribe, check_health=False)
+            if unsubscribe:
+                connection.send_command("UNSUBSCRIBE", *unsubscribe, check_health=False)
+            subscribed.clear()
+            subscribed.update(wanted)
+            return True
+        except Exception:
+            self._lost(connection, subscribed, retry_at, index)
+            return False
+
+    def _dispatch(self, connection: Any, subscribed: set[str], retry_at: list[float], index: int) -> None:
+        try:
+            while connection.can_read(timeout=0):
+                message = connection.read_response()
+                if isinstance(message, list) and message[0] == b"message":
+                    with self._lock:
+                        events = list(self._waiters.get(message[1].decode(), ()))
+                    for event in events:
+                        event.set()
+        except Exception:
+            self._lost(connection, subscribed, retry_at, index)
+
+    def _lost(self, connection: Any, subscribed: set[str], retry_at: list[float], index: int) -> None:
+        connection.disconnect()
+        subscribed.clear()
+        retry_at[index] = time.monotonic() + self.HOUSEKEEPING_INTERVAL
 
 
 class Redlock(ClusterConfig):
@@ -250,6 +420,9 @@ class Redlock(ClusterConfig):
       uniformly over [0.1, 0.3] s so that clients that split a vote do not retry in lockstep.
     * ``unavailable_timeout=10.0``: a blocking acquire with no timeout gives up with
       :class:`~redlock.QuorumUnavailable` after this long without reaching a majority.
+    * ``wake_on_release=True``: a waiting acquire listens (pub/sub, one connection per
+      master per client) for the release of the lock it waits for and retries at once,
+      so a handoff takes about a round trip instead of a retry delay.
     """
 
     def __init__(
@@ -260,6 +433,7 @@ class Redlock(ClusterConfig):
         clock_drift_factor: float = DEFAULT_CLOCK_DRIFT_FACTOR,
         retry_delay: float = DEFAULT_RETRY_DELAY,
         unavailable_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT,
+        wake_on_release: bool = True,
         clock: _config.Clock = time.monotonic,
     ) -> None:
         super().__init__(
@@ -272,13 +446,30 @@ class Redlock(ClusterConfig):
             unavailable_timeout=unavailable_timeout,
             clock=clock,
         )
-        self._driver = _Driver(self.masters, self.node_timeout, clock)
+        wake = _config.check_flag("wake_on_release", wake_on_release)
+        self._driver = _Driver(self.masters, self.node_timeout, clock, wake_on_release=wake)
 
-    def lock(self, name: str, ttl: float = DEFAULT_TTL, *, timeout: float | None = None) -> Lock:
-        """A Lock on ``name`` with the given ttl (seconds); ``timeout`` bounds ``with``'s wait."""
-        if timeout is not None:
-            _config.check_seconds("timeout", timeout, allow_zero=True)
-        return Lock(self, self.lock_spec(name, ttl), timeout)
+    def lock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Lock], None] | None = None,
+        fencing: bool = False,
+    ) -> Lock:
+        """A Lock on ``name`` that expires after ``ttl`` seconds unless extended.
+
+        ``timeout`` bounds the wait of a ``with`` block. ``auto_extend=True`` keeps the lock
+        alive from a daemon thread while it is held (an extend about every ttl/3); if it
+        cannot, the lock is marked lost: ``locked()`` turns False, ``on_lost(lock)`` is
+        called from that thread, and leaving the ``with`` block raises LockLost.
+        ``fencing=True`` gives each holder a ``fencing_token`` larger than every earlier
+        holder's (see :mod:`redlock.fencing`).
+        """
+        spec = self.lock_spec(name, ttl, fencing=fencing)
+        return Lock(self, spec, LockOptions.checked(spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost))
 
     def close(self) -> None:
         """Close every connection; Locks of this client cannot be used afterwards."""
@@ -299,8 +490,12 @@ class Lock(LockState[Redlock]):
 
     Use it like ``threading.Lock`` (``acquire``/``release`` or ``with``), with the
     difference that the lock expires: rely on it only while :meth:`locked` is true, and
-    call :meth:`extend` to keep it longer.
+    call :meth:`extend` (or pass ``auto_extend=True``) to keep it longer.
     """
+
+    def __init__(self, cluster: Redlock, spec: LockSpec, options: LockOptions) -> None:
+        super().__init__(cluster, spec, options)
+        self._renewer: tuple[threading.Thread, threading.Event] | None = None
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Acquire the lock; True if held, False if others hold it (or timeout ran out).
@@ -318,20 +513,50 @@ class Lock(LockState[Redlock]):
             # Interrupted (Ctrl-C) with SETs possibly landed: take ours back before leaving.
             self._cluster._driver.run(self._rollback_flow(token))
             raise
-        return self._acquired(token, result)
+        lease = self._acquired(token, result)
+        if lease is None:
+            return False
+        if self._options.auto_extend:
+            self._start_renewer(lease)
+        return True
 
     def release(self) -> None:
         """Delete our token on every master; LockLost if a majority no longer held it."""
-        token, flow = self._release_flow()
-        self._released(token, self._cluster._driver.run(flow))
+        lease, flow = self._release_flow()
+        self._stop_renewer()
+        self._released(lease, self._cluster._driver.run(flow))
 
     def extend(self, ttl: float | None = None) -> float:
         """Reset the lock's ttl (default: its own) on a majority; returns the new validity."""
-        token, _, flow = self._extend_flow(ttl)
-        return self._extended(token, self._cluster._driver.run(flow))
+        lease, flow = self._extend_flow(ttl)
+        return self._extended(lease, self._cluster._driver.run(flow))
+
+    def _start_renewer(self, lease: Lease) -> None:
+        stop = threading.Event()
+
+        def renew() -> None:
+            error: BaseException | None = None
+            try:
+                self._cluster._driver.run(self._renewal_flow(lease), interrupt=stop)
+            except BaseException as unexpected:
+                error = unexpected
+            self._renewal_finished(lease, error)
+
+        thread = threading.Thread(target=renew, name=f"redlock-renew:{self.name}", daemon=True)
+        self._renewer = (thread, stop)
+        thread.start()
+
+    def _stop_renewer(self) -> None:
+        renewer, self._renewer = self._renewer, None
+        if renewer is None:
+            return
+        thread, stop = renewer
+        stop.set()
+        if thread is not threading.current_thread():  # on_lost may release from the renewer
+            thread.join()
 
     def __enter__(self) -> Lock:
-        if not self.acquire(blocking=True, timeout=self._with_timeout):
+        if not self.acquire(blocking=True, timeout=self._options.timeout):
             raise self._not_acquired_in_with()
         return self
 

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -30,7 +30,20 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from redlock import _config
-from redlock._core import MAX_UNANSWERED, Command, Flow, InFlight, Pause, Result, Round
+from redlock._core import (
+    MAX_UNANSWERED,
+    Command,
+    Flow,
+    InFlight,
+    Lease,
+    LockSpec,
+    Pause,
+    Result,
+    Round,
+    release_channel,
+    script_preloads,
+    subscription_changes,
+)
 from redlock._errors import error_reply, failure_status
 from redlock._lock import (
     DEFAULT_CLOCK_DRIFT_FACTOR,
@@ -39,6 +52,7 @@ from redlock._lock import (
     DEFAULT_TTL,
     DEFAULT_UNAVAILABLE_TIMEOUT,
     ClusterConfig,
+    LockOptions,
     LockState,
 )
 from redlock.exceptions import (
@@ -85,21 +99,26 @@ async def _complete_despite_cancellation(work: Awaitable[T]) -> T:
         return result
 
 
+def _connection(address: _config.MasterAddress, node_timeout: float) -> Any:
+    """A redis-py asyncio connection to one master, configured by us (typed Any: see the sync twin)."""
+    kwargs: dict[str, Any] = _config.connection_kwargs(address, node_timeout)
+    kwargs["retry"] = Retry(NoBackoff(), 0)
+    connection_class: type[Any]
+    if address.unix_socket:
+        connection_class = UnixDomainSocketConnection
+    elif address.tls:
+        connection_class = SSLConnection
+    else:
+        connection_class = Connection
+    return connection_class(**kwargs)
+
+
 class _Link:
     """Our connection to one master, its reader task, and the commands in flight on it."""
 
     def __init__(self, node: int, address: _config.MasterAddress, node_timeout: float) -> None:
-        kwargs: dict[str, Any] = _config.connection_kwargs(address, node_timeout)
-        kwargs["retry"] = Retry(NoBackoff(), 0)
-        connection_class: type[Any]
-        if address.unix_socket:
-            connection_class = UnixDomainSocketConnection
-        elif address.tls:
-            connection_class = SSLConnection
-        else:
-            connection_class = Connection
         self.node = node
-        self.connection: Any = connection_class(**kwargs)
+        self.connection = _connection(address, node_timeout)
         self.in_flight = InFlight()
         self.current: Round | None = None
         self.wake: asyncio.Event | None = None
@@ -119,15 +138,15 @@ class _Link:
             self.current.record(self.node, *failure_status(error))
         self.notify()
 
-    async def send(self, command: Command, round_: Round) -> None:
+    async def send(self, command: Command, round_: Round, *, housekeeping: bool = False) -> None:
+        # Registered first: the reader may see the reply before the write's await returns.
+        self.in_flight.sent(command, None if housekeeping else round_, self.node)
         try:
             await self.connection.send_packed_command(self.connection.pack_command(*command.args), check_health=False)
         except Exception as error:
             await self.reset()
             if self.node in round_.pending:
                 round_.record(self.node, *failure_status(error))
-            return
-        self.in_flight.sent(command, round_, self.node)
 
     async def read_replies(self) -> None:
         """The only reader of this connection, for as long as it is open."""
@@ -175,11 +194,14 @@ class _Driver:
         masters: Sequence[_config.MasterAddress],
         node_timeout: float,
         clock: _config.Clock,
+        *,
+        wake_on_release: bool,
     ) -> None:
         self._masters = masters
         self._node_timeout = node_timeout
         self._clock = clock
         self._idle_lanes: list[list[_Link]] = []
+        self._listener = _ReleaseListener(masters, node_timeout) if wake_on_release else None
         self._closed = False
 
     async def run(self, flow: Flow) -> Result:
@@ -204,6 +226,8 @@ class _Driver:
         for lane in lanes:
             for link in lane:
                 await link.reset()
+        if self._listener is not None:
+            await self._listener.close()
 
     def _checkout(self) -> list[_Link]:
         if self._closed:
@@ -223,7 +247,11 @@ class _Driver:
             self._idle_lanes.append(lane)
 
     async def _pause(self, pause: Pause) -> None:
-        await asyncio.sleep(pause.seconds)
+        # A renewer's pause needs no interrupt here: release cancels the renewer task.
+        if pause.wake_on is not None and self._listener is not None:
+            await self._listener.wait(release_channel(pause.wake_on), pause.seconds)
+        else:
+            await asyncio.sleep(pause.seconds)
 
     async def _run_round(self, lane: list[_Link], round_: Round) -> None:
         deadline = self._clock() + round_.timeout
@@ -270,6 +298,94 @@ class _Driver:
                 round_.record(link.node, *failure_status(error))
             else:
                 link.reader = asyncio.ensure_future(link.read_replies())
+                for preload in script_preloads():
+                    await link.send(preload, round_, housekeeping=True)
+
+
+class _ReleaseListener:
+    """Wakes waiting acquires as soon as the lock they wait for is released on any master.
+
+    The asyncio twin of the sync client's listener: one subscriber connection per master,
+    each read by a task of its own; a waiter subscribes (if it is the first for its
+    channel) and waits on an event, with its retry timer as the fallback.
+    """
+
+    RECONNECT_DELAY = 1.0
+
+    def __init__(self, masters: Sequence[_config.MasterAddress], node_timeout: float) -> None:
+        self._masters = masters
+        self._node_timeout = node_timeout
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._connections: list[Any] = []
+        self._subscribed: list[set[str]] = []
+        self._readers: list[asyncio.Task[None]] = []
+
+    async def wait(self, channel: str, seconds: float) -> None:
+        event = asyncio.Event()
+        self._waiters.setdefault(channel, set()).add(event)
+        try:
+            self._start()
+            await self._update_subscriptions()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), seconds)
+        finally:
+            waiting = self._waiters.get(channel)
+            if waiting is not None:
+                waiting.discard(event)
+                if not waiting:
+                    del self._waiters[channel]
+
+    async def close(self) -> None:
+        for reader in self._readers:
+            reader.cancel()
+        await asyncio.gather(*self._readers, return_exceptions=True)
+        for connection in self._connections:
+            with contextlib.suppress(Exception):
+                await connection.disconnect()
+        self._readers.clear()
+
+    def _start(self) -> None:
+        if self._readers:
+            return
+        for index, master in enumerate(self._masters):
+            self._connections.append(_connection(master, self._node_timeout))
+            self._subscribed.append(set())
+            self._readers.append(asyncio.ensure_future(self._read(index)))
+
+    async def _update_subscriptions(self) -> None:
+        wanted = set(self._waiters)
+        for connection, subscribed in zip(self._connections, self._subscribed, strict=True):
+            if not connection.is_connected:
+                continue  # its reader reconnects and subscribes to what is wanted then
+            subscribe, unsubscribe = subscription_changes(wanted, subscribed)
+            try:
+                if subscribe:
+                    await connection.send_command("SUBSCRIBE", *subscribe, check_health=False)
+                if unsubscribe:
+                    await connection.send_command("UNSUBSCRIBE", *unsubscribe, check_health=False)
+            except Exception:
+                continue  # its reader sees the broken connection and starts over
+            subscribed.clear()
+            subscribed.update(wanted)
+
+    async def _read(self, index: int) -> None:
+        connection, subscribed = self._connections[index], self._subscribed[index]
+        while True:
+            try:
+                subscribed.clear()
+                await asyncio.wait_for(connection.connect(), self._node_timeout * 2)
+                await self._update_subscriptions()
+                while True:
+                    message = await connection.read_response(timeout=math.inf)
+                    if isinstance(message, list) and message[0] == b"message":
+                        for event in self._waiters.get(message[1].decode(), ()):
+                            event.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                with contextlib.suppress(Exception):
+                    await connection.disconnect()
+                await asyncio.sleep(self.RECONNECT_DELAY)
 
 
 class Redlock(ClusterConfig):
@@ -286,6 +402,7 @@ class Redlock(ClusterConfig):
         clock_drift_factor: float = DEFAULT_CLOCK_DRIFT_FACTOR,
         retry_delay: float = DEFAULT_RETRY_DELAY,
         unavailable_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT,
+        wake_on_release: bool = True,
         clock: _config.Clock = time.monotonic,
     ) -> None:
         super().__init__(
@@ -298,13 +415,32 @@ class Redlock(ClusterConfig):
             unavailable_timeout=unavailable_timeout,
             clock=clock,
         )
-        self._driver = _Driver(self.masters, self.node_timeout, clock)
+        wake = _config.check_flag("wake_on_release", wake_on_release)
+        self._driver = _Driver(self.masters, self.node_timeout, clock, wake_on_release=wake)
 
-    def lock(self, name: str, ttl: float = DEFAULT_TTL, *, timeout: float | None = None) -> Lock:
-        """A Lock on ``name`` with the given ttl (seconds); ``timeout`` bounds ``async with``'s wait."""
-        if timeout is not None:
-            _config.check_seconds("timeout", timeout, allow_zero=True)
-        return Lock(self, self.lock_spec(name, ttl), timeout)
+    def lock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Lock], None] | None = None,
+        cancel_on_lost: bool = False,
+        fencing: bool = False,
+    ) -> Lock:
+        """A Lock on ``name``; see :meth:`redlock.Redlock.lock` for the arguments.
+
+        Here the renewer is a task, ``on_lost(lock)`` is called in the event loop, and
+        ``cancel_on_lost=True`` makes a loss cancel the task running the ``async with``
+        body, so that protected work stops instead of running on unprotected; the block
+        then raises LockLost rather than CancelledError.
+        """
+        spec = self.lock_spec(name, ttl, fencing=fencing)
+        options = LockOptions.checked(
+            spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, cancel_on_lost=cancel_on_lost
+        )
+        return Lock(self, spec, options)
 
     async def aclose(self) -> None:
         """Close every connection; Locks of this client cannot be used afterwards."""
@@ -323,6 +459,12 @@ class Redlock(ClusterConfig):
 class Lock(LockState[Redlock]):
     """The asyncio twin of :class:`redlock.Lock`: the same methods, awaited."""
 
+    def __init__(self, cluster: Redlock, spec: LockSpec, options: LockOptions) -> None:
+        super().__init__(cluster, spec, options)
+        self._renewer: asyncio.Task[None] | None = None
+        self._body: asyncio.Task[Any] | None = None
+        self._cancelled_body = False
+
     async def _run(self, flow: Flow) -> Result:
         return await self._cluster._driver.run(flow)
 
@@ -335,27 +477,60 @@ class Lock(LockState[Redlock]):
             # The SETs may have landed: take ours back, whatever further cancellations come.
             await _complete_despite_cancellation(self._run(self._rollback_flow(token)))
             raise
-        return self._acquired(token, result)
+        lease = self._acquired(token, result)
+        if lease is None:
+            return False
+        if self._options.auto_extend:
+            self._renewer = asyncio.ensure_future(self._renew(lease))
+        return True
 
     async def release(self) -> None:
         """See :meth:`redlock.Lock.release`. A cancelled release still completes first."""
-        token, flow = self._release_flow()
+        lease, flow = self._release_flow()
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None and renewer is not asyncio.current_task():
+            renewer.cancel()
         result = await _complete_despite_cancellation(self._run(flow))
-        self._released(token, result)
+        self._released(lease, result)
 
     async def extend(self, ttl: float | None = None) -> float:
         """See :meth:`redlock.Lock.extend`."""
-        token, _, flow = self._extend_flow(ttl)
-        return self._extended(token, await self._run(flow))
+        lease, flow = self._extend_flow(ttl)
+        return self._extended(lease, await self._run(flow))
+
+    async def _renew(self, lease: Lease) -> None:
+        error: BaseException | None = None
+        try:
+            await self._run(self._renewal_flow(lease))
+        except asyncio.CancelledError:
+            return  # released
+        except Exception as unexpected:
+            error = unexpected
+        self._renewal_finished(lease, error)
+        if lease.lost and not lease.ended and self._options.cancel_on_lost and self._body is not None:
+            self._cancelled_body = True
+            self._body.cancel(f"redlock: lock {self.name!r} was lost")
 
     async def __aenter__(self) -> Lock:
-        if not await self.acquire(blocking=True, timeout=self._with_timeout):
+        if not await self.acquire(blocking=True, timeout=self._options.timeout):
             raise self._not_acquired_in_with()
+        self._body = asyncio.current_task()
+        self._cancelled_body = False
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        body, self._body = self._body, None
+        if self._cancelled_body and isinstance(exc, asyncio.CancelledError) and body is not None:
+            # The cancellation was ours, not the caller's: report it as the loss it is.
+            body.uncancel()
+            self._cancelled_body = False
+            try:
+                await self.release()
+            except LockLost as lost:
+                raise lost from exc
+            raise self._error(LockLost, f"lock {self.name!r} was lost while held", Result(False, (), 0)) from exc
         try:
             await self.release()
         except LockLost as lost:

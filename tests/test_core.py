@@ -182,25 +182,36 @@ class ModelMaster:
 
     up: bool = True
     keys: dict[str, tuple[str, float]] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
 
     def apply(self, command: Command, now: float) -> object:
         self.keys = {k: v for k, v in self.keys.items() if v[1] > now}
         args = command.args
         if args[0] == "SET":
-            key, token, ttl_ms = str(args[1]), str(args[2]), int(args[5])
-            if key in self.keys:
-                return None
-            self.keys[key] = (token, now + ttl_ms / 1000)
-            return b"OK"
-        assert command.script is not None
-        key, token = str(args[3]), str(args[4])
-        if self.keys.get(key, ("", 0.0))[0] != token:
+            return self.set_nx_px(str(args[1]), str(args[2]), int(args[5]), now)
+        script, keys, argv = command.script, args[3 : 3 + int(args[2])], args[3 + int(args[2]) :]
+        key = str(keys[0])
+        if script is _scripts.FENCED_ACQUIRE:
+            if self.set_nx_px(key, str(argv[0]), int(argv[1]), now) is None:
+                return 0
+            return [1, self.counters.get(str(keys[1]), 0)]
+        if script is _scripts.FENCE_RAISE:
+            self.counters[key] = max(self.counters.get(key, 0), int(argv[0]))
+            return 1
+        if self.keys.get(key, ("", 0.0))[0] != str(argv[0]):
             return 0
-        if command.script is _scripts.RELEASE:
+        if script in (_scripts.RELEASE, _scripts.RELEASE_AND_NOTIFY):
             del self.keys[key]
         else:
-            self.keys[key] = (token, now + int(args[5]) / 1000)
+            assert script is _scripts.EXTEND
+            self.keys[key] = (str(argv[0]), now + int(argv[1]) / 1000)
         return 1
+
+    def set_nx_px(self, key: str, token: str, ttl_ms: int, now: float) -> bytes | None:
+        if key in self.keys:
+            return None
+        self.keys[key] = (token, now + ttl_ms / 1000)
+        return b"OK"
 
 
 class ModelCluster:
