@@ -84,3 +84,21 @@ return 1
 )
 
 ALL = (RELEASE, EXTEND, RELEASE_AND_NOTIFY, FENCED_ACQUIRE, FENCE_RAISE)
+
+# KEYS[1] the protected value; KEYS[2] the highest fencing token it has accepted;
+# ARGV[1] the writer's fencing token; ARGV[2] the value to write.
+# Returns 1 and writes when ARGV[1] >= the highest token accepted so far, else 0 and
+# writes nothing: a holder whose lock expired while it paused cannot overwrite the work
+# of a newer holder. Equal tokens are accepted: one holder may write several times.
+FENCED_WRITE = Script(
+    """
+local highest = tonumber(redis.call('get', KEYS[2]) or '-1')
+local token = tonumber(ARGV[1])
+if token < highest then
+    return 0
+end
+redis.call('set', KEYS[2], ARGV[1])
+redis.call('set', KEYS[1], ARGV[2])
+return 1
+"""
+)

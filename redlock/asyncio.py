@@ -490,8 +490,13 @@ class Lock(LockState[Redlock]):
         renewer, self._renewer = self._renewer, None
         if renewer is not None and renewer is not asyncio.current_task():
             renewer.cancel()
-        result = await _complete_despite_cancellation(self._run(flow))
-        self._released(lease, result)
+
+        async def release_and_record() -> None:
+            # The state changes inside the shielded work: a cancelled caller still ends up
+            # with the token forgotten exactly when the release is done, not before.
+            self._released(lease, await self._run(flow))
+
+        await _complete_despite_cancellation(release_and_record())
 
     async def extend(self, ttl: float | None = None) -> float:
         """See :meth:`redlock.Lock.extend`."""

@@ -7,6 +7,7 @@ decisions (hold, roll back, retry, give up) can be checked over thousands of cas
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from redlock._core import (
     Command,
     ErrorReply,
     InFlight,
+    Lease,
     LockSpec,
     Pause,
     Round,
@@ -28,7 +30,9 @@ from redlock._core import (
     drift_allowance,
     extend_flow,
     quorum_size,
+    next_renewal,
     release_flow,
+    renewal_flow,
     retry_delays,
     ttl_milliseconds,
     validity_left,
@@ -228,6 +232,7 @@ class ModelCluster:
         try:
             request = next(flow)
             while True:
+                self.before_request()
                 if isinstance(request, Round):
                     self.rounds.append(request)
                     for node in request.targets:
@@ -246,6 +251,9 @@ class ModelCluster:
         except StopIteration as stop:
             result: _core.Result = stop.value
             return result
+
+    def before_request(self) -> None:
+        """A hook for faults that depend on time."""
 
     def spec(self, ttl: float = 1.0, unavailable_timeout: float = 1.0) -> LockSpec:
         return LockSpec(
@@ -377,6 +385,69 @@ def test_release_confirms_only_with_a_majority() -> None:
     assert cluster.holders("other") == 3
 
 
+@given(
+    now=st.floats(min_value=0, max_value=100),
+    left=st.floats(min_value=-10, max_value=100),
+    ttl=st.floats(min_value=0.01, max_value=100),
+    failed=st.booleans(),
+)
+def test_renewal_is_due_well_before_validity_runs_out(now: float, left: float, ttl: float, failed: bool) -> None:
+    lease = Lease("t", now + left)
+    delay = next_renewal(now, lease, ttl, failed=failed, retry_delay=0.2)
+    if now + left <= now:
+        assert delay is None
+        return
+    assert delay is not None
+    assert delay >= 0
+    assert delay <= left / 2 or (not failed and delay <= left - 2 * ttl / 3 + 1e-9)
+    if failed:
+        assert delay <= 0.2
+    elif left > 2 * ttl / 3:
+        assert now + delay == pytest.approx(lease.deadline - 2 * ttl / 3)
+
+
+class FailingCluster(ModelCluster):
+    """Every master goes down at ``fail_at`` (keeping its data)."""
+
+    def __init__(self, n: int, fail_at: float) -> None:
+        super().__init__(n, round_time=0.005)
+        self.fail_at = fail_at
+
+    def before_request(self) -> None:
+        if self.now >= self.fail_at:
+            for master in self.masters:
+                master.up = False
+
+
+@given(st.floats(min_value=0.0, max_value=5.0))
+def test_renewal_keeps_the_lease_then_declares_it_lost_when_validity_runs_out(fail_after: float) -> None:
+    cluster = ModelCluster(5, round_time=0.005)
+    spec = cluster.spec(ttl=1.0)
+    acquired = cluster.run(acquire_flow(spec, "me", cluster.now, blocking=False, timeout=None, rng=random.Random(0)))
+    assert acquired.ok
+    lease = Lease("me", acquired.deadline)
+    failing = FailingCluster(5, cluster.now + fail_after)
+    failing.masters, failing.now = cluster.masters, cluster.now
+    failing.run(renewal_flow(spec, lease, failing.now))
+    assert lease.lost
+    assert failing.now >= lease.deadline  # never declared lost while validity remained
+    assert failing.now <= lease.deadline + spec.retry_delay + 0.1
+    assert lease.deadline > cluster.now + fail_after  # it was renewed until the masters failed
+
+
+def test_renewal_stops_when_the_lease_ends() -> None:
+    cluster = ModelCluster(5)
+    spec = cluster.spec(ttl=1.0)
+    lease = Lease("me", cluster.now + 0.9)
+    flow = renewal_flow(spec, lease, cluster.now)
+    request = next(flow)
+    assert isinstance(request, Pause)
+    lease.ended = True
+    with pytest.raises(StopIteration):
+        flow.send(cluster.now + request.seconds)
+    assert not lease.lost
+
+
 class MutualExclusion(RuleBasedStateMachine):
     """Clients acquire, release and extend on model masters that may go down, while time
     passes; with masters that keep their data and a common clock, two clients never both
@@ -385,9 +456,10 @@ class MutualExclusion(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.cluster = ModelCluster(5, round_time=0.01)
-        self.spec = self.cluster.spec(ttl=1.0)
+        self.spec = dataclasses.replace(self.cluster.spec(ttl=1.0), fencing=True)
         self.deadlines: dict[str, float] = {}
         self.tokens = [f"client{i}" for i in range(3)]
+        self.fencing_tokens: list[int] = []
 
     @rule(client=st.integers(0, 2), seed=st.integers(0, 100))
     def acquire(self, client: int, seed: int) -> None:
@@ -399,6 +471,8 @@ class MutualExclusion(RuleBasedStateMachine):
         )
         if result.ok:
             self.deadlines[token] = result.deadline
+            assert result.fencing_token is not None
+            self.fencing_tokens.append(result.fencing_token)
 
     @rule(client=st.integers(0, 2))
     def release(self, client: int) -> None:
@@ -434,6 +508,10 @@ class MutualExclusion(RuleBasedStateMachine):
     def at_most_one_holder(self) -> None:
         holders = [t for t, d in self.deadlines.items() if d > self.cluster.now]
         assert len(holders) <= 1, holders
+
+    @invariant()
+    def fencing_tokens_strictly_increase(self) -> None:
+        assert self.fencing_tokens == sorted(set(self.fencing_tokens))
 
     @invariant()
     def a_holder_really_has_a_majority(self) -> None:
