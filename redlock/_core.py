@@ -32,11 +32,22 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 from redlock import _scripts
 from redlock.exceptions import NodeOutcome, NodeStatus
+
+
+class Event(Protocol):
+    """What threading.Event and asyncio.Event have in common, as far as waiting goes."""
+
+    def is_set(self) -> bool: ...
+    def set(self) -> None: ...
+
+
+EventT = TypeVar("EventT", bound=Event)
 
 #: Covers Redis's 1 ms expiry precision, with a millisecond to spare for rounding.
 EXPIRY_PRECISION = 0.002
@@ -140,6 +151,17 @@ class Round:
     wait_for_all: bool = False
     outcomes: dict[int, NodeOutcome] = field(default_factory=dict)
     replies: dict[int, object] = field(default_factory=dict)
+    _packed: dict[int, tuple[Command, object]] = field(default_factory=dict, repr=False)
+
+    def pack(self, command: Command, encode: Callable[..., object]) -> object:
+        """The wire form of ``command``, encoded once for all masters of this round.
+
+        Keyed by identity, with the command kept alive alongside so the key stays unique.
+        """
+        cached = self._packed.get(id(command))
+        if cached is None:
+            cached = self._packed[id(command)] = (command, encode(*command.args))
+        return cached[1]
 
     def record(self, node: int, status: NodeStatus, detail: str = "", reply: object = None) -> None:
         if node not in self.targets or node in self.outcomes:
@@ -231,8 +253,8 @@ class InFlight:
         """Record a command written on the connection; ``round_`` None for housekeeping."""
         self._queue.append((command, round_, node))
 
-    def received(self, reply: object, current: Round | None) -> Command | None:
-        """Account for the oldest reply; returns a command to send next on this connection.
+    def received(self, reply: object, current: Round | None) -> tuple[Command, Round | None] | None:
+        """Account for the oldest reply; returns a command (and its round) to send next.
 
         ``reply`` is the decoded value or an :class:`ErrorReply`. A NOSCRIPT error is
         answered by re-sending the script in full (EVAL), for stale commands too: a release
@@ -241,8 +263,8 @@ class InFlight:
         command, round_, node = self._queue.popleft()
         if isinstance(reply, ErrorReply):
             if command.script is not None and reply.noscript:
-                # The caller sends it and registers it with sent(), like any command.
-                return command.without_script_cache()
+                # The caller sends it, for the same round, and registers it with sent().
+                return command.without_script_cache(), round_
             if round_ is not None and round_ is current and node in round_.pending:
                 round_.record(node, NodeStatus.ERROR, reply.message)
         elif round_ is not None and round_ is current and node in round_.pending:
@@ -345,6 +367,46 @@ def fence_key(key: str) -> str:
 def subscription_changes(wanted: set[str], subscribed: set[str]) -> tuple[list[str], list[str]]:
     """The channels to subscribe to and to leave, to go from ``subscribed`` to ``wanted``."""
     return sorted(wanted - subscribed), sorted(subscribed - wanted)
+
+
+class Waiters(Generic[EventT]):
+    """Who waits for the release of which lock, in arrival order, for one client.
+
+    A release is announced by every master that held it; it wakes one waiter of this client
+    (the longest waiting), not all of them, and only once. Waking all would send every waiter
+    at the masters together, where all but one fail: a thundering herd that slows the very
+    handoff it is meant to speed up. Other clients' waiters are woken by their own listeners.
+    """
+
+    def __init__(self, remembered: int = 64) -> None:
+        self._waiting: dict[str, list[EventT]] = {}
+        self._seen: dict[str, deque[bytes]] = {}
+        self._remembered = remembered
+
+    def channels(self) -> set[str]:
+        return set(self._waiting)
+
+    def add(self, channel: str, event: EventT) -> None:
+        self._waiting.setdefault(channel, []).append(event)
+
+    def discard(self, channel: str, event: EventT) -> None:
+        waiting = self._waiting.get(channel)
+        if waiting is not None and event in waiting:
+            waiting.remove(event)
+            if not waiting:
+                del self._waiting[channel]
+                self._seen.pop(channel, None)
+
+    def released(self, channel: str, token: bytes) -> None:
+        """Wake the longest-waiting waiter not woken yet, unless this release was counted."""
+        seen = self._seen.setdefault(channel, deque(maxlen=self._remembered))
+        if token in seen:
+            return
+        seen.append(token)
+        for event in self._waiting.get(channel, ()):
+            if not event.is_set():
+                event.set()
+                return
 
 
 def release_channel(key: str) -> str:

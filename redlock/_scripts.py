@@ -44,14 +44,15 @@ return 0
 )
 
 # KEYS[1] lock key; ARGV[1] our token; ARGV[2] the channel waiters listen on.
-# As RELEASE, and on success publishes on ARGV[2], so that clients waiting for this lock
-# retry at once instead of at their next timer. Rollbacks use plain RELEASE: a failed
-# attempt freed nothing anyone was waiting for, and waking them would only feed contention.
+# As RELEASE, and on success publishes our token on ARGV[2], so that a client waiting for
+# this lock retries at once instead of at its next timer; the token lets a listener count
+# the N copies of one release (one per master) as one. Rollbacks use plain RELEASE: a
+# failed attempt freed nothing anyone waited for, and waking them would feed contention.
 RELEASE_AND_NOTIFY = Script(
     """
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
-    redis.call('publish', ARGV[2], '1')
+    redis.call('publish', ARGV[2], ARGV[1])
     return 1
 end
 return 0

@@ -36,6 +36,7 @@ from redlock._core import (
     Pause,
     Result,
     Round,
+    Waiters,
     release_channel,
     script_preloads,
     subscription_changes,
@@ -80,6 +81,10 @@ class _Link:
         self.connection = _connection(address, node_timeout)
         self.in_flight = InFlight()
         self.connecting: concurrent.futures.Future[None] | None = None
+        #: Commands for this master while it connects, sent in order once it has: a SET
+        #: and the rollback after it must reach it, and in that order, even if their rounds
+        #: were decided meanwhile by the other masters.
+        self.backlog: list[tuple[Command, Round]] = []
 
     @property
     def connected(self) -> bool:
@@ -88,21 +93,21 @@ class _Link:
     def fileno(self) -> int:
         return _fileno(self.connection)
 
-    def give_up_waiting(self) -> None:
-        """Stop waiting for this master in the current round, keeping the connection.
+    def owes_too_much(self) -> bool:
+        """Whether this master has left so many replies unanswered that it looks hung.
 
-        Its late replies are matched and dropped by ``in_flight``, and whatever we send next
-        runs after the command we gave up on: a rollback sent after a timed-out SET lands
-        after it, on that master, instead of racing it on a new connection. A master that
-        stays silent for many commands is dropped, before its socket buffer fills.
+        Late replies are matched and dropped by ``in_flight``, and whatever we send next runs
+        after what we gave up on (a rollback after a timed-out SET lands after it, on that
+        master, rather than racing it on a new connection). So a silent master's connection
+        is kept, but it is not sent more until it answers, before its socket buffer fills.
         """
-        if len(self.in_flight) >= MAX_UNANSWERED:
-            self.reset()
+        return len(self.in_flight) + len(self.backlog) >= MAX_UNANSWERED
 
     def reset(self) -> None:
         """Drop the connection: what was in flight on it can no longer be matched to replies."""
         self.connection.disconnect()
         self.in_flight.clear()
+        self.backlog.clear()
 
 
 class _Driver:
@@ -187,11 +192,21 @@ class _Driver:
 
     def _run_round(self, lane: list[_Link], round_: Round) -> None:
         deadline = self._clock() + round_.timeout
-        self._connect(lane, round_, deadline)
+        connecting = self._start_connects(lane, round_)
         for node in round_.pending:
-            self._send(lane[node], node, round_, round_.command)
+            if node not in connecting:
+                self._send_unless_hung(lane[node], node, round_)
+            elif lane[node].owes_too_much():
+                round_.record(node, NodeStatus.TIMEOUT, "hung: still connecting, with commands waiting")
+            else:
+                lane[node].backlog.append((round_.command, round_))
         while not round_.settled:
-            ready = [node for node in round_.pending if self._readable(lane[node], node, round_)]
+            for node, future in list(connecting.items()):
+                if future.done():
+                    del connecting[node]
+                    self._connected(lane[node], node, round_)
+            listening = [node for node in round_.pending if node not in connecting]
+            ready = [node for node in listening if self._readable(lane[node], node, round_)]
             for node in ready:
                 self._read_one(lane[node], node, round_)
             if round_.settled or ready:
@@ -199,23 +214,45 @@ class _Driver:
             remaining = deadline - self._clock()
             if remaining <= 0:
                 for node in round_.pending:
-                    lane[node].give_up_waiting()
-                    round_.record(node, NodeStatus.TIMEOUT, f"no reply within node_timeout={round_.timeout}s")
+                    waited_for = "a connection" if node in connecting else "a reply"
+                    round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within node_timeout={round_.timeout}s")
                 return
             poller = select.poll()
-            for node in round_.pending:
-                poller.register(lane[node].fileno(), select.POLLIN)
-            poller.poll(remaining * 1000)
+            for node in listening:
+                if lane[node].connection.is_connected:
+                    poller.register(lane[node].fileno(), select.POLLIN)
+            # While connects run in other threads, look at them every millisecond.
+            poller.poll(min(remaining, 0.001 if connecting else remaining) * 1000)
 
-    def _send(self, link: _Link, node: int, round_: Round, command: Command, *, housekeeping: bool = False) -> None:
+    def _send_unless_hung(self, link: _Link, node: int, round_: Round) -> None:
+        while link.owes_too_much() and self._readable(link, node, round_):
+            self._read_one(link, node, round_)
+        if link.owes_too_much():
+            round_.record(node, NodeStatus.TIMEOUT, f"hung: {len(link.in_flight)} earlier replies still unanswered")
+        elif node in round_.pending:
+            self._send(link, node, round_, round_.command)
+
+    def _send(
+        self,
+        link: _Link,
+        node: int,
+        round_: Round,
+        command: Command,
+        *,
+        housekeeping: bool = False,
+        for_round: Round | None = None,
+    ) -> None:
+        """Write ``command`` on the link during ``round_``; its reply belongs to ``for_round``
+        (default: ``round_``; none for housekeeping such as script loads)."""
         try:
-            link.connection.send_packed_command(link.connection.pack_command(*command.args), check_health=False)
+            link.connection.send_packed_command(round_.pack(command, link.connection.pack_command), check_health=False)
         except Exception as error:
             link.reset()
             if node in round_.pending:
                 round_.record(node, *failure_status(error))
             return
-        link.in_flight.sent(command, None if housekeeping else round_, node)
+        owner = None if housekeeping else (for_round if for_round is not None else round_)
+        link.in_flight.sent(command, owner, node)
 
     def _readable(self, link: _Link, node: int, round_: Round) -> bool:
         try:
@@ -238,35 +275,38 @@ class _Driver:
             return
         resend = link.in_flight.received(reply, round_)
         if resend is not None:
-            self._send(link, node, round_, resend)
+            command, for_round = resend
+            self._send(link, node, round_, command, for_round=for_round)
 
-    def _connect(self, lane: list[_Link], round_: Round, deadline: float) -> None:
-        """Connect the masters that need it, concurrently, by the round's deadline."""
-        waiting: dict[concurrent.futures.Future[None], int] = {}
+    def _start_connects(self, lane: list[_Link], round_: Round) -> dict[int, concurrent.futures.Future[None]]:
+        """Start connecting, in other threads, the masters that need it; the round goes on
+        with the others meanwhile, so an unresponsive host never holds up a decided round."""
+        connecting = {}
         for node in round_.targets:
             link = lane[node]
             if link.connected:
                 continue
             if link.connecting is None:
                 link.in_flight.clear()
+                link.backlog.clear()
                 link.connecting = self._connector_pool().submit(link.connection.connect)
-            waiting[link.connecting] = node
-        if not waiting:
-            return
-        concurrent.futures.wait(waiting, timeout=max(0.0, deadline - self._clock()))
-        for future, node in waiting.items():
-            link = lane[node]
-            if not future.done():
-                round_.record(node, NodeStatus.TIMEOUT, f"no connection within node_timeout={round_.timeout}s")
-                continue
-            link.connecting = None
-            error = future.exception()
-            if error is not None:
-                link.reset()
+            connecting[node] = link.connecting
+        return connecting
+
+    def _connected(self, link: _Link, node: int, round_: Round) -> None:
+        """A connect finished: send the scripts and the backlog, or record why not."""
+        future, link.connecting = link.connecting, None
+        error = None if future is None else future.exception()
+        if error is not None:
+            link.reset()
+            if node in round_.pending:
                 round_.record(node, *failure_status(error))
-                continue
-            for preload in script_preloads():
-                self._send(link, node, round_, preload, housekeeping=True)
+            return
+        for preload in script_preloads():
+            self._send(link, node, round_, preload, housekeeping=True)
+        backlog, link.backlog = link.backlog, []
+        for command, waiting_round in backlog:
+            self._send(link, node, round_, command, for_round=waiting_round)
 
     def _connector_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._connector is None:
@@ -291,7 +331,7 @@ class _ReleaseListener:
     def __init__(self, masters: Sequence[_config.MasterAddress], node_timeout: float) -> None:
         self._masters = masters
         self._node_timeout = node_timeout
-        self._waiters: dict[str, set[threading.Event]] = {}
+        self._waiters: Waiters[threading.Event] = Waiters()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._poke_read, self._poke_write = -1, -1
@@ -303,18 +343,14 @@ class _ReleaseListener:
             if self._closed:
                 time.sleep(seconds)
                 return
-            self._waiters.setdefault(channel, set()).add(event)
+            self._waiters.add(channel, event)
             self._start()
         self._poke()
         try:
             event.wait(seconds)
         finally:
             with self._lock:
-                waiting = self._waiters.get(channel)
-                if waiting is not None:
-                    waiting.discard(event)
-                    if not waiting:
-                        del self._waiters[channel]
+                self._waiters.discard(channel, event)
 
     def close(self) -> None:
         with self._lock:
@@ -346,7 +382,7 @@ class _ReleaseListener:
                 with self._lock:
                     if self._closed:
                         return
-                    wanted = set(self._waiters)
+                    wanted = self._waiters.channels()
                 poller = select.poll()
                 poller.register(self._poke_read, select.POLLIN)
                 for index, connection in enumerate(connections):
@@ -391,9 +427,7 @@ class _ReleaseListener:
                 message = connection.read_response()
                 if isinstance(message, list) and message[0] == b"message":
                     with self._lock:
-                        events = list(self._waiters.get(message[1].decode(), ()))
-                    for event in events:
-                        event.set()
+                        self._waiters.released(message[1].decode(), message[2])
         except Exception:
             self._lost(connection, subscribed, retry_at, index)
 

@@ -40,6 +40,7 @@ from redlock._core import (
     Pause,
     Result,
     Round,
+    Waiters,
     release_channel,
     script_preloads,
     subscription_changes,
@@ -124,6 +125,8 @@ class _Link:
         self.wake: asyncio.Event | None = None
         self.reader: asyncio.Task[None] | None = None
         self.connecting: asyncio.Task[None] | None = None
+        #: See the sync driver: commands waiting, in order, for the connect to finish.
+        self.backlog: list[tuple[Command, Round]] = []
 
     @property
     def connected(self) -> bool:
@@ -138,15 +141,20 @@ class _Link:
             self.current.record(self.node, *failure_status(error))
         self.notify()
 
-    async def send(self, command: Command, round_: Round, *, housekeeping: bool = False) -> None:
+    async def send(self, command: Command, round_: Round | None) -> None:
+        """Write ``command`` for ``round_`` (None: housekeeping, whose reply nobody awaits)."""
         # Registered first: the reader may see the reply before the write's await returns.
-        self.in_flight.sent(command, None if housekeeping else round_, self.node)
+        self.in_flight.sent(command, round_, self.node)
+        packed = (
+            self.connection.pack_command(*command.args)
+            if round_ is None
+            else round_.pack(command, self.connection.pack_command)
+        )
         try:
-            await self.connection.send_packed_command(self.connection.pack_command(*command.args), check_health=False)
+            await self.connection.send_packed_command(packed, check_health=False)
         except Exception as error:
             await self.reset()
-            if self.node in round_.pending:
-                round_.record(self.node, *failure_status(error))
+            self.fail_current(error)
 
     async def read_replies(self) -> None:
         """The only reader of this connection, for as long as it is open."""
@@ -158,8 +166,8 @@ class _Link:
                 except ResponseError as error:
                     reply = error_reply(error)
                 resend = self.in_flight.received(reply, self.current)
-                if resend is not None and self.current is not None:
-                    await self.send(resend, self.current)
+                if resend is not None:
+                    await self.send(*resend)
                 self.notify()
         except asyncio.CancelledError:
             raise
@@ -168,16 +176,54 @@ class _Link:
             self.in_flight.clear()
             await self._disconnect()
 
-    async def give_up_waiting(self) -> None:
-        """See the sync driver: keep the connection, and its order, unless it owes too much."""
-        if len(self.in_flight) >= MAX_UNANSWERED:
+    def owes_too_much(self) -> bool:
+        """See the sync driver: a master this far behind looks hung and is not sent more."""
+        return len(self.in_flight) + len(self.backlog) >= MAX_UNANSWERED
+
+    async def send_or_queue(self, round_: Round) -> asyncio.Task[None] | None:
+        """Send the round's command, or queue it behind a connect; the connect's task if new."""
+        if self.owes_too_much():
+            round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {len(self.in_flight)} earlier replies unanswered")
+            return None
+        if self.connected:
+            await self.send(round_.command, round_)
+            return None
+        self.backlog.append((round_.command, round_))
+        if self.connecting is not None:
+            return None
+        self.in_flight.clear()
+        self.connecting = asyncio.ensure_future(self.connection.connect())
+        return asyncio.ensure_future(self._finish_connect(self.connecting))
+
+    async def _finish_connect(self, connecting: asyncio.Task[None]) -> None:
+        """Runs beside the rounds, which go on without this master until it is connected."""
+        try:
+            await connecting
+        except asyncio.CancelledError:
+            if not connecting.done():
+                raise
+        except Exception:
+            pass  # reported below, from the task itself
+        self.connecting = None
+        error = connecting.exception() if not connecting.cancelled() else asyncio.CancelledError()
+        if error is not None:
             await self.reset()
+            self.fail_current(error)
+            return
+        self.reader = asyncio.ensure_future(self.read_replies())
+        backlog, self.backlog = self.backlog, []
+        for preload in script_preloads():
+            await self.send(preload, None)
+        for command, waiting_round in backlog:
+            await self.send(command, waiting_round)
+        self.notify()
 
     async def reset(self) -> None:
         reader, self.reader = self.reader, None
         if reader is not None and reader is not asyncio.current_task():
             reader.cancel()
         self.in_flight.clear()
+        self.backlog.clear()
         await self._disconnect()
 
     async def _disconnect(self) -> None:
@@ -202,6 +248,8 @@ class _Driver:
         self._clock = clock
         self._idle_lanes: list[list[_Link]] = []
         self._listener = _ReleaseListener(masters, node_timeout) if wake_on_release else None
+        #: Connects still running after their round ended; kept so they are not collected.
+        self._background: set[asyncio.Task[None]] = set()
         self._closed = False
 
     async def run(self, flow: Flow) -> Result:
@@ -257,49 +305,23 @@ class _Driver:
         deadline = self._clock() + round_.timeout
         wake = asyncio.Event()
         for node in round_.targets:
-            lane[node].current = round_
-            lane[node].wake = wake
-        await self._connect(lane, round_, deadline)
-        for node in round_.pending:
-            await lane[node].send(round_.command, round_)
+            link = lane[node]
+            link.current = round_
+            link.wake = wake
+            connecting = await link.send_or_queue(round_)
+            if connecting is not None:
+                self._background.add(connecting)
+                connecting.add_done_callback(self._background.discard)
         while not round_.settled:
             remaining = deadline - self._clock()
             if remaining <= 0:
                 for node in round_.pending:
-                    await lane[node].give_up_waiting()
-                    round_.record(node, NodeStatus.TIMEOUT, f"no reply within node_timeout={round_.timeout}s")
+                    waited_for = "a connection" if lane[node].connecting is not None else "a reply"
+                    round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within node_timeout={round_.timeout}s")
                 return
             wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), remaining)
-
-    async def _connect(self, lane: list[_Link], round_: Round, deadline: float) -> None:
-        """Connect the masters that need it, concurrently, by the round's deadline."""
-        waiting: dict[asyncio.Task[None], _Link] = {}
-        for node in round_.targets:
-            link = lane[node]
-            if link.connected:
-                continue
-            if link.connecting is None:
-                link.in_flight.clear()
-                link.connecting = asyncio.ensure_future(link.connection.connect())
-            waiting[link.connecting] = link
-        if not waiting:
-            return
-        await asyncio.wait(waiting, timeout=max(0.0, deadline - self._clock()))
-        for task, link in waiting.items():
-            if not task.done():
-                round_.record(link.node, NodeStatus.TIMEOUT, f"no connection within node_timeout={round_.timeout}s")
-                continue
-            link.connecting = None
-            error = task.exception()
-            if error is not None:
-                await link.reset()
-                round_.record(link.node, *failure_status(error))
-            else:
-                link.reader = asyncio.ensure_future(link.read_replies())
-                for preload in script_preloads():
-                    await link.send(preload, round_, housekeeping=True)
 
 
 class _ReleaseListener:
@@ -315,25 +337,21 @@ class _ReleaseListener:
     def __init__(self, masters: Sequence[_config.MasterAddress], node_timeout: float) -> None:
         self._masters = masters
         self._node_timeout = node_timeout
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters: Waiters[asyncio.Event] = Waiters()
         self._connections: list[Any] = []
         self._subscribed: list[set[str]] = []
         self._readers: list[asyncio.Task[None]] = []
 
     async def wait(self, channel: str, seconds: float) -> None:
         event = asyncio.Event()
-        self._waiters.setdefault(channel, set()).add(event)
+        self._waiters.add(channel, event)
         try:
             self._start()
             await self._update_subscriptions()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), seconds)
         finally:
-            waiting = self._waiters.get(channel)
-            if waiting is not None:
-                waiting.discard(event)
-                if not waiting:
-                    del self._waiters[channel]
+            self._waiters.discard(channel, event)
 
     async def close(self) -> None:
         for reader in self._readers:
@@ -353,7 +371,7 @@ class _ReleaseListener:
             self._readers.append(asyncio.ensure_future(self._read(index)))
 
     async def _update_subscriptions(self) -> None:
-        wanted = set(self._waiters)
+        wanted = self._waiters.channels()
         for connection, subscribed in zip(self._connections, self._subscribed, strict=True):
             if not connection.is_connected:
                 continue  # its reader reconnects and subscribes to what is wanted then
@@ -378,8 +396,7 @@ class _ReleaseListener:
                 while True:
                     message = await connection.read_response(timeout=math.inf)
                     if isinstance(message, list) and message[0] == b"message":
-                        for event in self._waiters.get(message[1].decode(), ()):
-                            event.set()
+                        self._waiters.released(message[1].decode(), message[2])
             except asyncio.CancelledError:
                 raise
             except Exception:

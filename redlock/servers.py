@@ -826,8 +826,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--persistence", choices=_PERSISTENCES, default="none")
     args = parser.parse_args(argv)
     if threading.current_thread() is threading.main_thread():
-        # A supervisor's SIGTERM should stop the servers in order, as Ctrl-C does.
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        # Both installed explicitly: a supervisor stops us with SIGTERM, and a shell script
+        # that starts us with `&` leaves SIGINT ignored; either should stop the servers in
+        # order, as Ctrl-C does.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.default_int_handler)
     try:
         with LocalMasters(args.n, persistence=args.persistence) as masters:
             print(f"export REDLOCK_MASTERS={','.join(masters.urls)}", flush=True)

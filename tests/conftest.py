@@ -155,3 +155,36 @@ class BlockingRedlock:
 
     def close(self) -> None:
         self._loop.run(self.inner.aclose())
+
+
+# --- masters by URL: local processes, or Docker containers with REDLOCK_TEST_DOCKER=1 --------
+# (Used by the command-line and docs tests, which only need URLs; see tests/containers.py.)
+
+from .containers import docker_requested, docker_unavailable, redis_containers  # noqa: E402  (appended section)
+
+
+@pytest.fixture(scope="session")
+def docker_masters() -> Iterator[list[str]]:
+    """URLs of five masters in containers of the redis image; skips when Docker cannot be used."""
+    reason = docker_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    with redis_containers(5) as urls:
+        yield urls
+
+
+@pytest.fixture(scope="session")
+def master_urls(request: pytest.FixtureRequest) -> list[str]:
+    """URLs of five shared masters that inject no faults (use keys of your own).
+
+    From containers when REDLOCK_TEST_DOCKER=1, else from the local ``masters``. A run that
+    asked for containers and cannot have them fails rather than quietly testing locally.
+    """
+    if docker_requested():
+        reason = docker_unavailable()
+        if reason is not None:
+            pytest.fail(f"REDLOCK_TEST_DOCKER=1 asks for masters in containers, but {reason}")
+        urls: list[str] = request.getfixturevalue("docker_masters")
+        return urls
+    local: LocalMasters = request.getfixturevalue("masters")
+    return local.urls

@@ -167,14 +167,26 @@ def test_late_replies_are_dropped_and_noscript_is_resent_in_full() -> None:
     in_flight.sent(script, new, 0)
     assert in_flight.received(b"OK", new) is None  # the late reply of the old round
     assert new.pending == (0,)
-    resend = in_flight.received(ErrorReply("No matching script", noscript=True), new)
-    assert resend is not None
+    noscript = in_flight.received(ErrorReply("No matching script", noscript=True), new)
+    assert noscript is not None
+    resend, owner = noscript
+    assert owner is new
     assert resend.args[:2] == ("EVAL", _scripts.RELEASE.source)
     assert resend.args[2:] == script.args[2:]
     in_flight.sent(resend, new, 0)
     assert in_flight.received(1, new) is None
     assert new.outcomes[0].status is NodeStatus.GRANTED
     assert len(in_flight) == 0
+
+
+def test_a_late_noscript_is_resent_for_its_own_round_not_the_current_one() -> None:
+    old, new = _round(1), _round(1)
+    in_flight = InFlight()
+    in_flight.sent(Command.run_script(_scripts.EXTEND, ["k"], ["t", 100]), old, 0)
+    noscript = in_flight.received(ErrorReply("No matching script", noscript=True), new)
+    assert noscript is not None
+    assert noscript[1] is old
+    assert new.pending == (0,)
 
 
 # --- flows against a model of masters -------------------------------------------------------
@@ -393,8 +405,9 @@ def test_release_confirms_only_with_a_majority() -> None:
 )
 def test_renewal_is_due_well_before_validity_runs_out(now: float, left: float, ttl: float, failed: bool) -> None:
     lease = Lease("t", now + left)
+    left = lease.deadline - now  # as the code sees it, after rounding
     delay = next_renewal(now, lease, ttl, failed=failed, retry_delay=0.2)
-    if now + left <= now:
+    if left <= 0:
         assert delay is None
         return
     assert delay is not None

@@ -296,18 +296,23 @@ def test_module_entry_prints_urls_and_stops_on_ctrl_c() -> None:
         stderr=subprocess.PIPE,
         text=True,
     ) as entry:
-        assert entry.stdout is not None
-        line = entry.stdout.readline().strip()
-        prefix = "export REDLOCK_MASTERS="
-        assert line.startswith(prefix), line
-        urls = line.removeprefix(prefix).split(",")
-        assert len(urls) == 2
-        pids = []
-        for url in urls:
-            with client(url) as r:
-                pids.append(r.info("server")["process_id"])
-        entry.send_signal(signal.SIGINT)
-        assert entry.wait(timeout=10) == 0
+        try:
+            assert entry.stdout is not None
+            line = entry.stdout.readline().strip()
+            prefix = "export REDLOCK_MASTERS="
+            assert line.startswith(prefix), line
+            urls = line.removeprefix(prefix).split(",")
+            assert len(urls) == 2
+            pids = []
+            for url in urls:
+                with client(url) as r:
+                    pids.append(r.info("server")["process_id"])
+            entry.send_signal(signal.SIGINT)
+            assert entry.wait(timeout=10) == 0
+        finally:
+            # Popen.__exit__ waits without a timeout: never let a failure hang the run.
+            if entry.poll() is None:
+                entry.kill()
     # The entry reaped its servers, and they were its children: not even zombies remain.
     assert all(is_gone(pid) for pid in pids)
 
