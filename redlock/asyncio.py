@@ -82,6 +82,9 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: Bytes queued on a connection beyond which a write waits for the socket to drain.
+WRITE_BUFFER_LIMIT = 64 * 1024
+
 
 async def _complete_despite_cancellation(work: Awaitable[T]) -> T:
     """Run ``work`` to the end even if the caller is cancelled meanwhile; then re-raise that."""
@@ -122,7 +125,8 @@ class _Link:
         self.connection = _connection(address, node_timeout)
         self.in_flight = InFlight()
         self.current: Round | None = None
-        self.wake: asyncio.Event | None = None
+        #: Resolved when the current round settles; the round task sleeps on it.
+        self.wake: asyncio.Future[None] | None = None
         self.reader: asyncio.Task[None] | None = None
         self.connecting: asyncio.Task[None] | None = None
         #: See the sync driver: commands waiting, in order, for the connect to finish.
@@ -133,8 +137,9 @@ class _Link:
         return self.reader is not None and not self.reader.done()
 
     def notify(self) -> None:
-        if self.wake is not None:
-            self.wake.set()
+        # Wake the round only once it is decided: each needless wake-up is a loop iteration.
+        if self.wake is not None and not self.wake.done() and self.current is not None and self.current.settled:
+            self.wake.set_result(None)
 
     def fail_current(self, error: BaseException) -> None:
         if self.current is not None and self.node in self.current.pending:
@@ -151,7 +156,15 @@ class _Link:
             else round_.pack(command, self.connection.pack_command)
         )
         try:
-            await self.connection.send_packed_command(packed, check_health=False)
+            # Straight to the stream: redis-py's send_packed_command wraps each write in
+            # wait_for (a task and several loop iterations per command), which alone made a
+            # round cost twice the floor. Our writes are small; drain only under backpressure.
+            writer = self.connection._writer
+            if writer is None:
+                raise ConnectionError("not connected")
+            writer.writelines(packed)
+            if writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+                await asyncio.wait_for(writer.drain(), self.connection.socket_timeout)
         except Exception as error:
             await self.reset()
             self.fail_current(error)
@@ -302,26 +315,32 @@ class _Driver:
             await asyncio.sleep(pause.seconds)
 
     async def _run_round(self, lane: list[_Link], round_: Round) -> None:
+        loop = asyncio.get_running_loop()
         deadline = self._clock() + round_.timeout
-        wake = asyncio.Event()
+        settled: asyncio.Future[None] = loop.create_future()
         for node in round_.targets:
             link = lane[node]
             link.current = round_
-            link.wake = wake
+            link.wake = settled
             connecting = await link.send_or_queue(round_)
             if connecting is not None:
                 self._background.add(connecting)
                 connecting.add_done_callback(self._background.discard)
-        while not round_.settled:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                for node in round_.pending:
-                    waited_for = "a connection" if lane[node].connecting is not None else "a reply"
-                    round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within node_timeout={round_.timeout}s")
-                return
-            wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), remaining)
+        if round_.settled:
+            return
+        timer = loop.call_later(max(0.0, deadline - self._clock()), _resolve, settled)
+        try:
+            await settled
+        finally:
+            timer.cancel()
+        for node in round_.pending:
+            waited_for = "a connection" if lane[node].connecting is not None else "a reply"
+            round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within node_timeout={round_.timeout}s")
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _ReleaseListener:
