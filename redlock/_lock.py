@@ -162,6 +162,13 @@ class LockState(Generic[ClusterT]):
             return 0.0
         return max(0.0, lease.deadline - self._cluster.clock())
 
+    @property
+    def deadline(self) -> float | None:
+        """The ``time.monotonic()`` time until which this holder may rely on the lock
+        (moved by each extend); None when not held or lost."""
+        lease = self._lease
+        return None if lease is None or lease.lost else lease.deadline
+
     def locked(self) -> bool:
         """Whether this object holds the lock and its validity has not run out."""
         return self.validity > 0

@@ -77,18 +77,23 @@ def _fileno(connection: Any) -> int:
 class _Link:
     """Our connection to one master, and the commands in flight on it."""
 
-    def __init__(self, address: _config.MasterAddress, node_timeout: float) -> None:
+    def __init__(self, node: int, address: _config.MasterAddress, node_timeout: float) -> None:
+        self.node = node
         self.connection = _connection(address, node_timeout)
         self.in_flight = InFlight()
         self.connecting: concurrent.futures.Future[None] | None = None
-        #: Commands for this master while it connects, sent in order once it has: a SET
-        #: and the rollback after it must reach it, and in that order, even if their rounds
-        #: were decided meanwhile by the other masters.
+        #: Commands for this master while it connects, sent in order as soon as it has (by
+        #: the connecting thread): a SET and the rollback after it must reach the master, in
+        #: that order, even when the other masters decided their rounds meanwhile.
         self.backlog: list[tuple[Command, Round]] = []
+        #: Connected, scripts loaded and backlog sent: from here on only the lane's owner
+        #: thread writes and reads. ``guard`` covers the hand-over from the connecting thread.
+        self.ready = False
+        self.guard = threading.Lock()
 
     @property
     def connected(self) -> bool:
-        return self.connecting is None and self.connection.is_connected
+        return self.ready and self.connection.is_connected
 
     def fileno(self) -> int:
         return _fileno(self.connection)
@@ -103,8 +108,39 @@ class _Link:
         """
         return len(self.in_flight) + len(self.backlog) >= MAX_UNANSWERED
 
+    def write(self, command: Command, owner: Round | None, packer: Round | None = None) -> None:
+        """Send ``command``, whose reply belongs to ``owner`` (None: nobody waits for it)."""
+        encode = self.connection.pack_command
+        packed = encode(*command.args) if packer is None else packer.pack(command, encode)
+        self.in_flight.sent(command, owner, self.node)
+        self.connection.send_packed_command(packed, check_health=False)
+
+    def connect_and_flush(self) -> None:
+        """In a connecting thread: connect, load the scripts, send the backlog in order."""
+        self.connection.connect()
+        with self.guard:
+            try:
+                for preload in script_preloads():
+                    self.write(preload, None)
+                for command, owner in self.backlog:
+                    self.write(command, owner)
+            except BaseException:
+                self.reset()
+                raise
+            self.backlog.clear()
+            self.ready = True
+
+    def send_or_queue(self, command: Command, round_: Round) -> bool:
+        """Queue the round's command while connecting; False if the link is ready to send."""
+        with self.guard:
+            if self.ready:
+                return False
+            self.backlog.append((command, round_))
+            return True
+
     def reset(self) -> None:
         """Drop the connection: what was in flight on it can no longer be matched to replies."""
+        self.ready = False
         self.connection.disconnect()
         self.in_flight.clear()
         self.backlog.clear()
@@ -170,7 +206,7 @@ class _Driver:
                 raise RuntimeError("this Redlock client is closed")
             if self._idle_lanes:
                 return self._idle_lanes.pop()
-        return [_Link(master, self._node_timeout) for master in self._masters]
+        return [_Link(node, master, self._node_timeout) for node, master in enumerate(self._masters)]
 
     def _checkin(self, lane: list[_Link]) -> None:
         with self._lanes_lock:
@@ -194,27 +230,33 @@ class _Driver:
         deadline = self._clock() + round_.timeout
         connecting = self._start_connects(lane, round_)
         for node in round_.pending:
-            if node not in connecting:
-                self._send_unless_hung(lane[node], node, round_)
-            elif lane[node].owes_too_much():
-                round_.record(node, NodeStatus.TIMEOUT, "hung: still connecting, with commands waiting")
-            else:
-                lane[node].backlog.append((round_.command, round_))
+            link = lane[node]
+            if link.owes_too_much():
+                self._drain(link, round_)
+            if link.owes_too_much():
+                round_.record(node, NodeStatus.TIMEOUT, f"hung: {len(link.in_flight)} earlier replies unanswered")
+            elif node not in connecting:
+                self._send(link, round_, round_.command)
+            elif not link.send_or_queue(round_.command, round_):
+                # Connected in the meantime: a write now follows the backlog it flushed.
+                del connecting[node]
+                link.connecting = None
+                self._send(link, round_, round_.command)
         while not round_.settled:
             for node, future in list(connecting.items()):
                 if future.done():
                     del connecting[node]
-                    self._connected(lane[node], node, round_)
+                    self._connected(lane[node], round_)
             listening = [node for node in round_.pending if node not in connecting]
-            ready = [node for node in listening if self._readable(lane[node], node, round_)]
+            ready = [node for node in listening if self._readable(lane[node], round_)]
             for node in ready:
-                self._read_one(lane[node], node, round_)
+                self._read_one(lane[node], round_)
             if round_.settled or ready:
                 continue
             remaining = deadline - self._clock()
             if remaining <= 0:
                 for node in round_.pending:
-                    waited_for = "a connection" if node in connecting else "a reply"
+                    waited_for = "connection" if node in connecting else "reply"
                     round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within node_timeout={round_.timeout}s")
                 return
             poller = select.poll()
@@ -224,45 +266,30 @@ class _Driver:
             # While connects run in other threads, look at them every millisecond.
             poller.poll(min(remaining, 0.001 if connecting else remaining) * 1000)
 
-    def _send_unless_hung(self, link: _Link, node: int, round_: Round) -> None:
-        while link.owes_too_much() and self._readable(link, node, round_):
-            self._read_one(link, node, round_)
-        if link.owes_too_much():
-            round_.record(node, NodeStatus.TIMEOUT, f"hung: {len(link.in_flight)} earlier replies still unanswered")
-        elif node in round_.pending:
-            self._send(link, node, round_, round_.command)
+    def _drain(self, link: _Link, round_: Round) -> None:
+        """Read whatever replies a master that owes many has sent by now."""
+        while link.connected and len(link.in_flight) and self._readable(link, round_):
+            self._read_one(link, round_)
 
-    def _send(
-        self,
-        link: _Link,
-        node: int,
-        round_: Round,
-        command: Command,
-        *,
-        housekeeping: bool = False,
-        for_round: Round | None = None,
-    ) -> None:
-        """Write ``command`` on the link during ``round_``; its reply belongs to ``for_round``
-        (default: ``round_``; none for housekeeping such as script loads)."""
+    def _send(self, link: _Link, round_: Round, command: Command, *, owner: Round | None = None) -> None:
+        """Write ``command`` during ``round_``; its reply belongs to ``owner`` (default ``round_``)."""
         try:
-            link.connection.send_packed_command(round_.pack(command, link.connection.pack_command), check_health=False)
+            link.write(command, round_ if owner is None else owner, round_)
         except Exception as error:
             link.reset()
-            if node in round_.pending:
-                round_.record(node, *failure_status(error))
-            return
-        owner = None if housekeeping else (for_round if for_round is not None else round_)
-        link.in_flight.sent(command, owner, node)
+            if link.node in round_.pending:
+                round_.record(link.node, *failure_status(error))
 
-    def _readable(self, link: _Link, node: int, round_: Round) -> bool:
+    def _readable(self, link: _Link, round_: Round) -> bool:
         try:
             return bool(link.connection.can_read(timeout=0))
         except Exception as error:
             link.reset()
-            round_.record(node, *failure_status(error))
+            if link.node in round_.pending:
+                round_.record(link.node, *failure_status(error))
             return False
 
-    def _read_one(self, link: _Link, node: int, round_: Round) -> None:
+    def _read_one(self, link: _Link, round_: Round) -> None:
         reply: object
         try:
             reply = link.connection.read_response()
@@ -270,13 +297,13 @@ class _Driver:
             reply = error_reply(error)
         except Exception as error:
             link.reset()
-            if node in round_.pending:
-                round_.record(node, *failure_status(error))
+            if link.node in round_.pending:
+                round_.record(link.node, *failure_status(error))
             return
         resend = link.in_flight.received(reply, round_)
         if resend is not None:
-            command, for_round = resend
-            self._send(link, node, round_, command, for_round=for_round)
+            command, owner = resend
+            self._send(link, round_, command, owner=owner)
 
     def _start_connects(self, lane: list[_Link], round_: Round) -> dict[int, concurrent.futures.Future[None]]:
         """Start connecting, in other threads, the masters that need it; the round goes on
@@ -287,26 +314,19 @@ class _Driver:
             if link.connected:
                 continue
             if link.connecting is None:
-                link.in_flight.clear()
-                link.backlog.clear()
-                link.connecting = self._connector_pool().submit(link.connection.connect)
+                link.reset()
+                link.connecting = self._connector_pool().submit(link.connect_and_flush)
             connecting[node] = link.connecting
         return connecting
 
-    def _connected(self, link: _Link, node: int, round_: Round) -> None:
-        """A connect finished: send the scripts and the backlog, or record why not."""
+    def _connected(self, link: _Link, round_: Round) -> None:
+        """A connect finished; its thread sent the backlog. Record why, if it failed."""
         future, link.connecting = link.connecting, None
         error = None if future is None else future.exception()
         if error is not None:
             link.reset()
-            if node in round_.pending:
-                round_.record(node, *failure_status(error))
-            return
-        for preload in script_preloads():
-            self._send(link, node, round_, preload, housekeeping=True)
-        backlog, link.backlog = link.backlog, []
-        for command, waiting_round in backlog:
-            self._send(link, node, round_, command, for_round=waiting_round)
+            if link.node in round_.pending:
+                round_.record(link.node, *failure_status(error))
 
     def _connector_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._connector is None:

@@ -334,7 +334,7 @@ class _Driver:
         finally:
             timer.cancel()
         for node in round_.pending:
-            waited_for = "a connection" if lane[node].connecting is not None else "a reply"
+            waited_for = "connection" if lane[node].connecting is not None else "reply"
             round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within node_timeout={round_.timeout}s")
 
 

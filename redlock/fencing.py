@@ -26,6 +26,12 @@ from typing import cast
 import redis
 
 from redlock import _scripts
+from redlock._core import fence_key
+
+
+def counter_key(name: str) -> str:
+    """The key in which each master keeps the highest fencing token handed out for ``name``."""
+    return fence_key(name)
 
 
 class FencedStore:
