@@ -1,0 +1,225 @@
+"""Clock faults for a redis-server: jump its wall clock, or make it run fast or slow.
+
+Redis expires keys by its wall clock (``gettimeofday``), so a master whose clock is moved
+expires locks early (forward jump, fast rate) or late (backward jump, slow rate): REDLOCK.md's
+K3 and clock-rate scenarios. The harness does this to a real redis-server with libfaketime,
+which the ``libfaketime`` wheel ships as a shared library, so ``pip`` is all it needs.
+
+How it is wired
+    :meth:`ClockControl.env` gives the variables to start the master with (``LD_PRELOAD``
+    of the library, and a timestamp file in the master's own dir). With
+    ``FAKETIME_NO_CACHE=1`` libfaketime re-reads that file on every wall-clock call, and
+    re-parses it whenever its text changed, so rewriting the file moves the clock of the
+    running process. ``DONT_FAKE_MONOTONIC=1`` leaves CLOCK_MONOTONIC alone: Redis's event
+    loop and timers keep real time, and only what Redis derives from the wall clock (key
+    expiry, ``TIME``) moves.
+
+What the file says, and why
+    libfaketime computes the fake time as ``base + (real - start) * rate``. For a spec
+    ``"+N xR"``, ``base`` is ``start + N`` where ``start`` is when the process loaded the
+    library, which the harness cannot know exactly; with ``R == 1`` start cancels out, so
+    every state that runs at real speed is written that way and is exact. At any other rate
+    the spec is ``"@<absolute time> xR"``: libfaketime resets ``start`` to the moment it
+    parses an ``@`` spec, so the clock continues from the given time at the new rate
+    instead of jumping by ``(now - start) * (R - 1)``. The cost: the master parses the new
+    text at its next wall-clock call (any command does, and its cron does several times a
+    second), and its clock stands still until then, so it ends up behind this model by that
+    lag: tens of milliseconds at most, and behind is the safe direction for a lock.
+
+    The file is replaced atomically (write, then rename), since libfaketime exits the
+    process on a spec it cannot parse, and a torn file could be one.
+
+Limits
+    * ``FAKETIME`` must not be set in the master's environment: it overrides the file.
+    * A master restarted while running at a rate other than 1 would restart its clock from
+      the last ``@`` time; call :meth:`ClockControl.reapply` just before restarting it.
+    * Each wall-clock call in the master costs a small file read; fine for a chaos run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["SPEC_FILE", "ClockControl", "LibfaketimeNotFound", "libfaketime_path"]
+
+SPEC_FILE = "faketime.rc"
+
+# Variables that would make libfaketime ignore or misread our file.
+_CONFLICTING = ("FAKETIME", "FAKETIME_DONT_RESET", "FAKETIME_FMT", "FAKETIME_XRESET")
+
+
+class LibfaketimeNotFound(FileNotFoundError):
+    """The libfaketime shared library is not installed; the message says how to get it."""
+
+
+def libfaketime_path() -> str:
+    """The path of ``libfaketime.so.1`` from the ``libfaketime`` wheel."""
+    try:
+        spec = importlib.util.find_spec("libfaketime")
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        candidate = os.path.join(location, "vendor", "libfaketime", "src", "libfaketime.so.1")
+        if os.path.isfile(candidate):
+            return candidate
+    raise LibfaketimeNotFound(
+        "libfaketime.so.1 not found: install the `libfaketime` wheel "
+        "(`pip install 'redlock-quorum[dev]'` or `pip install libfaketime`)"
+    )
+
+
+def _format_absolute(seconds: float) -> str:
+    """``YYYY-mm-dd HH:MM:SS.ffffff`` in UTC: libfaketime's default ``@`` format, read with
+    ``TZ=UTC`` (set by :meth:`ClockControl.env`)."""
+    whole = math.floor(seconds)
+    micros = round((seconds - whole) * 1_000_000)
+    if micros == 1_000_000:
+        whole, micros = whole + 1, 0
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(whole)) + f".{micros:06d}"
+
+
+class ClockControl:
+    """The wall clock of the master whose data dir is ``master_dir``.
+
+    ``env()`` gives what to start the master with; then ``jump()``, ``rate()`` and
+    ``reset()`` move its clock while it runs. The controller keeps a model of the master's
+    clock (``offset``, ``factor``) so that each change continues from where the clock is.
+
+    ``clock`` is the real wall clock the model reads, ``time.time`` (the same
+    CLOCK_REALTIME libfaketime reads); tests of the spec text pass their own.
+    """
+
+    def __init__(
+        self,
+        master_dir: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.dir = pathlib.Path(master_dir)
+        self.path = self.dir / SPEC_FILE
+        self._clock = clock
+        # A nemesis thread and a scenario's teardown may both move the clock.
+        self._lock = threading.RLock()
+        now = clock()
+        # The master's fake time is _anchor_fake + (real - _anchor_real) * _factor.
+        self._anchor_real = now
+        self._anchor_fake = now
+        self._factor = 1.0
+        self._spec = ""
+        # Written now, before the master starts: without our file libfaketime would fall
+        # back to ~/.faketimerc or /etc/faketimerc, whatever they say.
+        self._write()
+
+    def __repr__(self) -> str:
+        return f"<ClockControl {self.path} offset={self.offset:+.3f}s x{self._factor:g}>"
+
+    # -- what the master starts with --
+
+    def env(self) -> dict[str, str]:
+        """Environment variables to start the master with (e.g. ``LocalMaster.env``).
+
+        Raises RuntimeError if this process's environment sets a variable that would make
+        libfaketime ignore the file, since the master inherits it.
+        """
+        conflicting = [name for name in _CONFLICTING if name in os.environ]
+        if conflicting:
+            raise RuntimeError(
+                f"{', '.join(conflicting)} set in the environment would override the clock "
+                f"file {self.path}; unset it for the harness"
+            )
+        library = libfaketime_path()
+        preload = os.environ.get("LD_PRELOAD")
+        return {
+            "LD_PRELOAD": f"{library}:{preload}" if preload else library,
+            "FAKETIME_TIMESTAMP_FILE": str(self.path.resolve()),
+            # Re-read the file on every call: the point is to change it while running.
+            "FAKETIME_NO_CACHE": "1",
+            # Event loop and timers on real time; only the wall clock (expiry) moves.
+            "DONT_FAKE_MONOTONIC": "1",
+            # The "@" specs are parsed with mktime(), which reads local time.
+            "TZ": "UTC",
+        }
+
+    # -- the model --
+
+    @property
+    def factor(self) -> float:
+        """How fast the master's clock runs against the real one."""
+        return self._factor
+
+    @property
+    def offset(self) -> float:
+        """How far the master's clock is ahead of the real one now, in seconds."""
+        with self._lock:
+            now = self._clock()
+            return self._fake(now) - now
+
+    @property
+    def spec(self) -> str:
+        """The text last written for libfaketime."""
+        return self._spec
+
+    def _fake(self, real: float) -> float:
+        return self._anchor_fake + (real - self._anchor_real) * self._factor
+
+    # -- changes --
+
+    def jump(self, seconds: float) -> None:
+        """Step the master's clock by ``seconds`` (negative: backward), keeping its rate."""
+        if not math.isfinite(seconds):
+            raise ValueError(f"seconds must be finite, not {seconds!r}")
+        with self._lock:
+            now = self._clock()
+            self._anchor_fake = self._fake(now) + seconds
+            self._anchor_real = now
+            self._write()
+
+    def rate(self, factor: float) -> None:
+        """Run the master's clock ``factor`` times as fast as the real one, from now on
+        (1.05: 5 % fast), continuing from where it is."""
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"factor must be finite and > 0, not {factor!r}")
+        with self._lock:
+            now = self._clock()
+            self._anchor_fake = self._fake(now)
+            self._anchor_real = now
+            self._factor = float(factor)
+            self._write()
+
+    def reset(self) -> None:
+        """Back to the real time at the real rate."""
+        with self._lock:
+            now = self._clock()
+            self._anchor_fake = self._anchor_real = now
+            self._factor = 1.0
+            self._write()
+
+    def reapply(self) -> None:
+        """Write the current state afresh: call it just before (re)starting the master, so
+        that a new process picks the clock up where the model has it."""
+        with self._lock:
+            self._write(force=True)
+
+    def _write(self, *, force: bool = False) -> None:
+        now = self._clock()
+        fake = self._fake(now)
+        # At real speed the relative form is exact, whenever libfaketime loaded or parses
+        # it; at any other rate only the absolute form avoids a jump (module docstring).
+        relative = self._factor == 1.0
+        spec = f"{fake - now:+.6f} x1" if relative else f"@{_format_absolute(fake)} x{self._factor:.6f}"
+        if spec == self._spec and not force:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        staging = self.path.with_name(f".{SPEC_FILE}.{os.getpid()}.tmp")
+        staging.write_text(spec + "\n", encoding="ascii")
+        os.replace(staging, self.path)
+        self._spec = spec
+        # The model now counts from this moment (the master will, once it parses).
+        self._anchor_real, self._anchor_fake = now, fake

@@ -1,0 +1,165 @@
+"""Clock faults (chaos.clock): libfaketime really moves a redis-server's key expiry.
+
+The spec texts are checked without a server; the rest runs a real master started with
+the controller's environment and watches keys expire early or late. Bounds are loose:
+a 2-core CI box may stall, so "expired early" means well before the real TTL, not at an
+exact instant.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from chaos.clock import SPEC_FILE, ClockControl, libfaketime_path
+from redlock.servers import LocalMaster, LocalMasters
+
+
+class FakeWallClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_specs_keep_the_clock_continuous(tmp_path: Path) -> None:
+    wall = FakeWallClock(1_700_000_000.0)  # 2023-11-14 22:13:20 UTC
+    control = ClockControl(tmp_path / "node0", clock=wall)
+    path = tmp_path / "node0" / SPEC_FILE
+    assert path.read_text() == "+0.000000 x1\n"
+
+    control.jump(10)
+    assert control.spec == "+10.000000 x1"
+    wall.now += 5
+    assert control.offset == pytest.approx(10)
+
+    # A rate change continues from the current fake time (now + 10 s), written absolute.
+    control.rate(2)
+    assert control.spec == "@2023-11-14 22:13:35.000000 x2.000000"
+    wall.now += 3
+    assert control.offset == pytest.approx(13)  # 3 real seconds ran as 6
+    control.jump(-20.5)
+    assert control.spec == "@2023-11-14 22:13:20.500000 x2.000000"
+    assert control.offset == pytest.approx(-7.5)
+
+    control.rate(1)  # back to real speed, keeping the offset, written relative again
+    assert control.spec == "-7.500000 x1"
+    control.reset()
+    assert control.spec == "+0.000000 x1"
+    assert control.offset == 0
+    assert path.read_text() == "+0.000000 x1\n"
+    assert [p.name for p in path.parent.iterdir()] == [SPEC_FILE]  # no staging file left
+
+
+def test_bad_arguments_are_refused(tmp_path: Path) -> None:
+    control = ClockControl(tmp_path)
+    for factor in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="factor"):
+            control.rate(factor)
+    with pytest.raises(ValueError, match="finite"):
+        control.jump(float("nan"))
+
+
+def test_env_preloads_the_wheel_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    env = ClockControl(tmp_path).env()
+    assert env["LD_PRELOAD"] == libfaketime_path()
+    assert Path(env["LD_PRELOAD"]).is_file()
+    assert env["FAKETIME_TIMESTAMP_FILE"] == str((tmp_path / SPEC_FILE).resolve())
+    assert env["FAKETIME_NO_CACHE"] == env["DONT_FAKE_MONOTONIC"] == "1"
+    monkeypatch.setenv("FAKETIME", "+1d")
+    with pytest.raises(RuntimeError, match="FAKETIME"):
+        ClockControl(tmp_path).env()
+
+
+# --- against a real master ------------------------------------------------------------------
+
+
+@pytest.fixture
+def faked() -> Iterator[tuple[LocalMaster, ClockControl, redis.Redis]]:
+    masters = LocalMasters(1)
+    node = masters[0]
+    control = ClockControl(node.dir)
+    node.env.update(control.env())
+    with masters, redis.Redis(host=node.host, port=node.port, socket_timeout=5) as r:
+        yield node, control, r
+
+
+def master_offset(r: redis.Redis) -> float:
+    seconds, micros = r.time()
+    return seconds + micros / 1e6 - time.time()
+
+
+def test_the_master_runs_on_real_time_until_told(faked: tuple[LocalMaster, ClockControl, redis.Redis]) -> None:
+    _node, _control, r = faked
+    assert abs(master_offset(r)) < 0.5
+    r.set("k", "v", px=300)
+    time.sleep(0.6)
+    assert r.exists("k") == 0
+
+
+def test_a_forward_jump_expires_a_key_at_once(faked: tuple[LocalMaster, ClockControl, redis.Redis]) -> None:
+    _node, control, r = faked
+    r.set("lock", "token", px=5000)
+    control.jump(10)
+    assert r.exists("lock") == 0
+    assert master_offset(r) == pytest.approx(10, abs=0.5)
+
+
+def test_a_backward_jump_makes_a_key_outlive_its_ttl(faked: tuple[LocalMaster, ClockControl, redis.Redis]) -> None:
+    _node, control, r = faked
+    r.set("lock", "token", px=300)
+    control.jump(-10)
+    time.sleep(0.6)
+    assert r.exists("lock") == 1  # twice its TTL later, still there
+    assert r.pttl("lock") > 9000
+    control.reset()
+    assert r.exists("lock") == 0
+
+
+def test_a_fast_clock_expires_a_key_early(faked: tuple[LocalMaster, ClockControl, redis.Redis]) -> None:
+    _node, control, r = faked
+    control.rate(4)
+    start = time.monotonic()
+    r.set("lock", "token", px=2000)
+    while r.exists("lock") and time.monotonic() - start < 5:
+        time.sleep(0.01)
+    lived = time.monotonic() - start
+    # 2 s of TTL on a clock running 4x: about 0.5 s of real time.
+    assert 0.3 < lived < 1.5
+
+
+def test_a_rate_change_does_not_jump_the_clock(faked: tuple[LocalMaster, ClockControl, redis.Redis]) -> None:
+    _node, control, r = faked
+    # With "+0 x2" libfaketime would jump by the process's whole uptime at once.
+    time.sleep(1.0)
+    control.rate(2)
+    assert abs(master_offset(r)) < 0.3
+    time.sleep(0.5)
+    assert master_offset(r) == pytest.approx(0.5, abs=0.3)
+    assert master_offset(r) == pytest.approx(control.offset, abs=0.2)
+    control.rate(1)
+    time.sleep(0.3)
+    assert master_offset(r) == pytest.approx(control.offset, abs=0.2)  # keeps its lead
+    control.reset()
+    assert abs(master_offset(r)) < 0.2
+
+
+def test_reapply_carries_the_clock_across_a_restart(faked: tuple[LocalMaster, ClockControl, redis.Redis]) -> None:
+    node, control, r = faked
+    control.jump(30)
+    control.rate(2)
+    time.sleep(0.2)
+    control.reapply()
+    started = time.monotonic()
+    node.restart()
+    restart = time.monotonic() - started
+    # The new process starts its clock at the reapplied time when it loads, so it is
+    # behind the model by up to the restart's duration, at twice the speed.
+    lag = control.offset - master_offset(r)
+    assert -0.2 < lag < 2 * restart + 0.2
