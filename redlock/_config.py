@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.connection import parse_url
 
@@ -164,3 +164,20 @@ def connection_kwargs(address: MasterAddress, node_timeout: float) -> dict[str, 
 
 
 Clock = Callable[[], float]
+
+
+class ConnectionKinds(NamedTuple):
+    """redis-py's connection classes of one flavour (sync or asyncio), and a no-retry policy."""
+
+    plain: type[Any]
+    tls: type[Any]
+    unix: type[Any]
+    no_retry: object
+
+
+def make_connection(address: MasterAddress, node_timeout: float, kinds: ConnectionKinds) -> Any:
+    """A connection to one master of the flavour ``kinds`` describes, with our settings."""
+    kwargs = connection_kwargs(address, node_timeout)
+    kwargs["retry"] = kinds.no_retry
+    kind = kinds.unix if address.unix_socket else kinds.tls if address.tls else kinds.plain
+    return kind(**kwargs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -44,26 +45,35 @@ def new_token() -> str:
 class ClusterConfig:
     """A Redlock client's checked settings; the base of both public Redlock classes."""
 
+    #: The redis-py client classes accepted in ``masters`` (sync or asyncio), and their name.
+    client_types: tuple[type, ...] = ()
+    client_kind = ""
+
     def __init__(
         self,
-        masters: object,
-        client_types: Sequence[type],
-        client_kind: str,
+        masters: Sequence[Any],
         *,
-        node_timeout: float,
-        clock_drift_factor: float,
-        retry_delay: float,
-        unavailable_timeout: float,
-        clock: _config.Clock,
+        node_timeout: float = DEFAULT_NODE_TIMEOUT,
+        clock_drift_factor: float = DEFAULT_CLOCK_DRIFT_FACTOR,
+        retry_delay: float = DEFAULT_RETRY_DELAY,
+        unavailable_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT,
+        wake_on_release: bool = True,
+        clock: _config.Clock = time.monotonic,
     ) -> None:
         self.node_timeout = _config.check_seconds("node_timeout", node_timeout)
         self.clock_drift_factor = _config.check_drift_factor(clock_drift_factor)
         self.retry_delay = _config.check_seconds("retry_delay", retry_delay)
         self.unavailable_timeout = _config.check_seconds("unavailable_timeout", unavailable_timeout, allow_zero=True)
+        self.wake_on_release = _config.check_flag("wake_on_release", wake_on_release)
         _config.check_callable("clock", clock)
-        self.masters = _config.parse_masters(masters, client_types, client_kind)
+        self.masters = _config.parse_masters(masters, self.client_types, self.client_kind)
         self.clock = clock
         self.rng = random.Random()
+        self._start_driver()
+
+    def _start_driver(self) -> None:
+        """Set up the I/O driver: the one thing the sync and asyncio clients do differently."""
+        raise NotImplementedError
 
     @property
     def master_names(self) -> tuple[str, ...]:

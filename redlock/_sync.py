@@ -43,11 +43,7 @@ from redlock._core import (
 )
 from redlock._errors import error_reply, failure_status
 from redlock._lock import (
-    DEFAULT_CLOCK_DRIFT_FACTOR,
-    DEFAULT_NODE_TIMEOUT,
-    DEFAULT_RETRY_DELAY,
     DEFAULT_TTL,
-    DEFAULT_UNAVAILABLE_TIMEOUT,
     ClusterConfig,
     LockOptions,
     LockState,
@@ -56,17 +52,9 @@ from redlock.exceptions import LockLost, NodeStatus
 
 
 def _connection(address: _config.MasterAddress, node_timeout: float) -> Any:
-    """A redis-py connection to one master, configured by us (typed Any: redis-py's methods are unannotated)."""
-    kwargs: dict[str, Any] = _config.connection_kwargs(address, node_timeout)
-    kwargs["retry"] = Retry(NoBackoff(), 0)
-    connection_class: type[Any]
-    if address.unix_socket:
-        connection_class = UnixDomainSocketConnection
-    elif address.tls:
-        connection_class = SSLConnection
-    else:
-        connection_class = Connection
-    return connection_class(**kwargs)
+    """A redis-py connection to one master, configured by us (Any: redis-py's methods are unannotated)."""
+    kinds = _config.ConnectionKinds(Connection, SSLConnection, UnixDomainSocketConnection, Retry(NoBackoff(), 0))
+    return _config.make_connection(address, node_timeout, kinds)
 
 
 def _fileno(connection: Any) -> int:
@@ -479,29 +467,12 @@ class Redlock(ClusterConfig):
       so a handoff takes about a round trip instead of a retry delay.
     """
 
-    def __init__(
-        self,
-        masters: Sequence[str | redis.Redis],
-        *,
-        node_timeout: float = DEFAULT_NODE_TIMEOUT,
-        clock_drift_factor: float = DEFAULT_CLOCK_DRIFT_FACTOR,
-        retry_delay: float = DEFAULT_RETRY_DELAY,
-        unavailable_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT,
-        wake_on_release: bool = True,
-        clock: _config.Clock = time.monotonic,
-    ) -> None:
-        super().__init__(
-            masters,
-            (redis.Redis,),
-            "redis.Redis client",
-            node_timeout=node_timeout,
-            clock_drift_factor=clock_drift_factor,
-            retry_delay=retry_delay,
-            unavailable_timeout=unavailable_timeout,
-            clock=clock,
-        )
-        wake = _config.check_flag("wake_on_release", wake_on_release)
-        self._driver = _Driver(self.masters, self.node_timeout, clock, wake_on_release=wake)
+    client_types = (redis.Redis,)
+    client_kind = "redis.Redis client"
+    _driver: _Driver
+
+    def _start_driver(self) -> None:
+        self._driver = _Driver(self.masters, self.node_timeout, self.clock, wake_on_release=self.wake_on_release)
 
     def lock(
         self,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -47,11 +46,7 @@ from redlock._core import (
 )
 from redlock._errors import error_reply, failure_status
 from redlock._lock import (
-    DEFAULT_CLOCK_DRIFT_FACTOR,
-    DEFAULT_NODE_TIMEOUT,
-    DEFAULT_RETRY_DELAY,
     DEFAULT_TTL,
-    DEFAULT_UNAVAILABLE_TIMEOUT,
     ClusterConfig,
     LockOptions,
     LockState,
@@ -104,17 +99,9 @@ async def _complete_despite_cancellation(work: Awaitable[T]) -> T:
 
 
 def _connection(address: _config.MasterAddress, node_timeout: float) -> Any:
-    """A redis-py asyncio connection to one master, configured by us (typed Any: see the sync twin)."""
-    kwargs: dict[str, Any] = _config.connection_kwargs(address, node_timeout)
-    kwargs["retry"] = Retry(NoBackoff(), 0)
-    connection_class: type[Any]
-    if address.unix_socket:
-        connection_class = UnixDomainSocketConnection
-    elif address.tls:
-        connection_class = SSLConnection
-    else:
-        connection_class = Connection
-    return connection_class(**kwargs)
+    """A redis-py asyncio connection to one master, configured by us (see the sync twin)."""
+    kinds = _config.ConnectionKinds(Connection, SSLConnection, UnixDomainSocketConnection, Retry(NoBackoff(), 0))
+    return _config.make_connection(address, node_timeout, kinds)
 
 
 class _Link:
@@ -430,29 +417,12 @@ class Redlock(ClusterConfig):
     ``masters`` are URLs or ``redis.asyncio.Redis`` clients. Use one client per event loop.
     """
 
-    def __init__(
-        self,
-        masters: Sequence[str | redis.asyncio.Redis],
-        *,
-        node_timeout: float = DEFAULT_NODE_TIMEOUT,
-        clock_drift_factor: float = DEFAULT_CLOCK_DRIFT_FACTOR,
-        retry_delay: float = DEFAULT_RETRY_DELAY,
-        unavailable_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT,
-        wake_on_release: bool = True,
-        clock: _config.Clock = time.monotonic,
-    ) -> None:
-        super().__init__(
-            masters,
-            (redis.asyncio.Redis,),
-            "redis.asyncio.Redis client",
-            node_timeout=node_timeout,
-            clock_drift_factor=clock_drift_factor,
-            retry_delay=retry_delay,
-            unavailable_timeout=unavailable_timeout,
-            clock=clock,
-        )
-        wake = _config.check_flag("wake_on_release", wake_on_release)
-        self._driver = _Driver(self.masters, self.node_timeout, clock, wake_on_release=wake)
+    client_types = (redis.asyncio.Redis,)
+    client_kind = "redis.asyncio.Redis client"
+    _driver: _Driver
+
+    def _start_driver(self) -> None:
+        self._driver = _Driver(self.masters, self.node_timeout, self.clock, wake_on_release=self.wake_on_release)
 
     def lock(
         self,
