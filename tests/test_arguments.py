@@ -6,6 +6,7 @@ would get far enough to connect): an error raised by validation is the only way 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -118,8 +119,6 @@ def test_bad_acquire_arguments_fail_before_any_traffic(
 def test_bad_async_acquire_arguments_fail_before_any_traffic(
     kwargs: dict[str, Any], error: type[Exception], named: str
 ) -> None:
-    import asyncio
-
     lock = redlock.asyncio.Redlock(NOWHERE).lock("x")
     with pytest.raises(error, match=named):
         asyncio.run(lock.acquire(**kwargs))
