@@ -33,9 +33,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import redis
 import redis.asyncio
 from redis.lock import Lock as RedisPyLock
+
+matplotlib.use("Agg")  # files only, no display; must precede pyplot
+import matplotlib.pyplot as plt
 
 import redlock.asyncio
 from redlock import Redlock
@@ -170,8 +174,13 @@ def acquire_with_hung_master(cluster: LocalMasters, count: int) -> dict[str, Any
 # --- contention -----------------------------------------------------------------------------
 
 
-def contended(make_lock: Callable[[], Any], clients: int, seconds: float) -> dict[str, Any]:
-    """``clients`` threads take the lock in turn as fast as they can, each holding it briefly."""
+def contended(make_lock: Callable[[], Any], clients: int, seconds: float, think: float = 0.0) -> dict[str, Any]:
+    """``clients`` threads take the lock in turn, each holding it briefly.
+
+    With ``think`` > 0 a client waits that long after releasing before it asks again, so the
+    lock passes to one of the waiters rather than back to the releaser: that is the handoff
+    the latency figures describe.
+    """
     stop = time.perf_counter() + seconds
     counts = [0] * clients
     events: list[tuple[float, str, int]] = []
@@ -192,6 +201,8 @@ def contended(make_lock: Callable[[], Any], clients: int, seconds: float) -> dic
             with record:
                 events.append((acquired, "acquired", index))
                 events.append((releasing, "release", index))
+            if think:
+                time.sleep(think)
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     started = time.perf_counter()
@@ -227,31 +238,31 @@ def handoff_latencies(events: list[tuple[float, str, int]]) -> list[float]:
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     latency = results["latency"]
     names = list(latency)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    p50 = [latency[n]["p50_ms"] for n in names]
-    p99 = [latency[n]["p99_ms"] for n in names]
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.8))
     positions = range(len(names))
-    left.barh([p - 0.2 for p in positions], p50, height=0.4, label="p50")
-    left.barh([p + 0.2 for p in positions], p99, height=0.4, label="p99")
-    left.set_yticks(list(positions), names)
+    left.barh([p - 0.2 for p in positions], [latency[n]["p50_ms"] for n in names], height=0.4, label="p50")
+    left.barh([p + 0.2 for p in positions], [latency[n]["p99_ms"] for n in names], height=0.4, label="p99")
+    left.set_yticks(list(positions), names, fontsize=8)
     left.set_xlabel("ms per acquire+release (hung: acquire only)")
-    left.set_xscale("log")
     left.legend()
     contention = results["contention"]
     labels = list(contention)
-    right.bar(labels, [contention[k]["throughput_per_s"] for k in labels])
-    right.set_ylabel("acquisitions/s, 8 clients, one name")
-    right.tick_params(axis="x", rotation=20)
-    fig.suptitle(f"redlock-quorum benchmark — {results['machine']['summary']}")
+    middle.bar(labels, [contention[k]["throughput_per_s"] for k in labels])
+    middle.set_ylabel("acquisitions/s, 8 clients, one name")
+    middle.tick_params(axis="x", rotation=15, labelsize=8)
+    handoff = results["handoff"]
+    labels = list(handoff)
+    spots = range(len(labels))
+    right.bar([p - 0.2 for p in spots], [handoff[k]["handoff"]["p50_ms"] for k in labels], width=0.4, label="p50")
+    right.bar([p + 0.2 for p in spots], [handoff[k]["handoff"]["p99_ms"] for k in labels], width=0.4, label="p99")
+    right.set_xticks(list(spots), labels, rotation=15, fontsize=8)
+    right.set_ylabel("handoff ms: release -> next holder")
+    right.legend()
+    fig.suptitle(f"redlock-quorum benchmark: {results['machine']['summary']}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -280,25 +291,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         latency["redlock sync, 1 of 5 hung (acquire)"] = acquire_with_hung_master(cluster, max(50, count // 10))
         floor = latency["floor sync (1 master)"]["p50_ms"]
         for name, row in latency.items():
-            print(f"{name:40s} p50 {row['p50_ms']:8.3f} ms  p99 {row['p99_ms']:8.3f} ms  x{row['p50_ms'] / floor:5.2f} floor")
+            ratio = row["p50_ms"] / floor
+            print(f"{name:40s} p50 {row['p50_ms']:8.3f} ms  p99 {row['p99_ms']:8.3f} ms  x{ratio:5.2f} floor")
 
         contention: dict[str, Any] = {}
+        handoff: dict[str, Any] = {}
         single = redis.Redis.from_url(cluster.urls[0])
-        contention["redis-py Lock (1 node)"] = contended(lambda: RedisPyLock(single, "bench:redis-py", timeout=10), 8, seconds)
+        redis_py_lock = lambda: RedisPyLock(single, "bench:redis-py", timeout=10)  # noqa: E731
+        contention["redis-py Lock (1 node)"] = contended(redis_py_lock, 8, seconds)
+        handoff["redis-py Lock (1 node)"] = contended(redis_py_lock, 8, seconds, think=0.005)
         for label, wake in (("redlock wake-up", True), ("redlock polling", False)):
-            rl = Redlock(cluster.urls, wake_on_release=wake, retry_delay=0.05)
+            rl = Redlock(cluster.urls, wake_on_release=wake)
             contention[label] = contended(lambda rl=rl: rl.lock("bench:contended", ttl=10.0), 8, seconds)  # type: ignore[misc]
+            handoff[label] = contended(lambda rl=rl: rl.lock("bench:handoff", ttl=10.0), 8, seconds, think=0.005)  # type: ignore[misc]
             rl.close()
         single.close()
+        print("contended, 8 clients on one name, no pause between turns:")
         for name, row in contention.items():
-            handoff = row["handoff"]
-            handoff_text = f"handoff p50 {handoff['p50_ms']:.2f} ms p99 {handoff['p99_ms']:.2f} ms" if handoff else ""
+            share = row["min_share_of_mean"]
+            print(f"  {name:26s} {row['throughput_per_s']:8.1f} acq/s  min share {share:.2f} of mean")
+        print("handoff, 8 clients, 5 ms between a client's turns (release start -> next holder's acquire returns):")
+        for name, row in handoff.items():
+            h = row["handoff"]
             print(
-                f"{name:28s} {row['throughput_per_s']:8.1f} acq/s  min share {row['min_share_of_mean']:.2f}"
-                f" of mean  {handoff_text}"
+                f"  {name:26s} p50 {h['p50_ms']:7.2f} ms  p99 {h['p99_ms']:7.2f} ms  ({h['n']} handoffs,"
+                f" {row['throughput_per_s']:.0f} acq/s, min share {row['min_share_of_mean']:.2f})"
             )
 
-    results = {"machine": machine, "latency": latency, "contention": contention, "samples": count}
+    results = {"machine": machine, "latency": latency, "contention": contention, "handoff": handoff, "samples": count}
     (out / "bench.json").write_text(json.dumps(results, indent=2))
     chart(results, out / "bench.png")
     print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
