@@ -41,7 +41,7 @@ def docker_unavailable() -> str | None:
     """Why containers cannot be started here, or None when a Docker engine answers."""
     try:
         # Imported here, not at the top: both are optional (the `docker` extra).
-        import docker  # noqa: PLC0415
+        import docker  # type: ignore[import-untyped]  # noqa: PLC0415
         import testcontainers.core.container  # noqa: F401, PLC0415
     except ImportError as error:
         return f"testcontainers is not installed ({error}): pip install -e '.[docker]'"

@@ -1,0 +1,750 @@
+"""The ``redlock`` command line: run a command under a lock, inspect locks, start local masters.
+
+It sits on top of the public client (:class:`redlock.Redlock`) and of
+:mod:`redlock.servers`; nothing in the library imports it. Each command is a function from
+parsed arguments to an exit code, and :func:`main` is the one place where an exception
+becomes an exit code and a one-line message on stderr: an expected failure (the quorum is
+unreachable, a bad URL or duration, the lock is held by someone else) never prints a
+traceback. The codes are listed once, in :data:`EXIT_CODES`, which feeds ``--help``; the
+tests check docs/cli.md against it.
+
+``redlock exec`` runs its command in a process group of its own, so that a lost lock stops
+everything the command started (a shell's children too), not only its first process, and
+every signal forwarded to it reaches the whole group. When ``redlock`` runs in the
+foreground of a terminal, it hands the terminal to that group while the command runs, as a
+shell does for a job: keyboard signals and terminal input then go to the command directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import contextlib
+import enum
+import json
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from types import FrameType
+from typing import Any, NoReturn
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from redlock._core import release_flow
+from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
+from redlock._sync import Lock, Redlock
+from redlock.exceptions import LockLost, LockNotAcquired, LockNotHeld, QuorumUnavailable
+from redlock.servers import LocalMasters
+
+__all__ = ["ENV_MASTERS", "EXIT_CODES", "ExitCode", "main", "main_entry", "release_token"]
+
+ENV_MASTERS = "REDLOCK_MASTERS"
+
+#: Once the lock is lost, how long ``redlock exec`` lets the command stop after SIGTERM
+#: before SIGKILL. Short, because the command runs unprotected meanwhile.
+DEFAULT_GRACE = 5.0
+
+#: ``status`` is a diagnostic read: there a slow answer is worth more than a false
+#: "unreachable", so it waits longer per master than a lock operation does.
+DEFAULT_STATUS_TIMEOUT = 0.5
+
+_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class ExitCode(enum.IntEnum):
+    """Exit codes of ``redlock``; ``exec`` otherwise exits with its command's own code.
+
+    69 and 75 are sysexits.h's EX_UNAVAILABLE and EX_TEMPFAIL; 76 sits next to them. Codes in
+    that range are rarely a command's own, so a script can tell ``exec``'s from the command's.
+    """
+
+    OK = 0
+    NOT_HELD = 1
+    USAGE = 2
+    UNAVAILABLE = 69
+    SERVERS_FAILED = 71
+    NOT_ACQUIRED = 75
+    LOST = 76
+    CANNOT_EXECUTE = 126
+    NOT_FOUND = 127
+    SIGNALLED = 128
+
+
+#: Every exit code and its meaning, as ``--help`` and docs/cli.md list them.
+EXIT_CODES: tuple[tuple[str, str], ...] = (
+    ("0", "success; `status`: a quorum of masters agrees on one holder"),
+    ("1", "`status`: no holder has a quorum (the lock is free, or split)"),
+    ("2", "usage error: a bad option, duration, name or master URL, or no masters given"),
+    ("69", "quorum unavailable: fewer than a majority of masters could be reached"),
+    ("71", "`servers`: the local masters could not be started"),
+    ("75", "lock not acquired: others held it for the whole `--timeout`"),
+    (
+        "76",
+        "lock lost: `release` found the token gone from a majority; `exec`: the lock was lost "
+        "while the command ran (the command was sent SIGTERM, then SIGKILL after `--grace`)",
+    ),
+    ("126", "`exec`: the command could not be executed"),
+    ("127", "`exec`: the command was not found"),
+    ("128+N", "`exec`: the command was killed by signal N; any command: stopped by signal N first"),
+    ("other", "`exec`: the command's own exit code"),
+)
+
+
+class CliError(Exception):
+    """An expected failure of the command line itself, with the exit code it maps to."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Interrupted(BaseException):
+    """A terminating signal arrived while we were waiting (for the lock, or for Ctrl-C).
+
+    A BaseException like KeyboardInterrupt, so that the library's cleanup on interruption
+    (the rollback of an acquire in flight) runs for SIGTERM and SIGHUP too.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+# --- the one place where exceptions become exit codes ---------------------------------------
+
+
+def _exit_status(error: BaseException) -> tuple[int, str] | None:
+    """The exit code and message for an expected failure; None for a bug (which propagates)."""
+    if isinstance(error, CliError):
+        return error.code, str(error)
+    if isinstance(error, QuorumUnavailable):
+        return ExitCode.UNAVAILABLE, str(error)
+    if isinstance(error, LockNotAcquired):
+        return ExitCode.NOT_ACQUIRED, str(error)
+    if isinstance(error, LockLost):
+        return ExitCode.LOST, str(error)
+    if isinstance(error, _Interrupted):
+        return ExitCode.SIGNALLED + error.signum, f"stopped by {signal.Signals(error.signum).name}"
+    if isinstance(error, KeyboardInterrupt):
+        return ExitCode.SIGNALLED + signal.SIGINT, "interrupted"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``redlock`` command line on ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    try:
+        args = _parse(list(sys.argv[1:] if argv is None else argv))
+        if isinstance(args, int):
+            return args
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
+    except BaseException as error:
+        status = _exit_status(error)
+        if status is None:
+            raise
+        code, message = status
+        # One line whatever the message holds: scripts and log collectors read line by line.
+        print(f"redlock: {' '.join(message.split())}", file=sys.stderr, flush=True)
+        return code
+
+
+def main_entry() -> NoReturn:
+    """The ``redlock`` console script."""
+    # The library logs a lost lock when it happens (exec reports it again on exit); in a
+    # process of our own, say so in the same one-line form as our errors.
+    logging.basicConfig(level=logging.WARNING, format="redlock: %(message)s")
+    sys.exit(main())
+
+
+# --- arguments --------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a usage error raises instead of printing the usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(ExitCode.USAGE, f"{message} (see `{self.prog} --help`)")
+
+
+def _seconds(*, allow_zero: bool) -> Callable[[str], float]:
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+            bound = "zero or more" if allow_zero else "more than zero"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {bound} seconds")
+        return value
+
+    return seconds
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 1 or more")
+    return value
+
+
+def _epilog() -> str:
+    width = max(len(code) for code, _ in EXIT_CODES)
+    rows = "\n".join(f"  {code.rjust(width)}  {meaning.replace('`', '')}" for code, meaning in EXIT_CODES)
+    return (
+        f"Masters come from --masters URL,URL,... or ${ENV_MASTERS}: redis://, rediss:// or unix:// URLs\n"
+        f"of independent masters (no replication between them).\n\nexit codes:\n{rows}"
+    )
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(
+        prog="redlock",
+        description="Hold a Redlock lock on a majority of independent Redis masters, from the shell.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    cluster = _Parser(add_help=False)
+    cluster.add_argument("--masters", metavar="URL,URL,...", help=f"the masters (default: ${ENV_MASTERS})")
+    cluster.add_argument(
+        "--node-timeout",
+        type=_seconds(allow_zero=False),
+        metavar="S",
+        help=f"the most one master may take to answer (default {DEFAULT_NODE_TIMEOUT} s; "
+        f"status: {DEFAULT_STATUS_TIMEOUT} s)",
+    )
+    holding = _Parser(add_help=False)
+    holding.add_argument(
+        "--ttl",
+        type=_seconds(allow_zero=False),
+        default=DEFAULT_TTL,
+        metavar="S",
+        help=f"the lock's time to live (default {DEFAULT_TTL} s)",
+    )
+    holding.add_argument(
+        "--timeout",
+        type=_seconds(allow_zero=True),
+        metavar="S",
+        help="how long to wait for the lock; 0 makes one attempt (default: until acquired, or "
+        "until a majority has been unreachable for 10 s)",
+    )
+
+    run = commands.add_parser(
+        "exec",
+        parents=[cluster, holding],
+        help="run a command while holding the lock, like flock(1) across machines",
+        description="Acquire NAME, run CMD while the lock is extended in the background, then "
+        "release it. Exits with CMD's exit code, 75 if the lock was not acquired, 76 if it was "
+        "lost while CMD ran. CMD sees REDLOCK_LOCK_NAME and REDLOCK_LOCK_TOKEN.",
+        usage="redlock exec NAME [options] -- CMD [ARGS...]",
+    )
+    run.add_argument("name", metavar="NAME")
+    run.add_argument(
+        "--grace",
+        type=_seconds(allow_zero=True),
+        default=DEFAULT_GRACE,
+        metavar="S",
+        help=f"once the lock is lost, the time between SIGTERM and SIGKILL (default {DEFAULT_GRACE} s)",
+    )
+    run.add_argument("argv", nargs="*", metavar="CMD", help="the command and its arguments, after --")
+    run.set_defaults(handler=_cmd_exec)
+
+    status = commands.add_parser(
+        "status",
+        parents=[cluster],
+        help="who holds NAME on each master, and whether a quorum agrees",
+        description="Ask every master who holds NAME and for how long. Exits 0 if a quorum agrees "
+        "on one holder, 1 if none does, 69 if fewer than a quorum answered.",
+    )
+    status.add_argument("name", metavar="NAME")
+    status.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    status.set_defaults(handler=_cmd_status)
+
+    acquire = commands.add_parser(
+        "acquire",
+        parents=[cluster, holding],
+        help="acquire NAME; print its token and validity",
+        description="Acquire NAME and print `TOKEN VALIDITY` (seconds the lock may be relied on). "
+        "It is not extended: it expires after --ttl unless released with `redlock release NAME TOKEN`.",
+    )
+    acquire.add_argument("name", metavar="NAME")
+    acquire.add_argument("--json", action="store_true", help="print one JSON object")
+    acquire.set_defaults(handler=_cmd_acquire)
+
+    release = commands.add_parser(
+        "release",
+        parents=[cluster],
+        help="release NAME held under TOKEN",
+        description="Delete TOKEN's hold on NAME on every master. Exits 76 if a majority no longer "
+        "held TOKEN (the lock expired or was taken meanwhile).",
+    )
+    release.add_argument("name", metavar="NAME")
+    release.add_argument("token", metavar="TOKEN")
+    release.set_defaults(handler=_cmd_release)
+
+    servers = commands.add_parser(
+        "servers",
+        help="run N local masters in the foreground until Ctrl-C",
+        description=f"Start N independent local redis-server masters, print `export {ENV_MASTERS}=...` "
+        "for them, and stop them on Ctrl-C or SIGTERM.",
+    )
+    servers.add_argument("-n", type=_count, default=5, metavar="N", help="how many masters (default 5)")
+    servers.add_argument(
+        "--persistence",
+        choices=("none", "aof-always", "aof-everysec"),
+        default="none",
+        help="what each master keeps on disk (default none)",
+    )
+    servers.set_defaults(handler=_cmd_servers)
+    return parser
+
+
+def _parse(argv: list[str]) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit code when argparse already did what was asked (--help)."""
+    # `exec NAME [options] -- CMD ARGS`: everything after the first `--` is the command, its
+    # options included. argparse's REMAINDER would also swallow exec's own options when they
+    # come after NAME, so the split is made here, and only for exec.
+    command: list[str] | None = None
+    head = argv
+    if "--" in argv and "exec" in argv[: argv.index("--")]:
+        split = argv.index("--")
+        head, command = argv[:split], argv[split + 1 :]
+    try:
+        args = _build_parser().parse_args(head)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else ExitCode.USAGE
+    if args.subcommand == "exec":
+        if command is not None and args.argv:
+            raise CliError(ExitCode.USAGE, f"exec: unexpected {args.argv[0]!r} before `--`")
+        args.argv = command if command is not None else args.argv
+        if not args.argv:
+            raise CliError(ExitCode.USAGE, "exec: no command given (redlock exec NAME -- CMD ARGS...)")
+    return args
+
+
+def _master_urls(args: argparse.Namespace) -> list[str]:
+    text = args.masters if args.masters is not None else os.environ.get(ENV_MASTERS, "")
+    if not text.strip():
+        raise CliError(ExitCode.USAGE, f"no masters given: pass --masters URL,URL,... or set {ENV_MASTERS}")
+    urls = [url.strip() for url in text.split(",")]
+    if not all(urls):
+        raise CliError(ExitCode.USAGE, f"an empty master URL in {text!r}")
+    return urls
+
+
+@contextlib.contextmanager
+def _usage_errors() -> Iterator[None]:
+    """The library's argument checks (ValueError / TypeError, raised before any traffic) as usage errors."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        raise CliError(ExitCode.USAGE, str(error)) from None
+
+
+def _client(args: argparse.Namespace) -> Redlock:
+    urls = _master_urls(args)
+    with _usage_errors():
+        return Redlock(urls, node_timeout=args.node_timeout or DEFAULT_NODE_TIMEOUT)
+
+
+def _lock(rl: Redlock, name: str, ttl: float, *, on_lost: Callable[[Lock], None] | None = None) -> Lock:
+    """A Lock on ``name``; with ``on_lost``, one that auto-extends and reports a loss to it."""
+    with _usage_errors():
+        return rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+
+
+def _not_acquired(lock: Lock, timeout: float | None) -> LockNotAcquired:
+    return LockNotAcquired(f"{lock.name!r} is held by others: not acquired within {timeout} s", resource=lock.name)
+
+
+# --- acquire / release --------------------------------------------------------------------------
+
+
+def release_token(rl: Redlock, name: str, token: str) -> None:
+    """Release ``name`` held under ``token``, from any process: what ``Lock.release`` does, by token.
+
+    The same compare-and-delete runs on every master, so only the holder of ``token`` can
+    release, and a token that expired deletes nothing. Raises :class:`~redlock.LockLost` if a
+    majority answered that ``token`` was no longer there, and
+    :class:`~redlock.QuorumUnavailable` if a majority could not be reached (the lock may then
+    still be held until its ttl runs out).
+    """
+    if not isinstance(token, str) or not token:
+        raise ValueError("token must be a non-empty str")
+    spec = rl.lock_spec(name, DEFAULT_TTL)  # a release never sets a ttl; any valid one will do
+    result = rl._driver.run(release_flow(spec, token, rl.clock()))
+    if result.ok:
+        return
+    unreached = sum(1 for outcome in result.outcomes if not outcome.status.answered)
+    kind: type[LockLost | QuorumUnavailable]
+    if unreached > len(result.outcomes) - spec.quorum:
+        kind, message = QuorumUnavailable, f"could not reach a majority of masters to release {name!r}"
+    else:
+        kind, message = LockLost, f"release of {name!r}: a majority no longer held this token (expired or taken)"
+    raise kind(message, resource=name, quorum=spec.quorum, granted=result.granted, outcomes=result.outcomes)
+
+
+def _cmd_acquire(args: argparse.Namespace) -> int:
+    with _client(args) as rl:
+        lock = _lock(rl, args.name, args.ttl)
+        if not lock.acquire(blocking=True, timeout=args.timeout):
+            raise _not_acquired(lock, args.timeout)
+        token, validity = lock.token, lock.validity
+    if args.json:
+        print(json.dumps({"name": args.name, "token": token, "validity": round(validity, 3), "ttl": args.ttl}))
+    else:
+        print(f"{token} {validity:.3f}")
+    return ExitCode.OK
+
+
+def _cmd_release(args: argparse.Namespace) -> int:
+    with _client(args) as rl, _usage_errors():
+        release_token(rl, args.name, args.token)
+    return ExitCode.OK
+
+
+# --- status ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MasterView:
+    """What one master says about a lock name."""
+
+    master: str
+    reachable: bool
+    token: str | None = None
+    #: Milliseconds left, as PTTL says; -1 for a key with no expiry (not a Redlock key).
+    pttl_ms: int | None = None
+    error: str | None = None
+
+
+def _read_master(url: str, name: str, node: str, timeout: float) -> MasterView:
+    # Plain redis-py with no retries: a refused connection must cost milliseconds, not
+    # redis-py 8's default ten retries with backoff.
+    client = redis.Redis.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
+    )
+    try:
+        # MULTI/EXEC: the value and its ttl from the same instant, so a key that expires
+        # between the two reads cannot show up as a holder with no ttl.
+        pipe = client.pipeline(transaction=True)
+        pipe.get(name)
+        pipe.pttl(name)
+        value, pttl = pipe.execute()
+    except (redis.RedisError, OSError) as error:
+        return MasterView(node, False, error=str(error) or type(error).__name__)
+    finally:
+        client.close()
+    if value is None:
+        return MasterView(node, True)
+    token = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    return MasterView(node, True, token=token, pttl_ms=int(pttl) if pttl != -2 else None)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    urls = _master_urls(args)
+    timeout = args.node_timeout or DEFAULT_STATUS_TIMEOUT
+    with _usage_errors(), Redlock(urls, node_timeout=timeout) as rl:
+        # The client only checks the URLs and names the masters; it makes no connection.
+        spec = rl.lock_spec(args.name, DEFAULT_TTL)
+        nodes = rl.master_names
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(urls)) as pool:
+        views = list(pool.map(lambda url, node: _read_master(url, args.name, node, timeout), urls, nodes))
+    reachable = sum(view.reachable for view in views)
+    votes = collections.Counter(view.token for view in views if view.token is not None)
+    holder, count = votes.most_common(1)[0] if votes else (None, 0)
+    if reachable < spec.quorum:
+        verdict, code = "unavailable", ExitCode.UNAVAILABLE
+    elif count >= spec.quorum:
+        verdict, code = "held", ExitCode.OK
+    else:
+        verdict, code = ("split" if votes else "free"), ExitCode.NOT_HELD
+    if code != ExitCode.OK:
+        holder = None
+    if args.json:
+        report = {
+            "name": args.name,
+            "verdict": verdict,
+            "holder": holder,
+            "votes": count,
+            "quorum": spec.quorum,
+            "reachable": reachable,
+            "masters": [asdict(view) for view in views],
+        }
+        print(json.dumps(report))
+        return code
+    width = max(len(view.master) for view in views)
+    print(f"{args.name!r} on {len(views)} masters (quorum {spec.quorum}):")
+    for view in views:
+        if not view.reachable:
+            state = f"unreachable ({view.error})"
+        elif view.token is None:
+            state = "free"
+        elif view.pttl_ms == -1:
+            state = f"{view.token}  no expiry (not a Redlock key?)"
+        else:
+            state = f"{view.token}  {(view.pttl_ms or 0) / 1000:.3f} s left"
+        print(f"  {view.master.ljust(width)}  {state}")
+    summary = {
+        "held": f"held by {holder} on {count} of {len(views)} masters",
+        "free": "free: no master holds it",
+        "split": f"not held: no token is on a quorum (the most common is on {count})",
+        "unavailable": f"unknown: only {reachable} of {len(views)} masters answered",
+    }
+    print(summary[verdict])
+    return code
+
+
+# --- exec -------------------------------------------------------------------------------------------
+
+
+class _Supervisor:
+    """Runs the command for ``exec``: forwards signals to it, and stops it if the lock is lost.
+
+    Signal handlers run in the main thread between bytecodes, so they take no lock; the
+    lock-lost callback runs in the library's extension thread.
+    """
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.child: subprocess.Popen[bytes] | None = None
+        self.lost = threading.Event()
+        # While we wait for the lock, a terminating signal interrupts the wait (_Interrupted);
+        # once the lock is held it is forwarded to the command, or kept until it has started.
+        self._interruptible = True
+        self._pending: list[int] = []
+        self._stopper: threading.Thread | None = None
+        self._stop_lock = threading.Lock()
+        self._previous: dict[int, Any] = {}
+
+    @contextlib.contextmanager
+    def handling_signals(self) -> Iterator[None]:
+        for signum in _FORWARDED_SIGNALS:
+            previous = signal.getsignal(signum)
+            # An ignored signal stays ignored, for us and for the command that inherits it
+            # (nohup, or a script's background job): whoever ignored it meant it.
+            if previous is signal.SIG_IGN:
+                continue
+            self._previous[signum] = previous
+            signal.signal(signum, self._on_signal)
+        try:
+            yield
+        finally:
+            for forwarded, handler in self._previous.items():
+                signal.signal(forwarded, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._interruptible:
+            self._interruptible = False  # a second signal must not cut the rollback short
+            raise _Interrupted(signum)
+        child = self.child
+        if child is None:
+            self._pending.append(signum)
+        elif child.returncode is None:
+            _signal_group(child, signum)
+
+    def hold(self) -> None:
+        """The lock is held: from now on signals are for the command."""
+        self._interruptible = False
+
+    def on_lost(self, lock: object) -> None:
+        """The library's lock-lost callback (from its extension thread): stop the command."""
+        self.lost.set()
+        child = self.child
+        if child is not None:
+            self._stop(child)
+
+    def run(self, argv: Sequence[str], env: dict[str, str]) -> int | None:
+        """Run the command to its end; its exit code, or None if the lock was lost before it started."""
+        if self._pending:
+            raise _Interrupted(self._pending[0])
+        if self.lost.is_set():
+            return None
+        try:
+            # A group of its own: the lost-lock SIGTERM and forwarded signals reach everything
+            # the command starts, and the command's job control stays its own.
+            child = subprocess.Popen(argv, env=env, process_group=0)
+        except FileNotFoundError:
+            raise CliError(ExitCode.NOT_FOUND, f"exec: {argv[0]}: command not found") from None
+        except OSError as error:
+            raise CliError(ExitCode.CANNOT_EXECUTE, f"exec: {argv[0]}: {error.strerror or error}") from None
+        self.child = child
+        while self._pending:
+            _signal_group(child, self._pending.pop(0))
+        if self.lost.is_set():
+            self._stop(child)
+        with _terminal_handed_to(child.pid):
+            returncode = child.wait()
+        with self._stop_lock:
+            stopper = self._stopper
+        if stopper is not None:
+            # The lock was lost: the rest of the command's group gets its grace and its
+            # SIGKILL before we exit, or it would work on unprotected after we are gone.
+            stopper.join()
+        return returncode if returncode >= 0 else ExitCode.SIGNALLED - returncode
+
+    def _stop(self, child: subprocess.Popen[bytes]) -> None:
+        with self._stop_lock:
+            if self._stopper is not None:
+                return
+            self._stopper = threading.Thread(
+                target=self._terminate, args=(child,), name="redlock-exec-stop", daemon=True
+            )
+            self._stopper.start()
+
+    def _terminate(self, child: subprocess.Popen[bytes]) -> None:
+        _signal_group(child, signal.SIGTERM)
+        deadline = time.monotonic() + self.grace
+        # The whole group, not only its leader: a child of the command that ignores SIGTERM
+        # would otherwise go on working without the lock.
+        while _group_alive(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _group_alive(child):
+            _signal_group(child, signal.SIGKILL)
+
+
+def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+    # The group outlives its leader while any of the command's children are left; once it
+    # is gone there is nothing to signal.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signum)
+
+
+def _group_alive(child: subprocess.Popen[bytes]) -> bool:
+    try:
+        os.killpg(child.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # a member we may not signal (it changed its user) still exists
+    return True
+
+
+@contextlib.contextmanager
+def _terminal_handed_to(pgid: int) -> Iterator[None]:
+    """Make ``pgid`` the terminal's foreground group while the block runs, if we have the terminal."""
+    try:
+        fd = sys.stdin.fileno()
+        ours = os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if not ours:
+        yield
+        return
+    _set_foreground(fd, pgid)
+    # The command may have touched the terminal before it was handed over and been stopped
+    # for it (SIGTTIN/SIGTTOU); it can go on now.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGCONT)
+    try:
+        yield
+    finally:
+        _set_foreground(fd, os.getpgrp())
+
+
+def _set_foreground(fd: int, pgid: int) -> None:
+    # Taking the terminal back from the background raises SIGTTOU, which would stop us.
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(fd, pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
+def _cmd_exec(args: argparse.Namespace) -> int:
+    supervisor = _Supervisor(args.grace)
+    with _client(args) as rl, supervisor.handling_signals():
+        lock = _lock(rl, args.name, args.ttl, on_lost=supervisor.on_lost)
+        code: int | None = None
+        try:
+            if not lock.acquire(blocking=True, timeout=args.timeout):
+                raise _not_acquired(lock, args.timeout)
+            supervisor.hold()
+            env = {**os.environ, "REDLOCK_LOCK_NAME": args.name, "REDLOCK_LOCK_TOKEN": str(lock.token)}
+            code = supervisor.run(args.argv, env)
+        finally:
+            # Every path releases, an interrupted one included; a failed release only
+            # decides the exit code when nothing else went wrong first.
+            supervisor.hold()
+            release_failure: LockLost | None = None
+            if lock.token is not None:
+                try:
+                    lock.release()
+                except LockLost as failure:
+                    release_failure = failure
+                except LockNotHeld:
+                    pass
+    if supervisor.lost.is_set():
+        raise LockLost(
+            f"lock {args.name!r} was lost while the command ran; it was sent SIGTERM (and SIGKILL "
+            f"if still running {args.grace} s later), and its work may have run unprotected",
+            resource=args.name,
+        )
+    if release_failure is not None:
+        raise LockLost(
+            f"the command exited with {code}, but its lock could not be confirmed at release, so its "
+            f"work may have run unprotected: {release_failure}",
+            resource=args.name,
+        )
+    assert code is not None  # run() returns None only when the lock was lost
+    return code
+
+
+# --- servers --------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP interrupt the block once; later ones are ignored while it cleans up."""
+    fired = False
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise _Interrupted(signum)
+
+    terminating = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {signum: signal.signal(signum, interrupt) for signum in terminating}
+    try:
+        yield
+    finally:
+        for terminating_signal, handler in previous.items():
+            signal.signal(terminating_signal, handler)
+
+
+def _cmd_servers(args: argparse.Namespace) -> int:
+    with _stopped_by_signals():
+        try:
+            masters = LocalMasters(args.n, persistence=args.persistence)
+        except (OSError, RuntimeError) as error:
+            raise CliError(ExitCode.SERVERS_FAILED, f"servers: {error}") from None
+        try:
+            try:
+                masters.start()
+            except (OSError, RuntimeError) as error:
+                raise CliError(ExitCode.SERVERS_FAILED, f"servers: {error}") from None
+            print(f"export {ENV_MASTERS}={','.join(masters.urls)}", flush=True)
+            print(f"# {args.n} masters running; Ctrl-C or SIGTERM stops them", file=sys.stderr, flush=True)
+            while True:
+                time.sleep(3600)
+        except _Interrupted:
+            # The way to stop them: a clean stop, not a failure.
+            return ExitCode.OK
+        finally:
+            masters.stop()
