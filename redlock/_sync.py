@@ -180,6 +180,10 @@ class _Driver:
         with self._lanes_lock:
             self._closed = True
             lanes, self._idle_lanes = self._idle_lanes, []
+        # A connect still under way owes its master a backlog (the SET of an acquire that a
+        # majority decided without it, say): let it deliver, within node_timeout, first.
+        pending = [link.connecting for lane in lanes for link in lane if link.connecting is not None]
+        concurrent.futures.wait(pending, timeout=self._node_timeout)
         for lane in lanes:
             for link in lane:
                 link.reset()

@@ -271,6 +271,9 @@ class _Driver:
     async def close(self) -> None:
         self._closed = True
         lanes, self._idle_lanes = self._idle_lanes, []
+        # See the sync driver: connects under way deliver their backlog first, within bounds.
+        if self._background:
+            await asyncio.wait(self._background, timeout=self._node_timeout)
         for lane in lanes:
             for link in lane:
                 await link.reset()
