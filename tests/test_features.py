@@ -309,3 +309,35 @@ def test_asyncio_quorum_unavailable(fresh_masters: MastersFactory) -> None:
                 await rl.lock(unique()).acquire(blocking=False)
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_wake_up_and_fencing_keep_working_with_a_master_down(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    cluster = fresh_masters(5)
+    cluster[0].kill()
+    holder_client, waiter_client = client(cluster.urls), client(cluster.urls, retry_delay=4.0)
+    name = unique()
+    holder = holder_client.lock(name, ttl=30.0, fencing=True)
+    assert holder.acquire(blocking=False)
+    waiter = waiter_client.lock(name, ttl=30.0, fencing=True)
+    acquired_at: list[float] = []
+    thread = threading.Thread(target=lambda: waiter.acquire(timeout=60) and acquired_at.append(time.monotonic()))
+    thread.start()
+    time.sleep(0.5)
+    holder_token = holder.fencing_token
+    released_at = time.monotonic()
+    holder.release()
+    thread.join(timeout=60)
+    assert acquired_at
+    assert acquired_at[0] - released_at < 1.9  # woken, not polled (a poll takes >= 2 s here)
+    assert waiter.fencing_token > holder_token
+    waiter.release()
+
+
+def test_fencing_fails_loudly_without_a_majority(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+    cluster = fresh_masters(3)
+    cluster[0].kill()
+    cluster[1].kill()
+    with pytest.raises(QuorumUnavailable):
+        client(cluster.urls).lock(unique(), fencing=True).acquire(blocking=False)
