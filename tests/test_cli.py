@@ -492,9 +492,7 @@ def test_script_exec_interrupted_while_waiting_for_the_lock(
     name = unique()
     marker = tmp_path / "ran"
     with rl.lock(name, ttl=30) as lock:
-        proc = subprocess.Popen(
-            [script, "exec", name, "--", "touch", str(marker)], stderr=subprocess.PIPE, text=True
-        )
+        proc = subprocess.Popen([script, "exec", name, "--", "touch", str(marker)], stderr=subprocess.PIPE, text=True)
         try:
             # Its handlers go in before it asks for the lock, which the test holds: from
             # then on it is waiting.
@@ -511,9 +509,7 @@ def test_script_exec_interrupted_while_waiting_for_the_lock(
 
 
 def test_script_servers_runs_masters_until_sigint(script: pathlib.Path) -> None:
-    proc = subprocess.Popen(
-        [script, "servers", "-n", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([script, "servers", "-n", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # printed once every master answers PING

@@ -59,9 +59,7 @@ class Block:
 
 def python_blocks(page: pathlib.Path) -> list[Block]:
     text = page.read_text()
-    return [
-        Block(page, text.count("\n", 0, match.start(1)) + 1, match.group(1)) for match in _FENCE.finditer(text)
-    ]
+    return [Block(page, text.count("\n", 0, match.start(1)) + 1, match.group(1)) for match in _FENCE.finditer(text)]
 
 
 @pytest.fixture(scope="module")

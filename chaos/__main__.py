@@ -1,0 +1,153 @@
+"""``python -m chaos``: list the scenarios, run them, report expected against observed.
+
+    python -m chaos list
+    python -m chaos run restart-empty --seed 7 --out chaos-out
+    python -m chaos run --all --quick
+
+Exit status: 0 when every scenario ran and its observed verdict (and checks) matched the
+expected one; 1 when any did not (a SAFE scenario with a violation, or an UNSAFE one whose
+violation the harness failed to produce); 2 for a usage error; 3 when the environment lacks
+something (no redis-server, no libfaketime); 130 on Ctrl-C. Every process a run starts is
+stopped before it exits, whichever way it exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from types import FrameType
+
+from chaos.clock import LibfaketimeNotFound
+from chaos.report import details, text_table, write_summary
+from chaos.runner import Params, ScenarioResult, run_scenario
+from chaos.scenarios import CATALOGUE, find
+from redlock.servers import RedisServerNotFound
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m chaos",
+        description="Fault injection on real Redis masters: run Redlock's scenarios and check their verdicts.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="list the scenarios and their expected verdicts")
+    run = commands.add_parser("run", help="run scenarios and report expected against observed")
+    run.add_argument("names", nargs="*", metavar="NAME", help="scenario names or numbers (see list)")
+    run.add_argument("--all", action="store_true", help="run the whole catalogue")
+    run.add_argument("--seed", type=int, default=None, help="seed for every random choice (default: random)")
+    run.add_argument("--duration", type=float, default=None, help="seconds of free-running workload")
+    run.add_argument("--nodes", type=int, default=5, help="number of masters (default 5, at least 3)")
+    run.add_argument("--out", default="chaos-out", help="directory for histories, timelines, report")
+    run.add_argument("--quick", action="store_true", help="short TTLs and durations (CI)")
+    run.add_argument("--no-plot", action="store_true", help="skip the PNG timelines")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    return parser
+
+
+def _list() -> int:
+    width = max(len(s.name) for s in CATALOGUE)
+    for scenario in CATALOGUE:
+        print(f"{scenario.number:>4}  {scenario.name:<{width}}  {scenario.expected:<6}  {scenario.title}")
+        if scenario.why:
+            print(f"{'':>4}  {'':<{width}}  {'':<6}  -> {scenario.why}")
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a run as Ctrl-C does: every process is stopped on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if args.all == bool(args.names):
+        print("error: give scenario names, or --all", file=sys.stderr)
+        return EXIT_USAGE
+    if args.nodes < 3:
+        print(f"error: --nodes must be at least 3, not {args.nodes}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.duration is not None and args.duration <= 0:
+        print("error: --duration must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        scenarios = list(CATALOGUE) if args.all else [find(name) for name in args.names]
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
+    params = Params(seed=seed, quick=args.quick, duration=args.duration, nodes=args.nodes)
+    mode = "quick" if args.quick else "full"
+    command = shlex.join(["python", "-m", "chaos", *argv])
+    print(f"seed {seed}, {mode} mode, {args.nodes} masters, output in {args.out}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    results: list[ScenarioResult] = []
+    try:
+        with _sigterm_interrupts():
+            for position, scenario in enumerate(scenarios, start=1):
+                prefix = f"[{position}/{len(scenarios)}] {scenario.number} {scenario.name}"
+
+                def progress(message: str, prefix: str = prefix) -> None:
+                    if not args.quiet:
+                        print(f"{time.monotonic() - started:7.1f}s {prefix}: {message}", file=sys.stderr, flush=True)
+
+                progress(f"{scenario.title} (expected {scenario.expected})")
+                result = run_scenario(scenario, params, args.out, progress=progress, plot=not args.no_plot)
+                results.append(result)
+                outcome = "ok" if result.passed else "MISMATCH"
+                progress(f"observed {result.observed}: {outcome} ({result.elapsed:.1f}s)")
+    except KeyboardInterrupt:
+        print("\ninterrupted: every process was stopped", file=sys.stderr)
+        if results:
+            print(text_table(results))
+        return EXIT_INTERRUPTED
+    except (RedisServerNotFound, LibfaketimeNotFound) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    write_summary(results, args.out, command=f"{command}  # seed {seed}")
+    print(text_table(results))
+    print()
+    print(details(results))
+    failed = [r for r in results if not r.passed]
+    total = time.monotonic() - started
+    if failed:
+        print(f"\n{len(failed)} of {len(results)} scenarios did not match their expected verdict ({total:.0f}s)")
+        return EXIT_MISMATCH
+    print(f"\nall {len(results)} scenarios matched their expected verdict ({total:.0f}s; seed {seed})")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(arguments)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command == "list":
+        return _list()
+    return _run(args, arguments)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

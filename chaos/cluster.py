@@ -1,0 +1,195 @@
+"""Everything one scenario runs on, and the guarantee that all of it is stopped afterwards.
+
+A :class:`Cluster` owns:
+
+* N masters (:class:`redlock.servers.LocalMasters`), called A, B, C, ... in reports;
+* the protected resource: one more redis-server (``LocalMasters(1)``) that no fault touches;
+* optionally a :class:`~chaos.proxy.ProxyLoop` with one :class:`~chaos.proxy.Link` per
+  client and master, for network faults and taps;
+* optionally a :class:`~chaos.clock.ClockControl` on chosen masters (libfaketime);
+* the client processes (:class:`~chaos.clients.ClientProcess`).
+
+:meth:`Cluster.close` stops every process it started, by pid, in reverse order of start,
+whatever state the run is in (a client SIGSTOPped, a master paused or killed, a clock off),
+and removes the temp dirs. It runs from ``with`` exit, so also on Ctrl-C or a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import shutil
+import string
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+
+from chaos.clients import ClientProcess
+from chaos.clock import ClockControl
+from chaos.proxy import Link, ProxyLoop
+from chaos.workload import direct_client
+from redlock.servers import LocalMaster, LocalMasters, Persistence
+
+__all__ = ["Cluster", "master_label"]
+
+# How long clients get to exit on their own at the end of a run before they are killed.
+_CLIENT_GRACE = 3.0
+
+
+def master_label(index: int) -> str:
+    """A, B, C, ... (then M26, M27, ... beyond the alphabet)."""
+    return string.ascii_uppercase[index] if index < 26 else f"M{index}"
+
+
+class Cluster:
+    """N masters, a resource server, proxies, clocks and clients; a context manager."""
+
+    def __init__(
+        self,
+        nodes: int,
+        *,
+        persistence: Persistence = "none",
+        clocked: Sequence[int] = (),
+        proxies: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.nodes = nodes
+        self.persistence = persistence
+        self.workdir = pathlib.Path(tempfile.mkdtemp(prefix="chaos-run-"))
+        self._progress = progress or (lambda _message: None)
+        self._stack = contextlib.ExitStack()
+        self.masters = LocalMasters(nodes, persistence=persistence)
+        self._stack.callback(self.masters.stop)
+        self.resource = LocalMasters(1)
+        self._stack.callback(self.resource.stop)
+        self.clocks: dict[int, ClockControl] = {}
+        for index in clocked:
+            control = ClockControl(self.masters[index].dir)
+            self.masters[index].env.update(control.env())
+            self.clocks[index] = control
+        self._proxies_wanted = proxies
+        self.proxies: ProxyLoop | None = None
+        self.links: dict[tuple[str, int], Link] = {}
+        self.clients: dict[str, ClientProcess] = {}
+        self._direct: list[redis.Redis] = []
+
+    def __enter__(self) -> Cluster:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        self._progress(f"starting {self.nodes} masters ({self.persistence}) and the resource server")
+        self.masters.start()
+        self.resource.start()
+        if self._proxies_wanted:
+            self.proxies = ProxyLoop()
+            self._stack.callback(self.proxies.close)
+
+    def close(self) -> None:
+        """Stop every client, master and server, close every socket; idempotent."""
+        try:
+            self.stop_clients()
+            for direct in self._direct:
+                direct.close()
+            self._direct.clear()
+            for control in self.clocks.values():
+                # Back to real time, so that nothing in the dir is left running fast.
+                with contextlib.suppress(OSError):
+                    control.reset()
+        finally:
+            self._stack.close()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def stop_clients(self) -> None:
+        """End every client process (they flush their histories and close their
+        connections), all within one grace period; idempotent."""
+        clients = list(self.clients.values())
+        for client in clients:
+            client.end_input()
+        deadline = time.monotonic() + _CLIENT_GRACE
+        for client in clients:
+            client.close(deadline)
+
+    # -- names --
+
+    def label(self, index: int) -> str:
+        return master_label(index)
+
+    def labels(self, indexes: Sequence[int]) -> str:
+        return ",".join(self.label(i) for i in indexes)
+
+    def master(self, index: int) -> LocalMaster:
+        return self.masters[index]
+
+    @property
+    def resource_url(self) -> str:
+        return self.resource[0].url
+
+    def direct(self, index: int) -> redis.Redis:
+        """A client straight to master ``index`` (no proxy), for the harness's own looks."""
+        client = direct_client(self.masters[index].url)
+        self._direct.append(client)
+        return client
+
+    # -- clients --
+
+    def add_clients(
+        self,
+        names: Sequence[str],
+        *,
+        redlock_options: dict[str, Any],
+        fencing: bool = False,
+        seed: int = 0,
+    ) -> list[ClientProcess]:
+        """Start client processes (in parallel) and wait until each is connected and warm."""
+        started: list[ClientProcess] = []
+        for name in names:
+            client = ClientProcess(name, self.workdir)
+            self.clients[name] = client
+            client.spawn()
+            started.append(client)
+        pending = []
+        for offset, client in enumerate(started):
+            if self.proxies is not None:
+                urls = [self._link(client.name, i).url for i in range(self.nodes)]
+            else:
+                urls = self.masters.urls
+            config = {
+                "urls": urls,
+                "resource_url": self.resource_url,
+                "redlock": redlock_options,
+                "fencing": fencing,
+                "seed": seed * 1000 + offset,
+            }
+            pending.append(client.init(config))
+        for waiting in pending:
+            waiting.result()
+        return started
+
+    def _link(self, client: str, index: int) -> Link:
+        assert self.proxies is not None
+        master = self.masters[index]
+        link = self.proxies.link((master.host, master.port), name=f"{client}-{self.label(index)}")
+        self.links[(client, index)] = link
+        return link
+
+    def link(self, client: str, index: int) -> Link:
+        try:
+            return self.links[(client, index)]
+        except KeyError:
+            raise RuntimeError(
+                f"no proxy link {client}-{self.label(index)}: this scenario runs without proxies"
+            ) from None
+
+    def history_paths(self) -> list[pathlib.Path]:
+        return [c.history_path for c in self.clients.values() if c.history_path.exists()]

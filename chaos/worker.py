@@ -1,0 +1,169 @@
+"""The client process: ``python -m chaos.worker``, driven over its stdin and stdout.
+
+Clients run as separate processes so that a scenario can really SIGSTOP one (a GC pause,
+a swapped-out process) while the others and the harness go on. CLOCK_MONOTONIC is one
+clock for the whole machine, so every process's history shares one time line.
+
+Protocol: JSON, one object per line. The first line configures the client::
+
+    {"cmd": "init", "client": "c1", "urls": [...], "resource_url": "...", "history": "...",
+     "redlock": {"node_timeout": 0.05, ...}, "fencing": false, "seed": 1}
+
+then each command, ``{"id": 7, "cmd": "acquire", "args": {...}, "pause": null}``, is
+answered by ``{"id": 7, "ok": true, "result": {...}}`` or ``{"id": 7, "ok": false,
+"error": "..."}``, in order. Commands are the :class:`~chaos.workload.ClientSession`
+methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``)
+plus ``ping``. ``"pause": "before" | "after"`` makes the process SIGSTOP itself around the
+step (for ``write``, between its validity check and the write itself). End of input ends
+the process.
+
+The process dies with its parent (``PR_SET_PDEATHSIG``), so a harness killed outright
+leaves no client behind; replies go to a private copy of stdout, and anything a library
+prints goes to stderr, so the protocol stream cannot be corrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import sys
+import traceback
+from typing import IO, Any
+
+import redlock
+from chaos.history import Recorder
+from chaos.workload import ClientSession, LoopSpec, Resource, direct_client
+
+__all__ = ["PARENT_ENV", "main"]
+
+#: The harness's pid, so that the worker can tell whether it outlived it already.
+PARENT_ENV = "CHAOS_PARENT_PID"
+
+_PR_SET_PDEATHSIG = 1
+_WARMUP_TTL = 5.0
+
+
+def _die_with_parent() -> None:
+    expected = os.environ.get(PARENT_ENV)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0)
+    # The parent may have died before the prctl took effect: nobody would kill us later.
+    if expected is not None and os.getppid() != int(expected):
+        os._exit(1)
+
+
+class _Worker:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.client = str(config["client"])
+        options = dict(config.get("redlock", {}))
+        self.rl = redlock.Redlock(list(config["urls"]), **options)
+        self.resource_client = direct_client(str(config["resource_url"]))
+        self.recorder = Recorder(config["history"], source=self.client)
+        self.session = ClientSession(
+            self.client,
+            self.rl,
+            Resource(self.resource_client),
+            self.recorder,
+            fencing=bool(config.get("fencing", False)),
+            seed=int(config.get("seed", 0)),
+        )
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        # Connect to every master and load the scripts before the scenario starts, so
+        # that its first operation is not also the first connect. Not recorded: it is on a
+        # name of its own, and it happens before any fault.
+        lock = self.rl.lock(f"chaos:warmup:{self.client}", _WARMUP_TTL)
+        with contextlib.suppress(redlock.RedlockError):
+            if lock.acquire(blocking=False):
+                lock.release()
+
+    def close(self) -> None:
+        self.rl.close()
+        self.resource_client.close()
+        self.recorder.close()
+
+    def handle(self, command: dict[str, Any]) -> Any:
+        name = command["cmd"]
+        args: dict[str, Any] = dict(command.get("args") or {})
+        pause = command.get("pause")
+        session = self.session
+        if pause == "before" and name != "write":
+            session.stop_self(f"before {name}")
+        result: Any
+        if name == "ping":
+            result = {"pid": os.getpid()}
+        elif name == "acquire":
+            result = session.acquire(
+                args["name"],
+                float(args["ttl"]),
+                blocking=bool(args.get("blocking", True)),
+                timeout=args.get("timeout"),
+                at=args.get("at"),
+            )
+        elif name == "read":
+            result = session.read(args["name"])
+        elif name == "write":
+            result = session.write(args["name"], pause=pause, check=bool(args.get("check", True)))
+        elif name == "extend":
+            result = session.extend(args["name"], args.get("ttl"))
+        elif name == "release":
+            result = session.release(args["name"])
+        elif name == "cycle":
+            result = session.cycle(
+                args["name"], float(args["ttl"]), at=args.get("at"), timeout=float(args.get("timeout", 5.0))
+            )
+        elif name == "loop":
+            result = session.loop(LoopSpec.from_dict(args))
+        else:
+            raise ValueError(f"unknown command {name!r}")
+        if pause == "after":
+            session.stop_self(f"after {name}")
+        return result
+
+
+def _reply(out: IO[str], message: dict[str, Any]) -> None:
+    out.write(json.dumps(message) + "\n")
+    out.flush()
+
+
+def main() -> int:
+    # Replies get their own copy of stdout; fd 1 becomes stderr for whatever else prints.
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    _die_with_parent()
+    worker: _Worker | None = None
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            command = json.loads(line)
+            ident = command.get("id")
+            try:
+                if command.get("cmd") == "init":
+                    worker = _Worker(command)
+                    result: Any = {"pid": os.getpid()}
+                elif worker is None:
+                    raise RuntimeError("the first command must be init")
+                else:
+                    result = worker.handle(command)
+            except Exception:
+                _reply(out, {"id": ident, "ok": False, "error": traceback.format_exc()})
+            else:
+                _reply(out, {"id": ident, "ok": True, "result": result})
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if worker is not None:
+            worker.close()
+        out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""What a chaos client does: lock operations and a non-atomic read-modify-write, recorded.
+
+A :class:`ClientSession` is one client: a :class:`redlock.Redlock` on the masters (through
+its own proxies when the scenario has any), a :class:`Resource` on a redis-server that no
+fault touches, and a :class:`~chaos.history.Recorder` that writes every operation with
+``time.monotonic()`` stamps. Scenario scripts drive it one step at a time through the
+worker protocol (:mod:`chaos.worker`); :meth:`ClientSession.loop` is the free-running
+workload, several of which contend for a few names.
+
+The protected resource is a counter per lock name, incremented by a deliberately
+non-atomic read, then write of ``read + 1``. If two clients ever do that at once, one
+increment is lost, which :func:`chaos.checkers.check_lost_updates` finds. With fencing on,
+the write goes through :class:`redlock.fencing.FencedStore`, which rejects a holder whose
+token is older than one it has already accepted.
+
+A careful client checks that its lock is still valid before it writes, and so does this
+one. The check and the write are two steps, and a process can be paused between them
+(``pause="before"`` on a write): the classic stale-holder write that only fencing stops.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+import redlock
+from chaos.history import Recorder
+from redlock.fencing import FencedStore
+
+__all__ = [
+    "RESOURCE_PREFIX",
+    "ClientSession",
+    "LoopSpec",
+    "Pause",
+    "Resource",
+    "direct_client",
+    "resource_key",
+]
+
+RESOURCE_PREFIX = "chaos:resource:"
+
+#: Where a client stops itself (SIGSTOP) around one of its steps.
+Pause = Literal["before", "after"] | None
+
+
+def resource_key(name: str) -> str:
+    """The key of the counter that lock ``name`` protects."""
+    return f"{RESOURCE_PREFIX}{name}"
+
+
+def direct_client(url: str, timeout: float = 2.0) -> redis.Redis:
+    """A redis-py client with explicit timeouts and no retries (redis-py 8 retries 10 times
+    by default, which would hide what a fault did)."""
+    return redis.Redis.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
+    )
+
+
+class Resource:
+    """The protected counters, one per lock name, on a server outside the faults.
+
+    An unfenced write is ``SET`` plus ``INCR`` of a sequence key in one transaction, so the
+    history knows the order in which the server applied writes. A fenced write goes through
+    :class:`FencedStore` (which reports no order; event times stand in for it).
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def read(self, name: str) -> int:
+        raw = cast(bytes | None, self.client.get(resource_key(name)))
+        return 0 if raw is None else int(raw)
+
+    def write(self, name: str, value: int, fencing: int | None) -> tuple[bool, int | None]:
+        """Write ``value``; returns (accepted, sequence number or None)."""
+        key = resource_key(name)
+        if fencing is not None:
+            return FencedStore(self.client, key).write(value, fencing), None
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.set(key, value)
+            pipe.incr(f"{key}:seq")
+            _, seq = pipe.execute()
+        return True, int(seq)
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """A free-running workload: until ``until`` (monotonic), pick a name, acquire, do the
+    read-modify-write (holding the lock ``hold`` seconds between read and write, sometimes
+    extending it), release, think, repeat."""
+
+    names: tuple[str, ...]
+    until: float
+    ttl: float
+    blocking: bool = True
+    acquire_timeout: float = 0.5
+    hold: tuple[float, float] = (0.005, 0.03)
+    think: tuple[float, float] = (0.0, 0.02)
+    extend_share: float = 0.2
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoopSpec:
+        return cls(
+            names=tuple(data["names"]),
+            until=float(data["until"]),
+            ttl=float(data["ttl"]),
+            blocking=bool(data.get("blocking", True)),
+            acquire_timeout=float(data.get("acquire_timeout", 0.5)),
+            hold=_pair(data.get("hold", (0.005, 0.03))),
+            think=_pair(data.get("think", (0.0, 0.02))),
+            extend_share=float(data.get("extend_share", 0.2)),
+        )
+
+
+def _pair(value: Sequence[float]) -> tuple[float, float]:
+    low, high = value
+    return float(low), float(high)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class ClientSession:
+    """One client of a run: its Redlock, its view of the resource, and its recorder.
+
+    Every method records what it did and returns a JSON-ready dict. ``pause`` stops this
+    very process with SIGSTOP before or after the step (recorded as a ``client-pause``
+    fault that this process ends itself once continued); whoever runs the scenario sends
+    the SIGCONT.
+    """
+
+    def __init__(
+        self,
+        client: str,
+        rl: redlock.Redlock,
+        resource: Resource,
+        recorder: Recorder,
+        *,
+        fencing: bool = False,
+        seed: int = 0,
+    ) -> None:
+        self.client = client
+        self.rl = rl
+        self.resource = resource
+        self.recorder = recorder
+        self.fencing = fencing
+        self.rng = random.Random(seed)
+        self.locks: dict[str, redlock.Lock] = {}
+        # name -> (value read, fencing token it was read under)
+        self.reads: dict[str, tuple[int, int | None]] = {}
+
+    # -- pauses --
+
+    def stop_self(self, where: str) -> None:
+        """SIGSTOP this process; returns once someone sent SIGCONT."""
+        fault = self.recorder.fault_begin("client-pause", self.client, f"SIGSTOP {where}")
+        os.kill(os.getpid(), signal.SIGSTOP)
+        self.recorder.fault_end(fault)
+
+    # -- steps --
+
+    def acquire(
+        self,
+        name: str,
+        ttl: float,
+        *,
+        blocking: bool = True,
+        timeout: float | None = None,
+        at: float | None = None,
+    ) -> dict[str, Any]:
+        if at is not None:
+            time.sleep(max(0.0, at - time.monotonic()))
+        lock = self.rl.lock(name, ttl, fencing=self.fencing)
+        self.locks[name] = lock
+        op = self.recorder.acquire_invoked(self.client, name, ttl=ttl)
+        try:
+            ok = lock.acquire(blocking=blocking, timeout=timeout if blocking else None)
+        except redlock.RedlockError as exc:
+            self.recorder.acquire_returned(self.client, name, op, ok=False, error=_describe(exc))
+            return {"ok": False, "error": _describe(exc)}
+        if not ok:
+            self.recorder.acquire_returned(self.client, name, op, ok=False)
+            return {"ok": False, "error": None}
+        self.recorder.acquire_returned(
+            self.client,
+            name,
+            op,
+            ok=True,
+            token=lock.token,
+            deadline=lock.deadline,
+            fencing=lock.fencing_token,
+        )
+        return {"ok": True, "deadline": lock.deadline, "fencing": lock.fencing_token, "token": lock.token}
+
+    def read(self, name: str) -> dict[str, Any]:
+        lock = self.locks.get(name)
+        fencing = lock.fencing_token if lock is not None else None
+        value = self.resource.read(name)
+        self.recorder.resource_read(self.client, name, resource_key(name), value, fencing=fencing)
+        self.reads[name] = (value, fencing)
+        return {"value": value}
+
+    def write(self, name: str, *, pause: Pause = None, check: bool = True) -> dict[str, Any]:
+        """Write the value read last, plus one, if the lock is still valid (``check``)."""
+        if name not in self.reads:
+            raise RuntimeError(f"{self.client}: write of {name!r} without a read first")
+        lock = self.locks.get(name)
+        if check and (lock is None or not lock.locked()):
+            # A careful client stops here: its lock ran out while it worked.
+            self.reads.pop(name)
+            return {"written": False, "reason": "the lock is no longer valid"}
+        if pause == "before":
+            self.stop_self("between the validity check and the write")
+        read_value, fencing = self.reads.pop(name)
+        value = read_value + 1
+        accepted, seq = self.resource.write(name, value, fencing if self.fencing else None)
+        self.recorder.resource_write(
+            self.client,
+            name,
+            resource_key(name),
+            value,
+            read_value=read_value,
+            fencing=fencing if self.fencing else None,
+            accepted=accepted,
+            seq=seq,
+        )
+        return {"written": True, "accepted": accepted, "value": value}
+
+    def extend(self, name: str, ttl: float | None = None) -> dict[str, Any]:
+        lock = self._lock(name)
+        op = self.recorder.extend_invoked(self.client, name, token=lock.token, ttl=ttl if ttl is not None else lock.ttl)
+        try:
+            lock.extend(ttl)
+        except redlock.RedlockError as exc:
+            self.recorder.extend_returned(self.client, name, op, ok=False, error=_describe(exc))
+            return {"ok": False, "error": _describe(exc), "lost": lock.lost}
+        self.recorder.extend_returned(self.client, name, op, ok=True, deadline=lock.deadline)
+        return {"ok": True, "deadline": lock.deadline}
+
+    def release(self, name: str) -> dict[str, Any]:
+        lock = self._lock(name)
+        op = self.recorder.release_invoked(self.client, name, token=lock.token)
+        try:
+            lock.release()
+        except redlock.RedlockError as exc:
+            self.recorder.release_returned(self.client, name, op, ok=False, error=_describe(exc))
+            return {"ok": False, "error": _describe(exc)}
+        self.recorder.release_returned(self.client, name, op, ok=True)
+        return {"ok": True}
+
+    def cycle(self, name: str, ttl: float, *, at: float | None = None, timeout: float = 5.0) -> dict[str, Any]:
+        """One blocking acquire (starting at ``at``), read-modify-write, release."""
+        got = self.acquire(name, ttl, blocking=True, timeout=timeout, at=at)
+        if got["ok"]:
+            self.read(name)
+            self.write(name)
+            self.release(name)
+        return got
+
+    def _lock(self, name: str) -> redlock.Lock:
+        lock = self.locks.get(name)
+        if lock is None:
+            raise RuntimeError(f"{self.client}: no lock object for {name!r}; acquire it first")
+        return lock
+
+    # -- the free-running workload --
+
+    def loop(self, spec: LoopSpec) -> dict[str, Any]:
+        """Contend for ``spec.names`` until ``spec.until``; returns counts."""
+        acquired = failed = writes = 0
+        while time.monotonic() < spec.until:
+            name = self.rng.choice(spec.names)
+            left = spec.until - time.monotonic()
+            if left <= 0:
+                break
+            got = self.acquire(
+                name,
+                spec.ttl,
+                blocking=spec.blocking,
+                timeout=min(spec.acquire_timeout, left) if spec.blocking else None,
+            )
+            if got["ok"]:
+                acquired += 1
+                self.read(name)
+                time.sleep(self.rng.uniform(*spec.hold))
+                if self.rng.random() < spec.extend_share:
+                    self.extend(name)
+                if self.write(name)["written"]:
+                    writes += 1
+                self.release(name)
+            else:
+                failed += 1
+                if got["error"] is not None:
+                    # Unreachable quorum: no point retrying in a hot loop.
+                    time.sleep(self.rng.uniform(0.02, 0.06))
+            time.sleep(self.rng.uniform(*spec.think))
+        return {"acquired": acquired, "failed": failed, "writes": writes}

@@ -1,0 +1,298 @@
+"""The chaos scenarios (chaos.scenarios, chaos.runner, python -m chaos), on real processes.
+
+The default run has a smoke subset in quick mode: the baseline, K4 (an UNSAFE scenario
+whose violation must be produced on every run), the holder pause with and without fencing,
+the command line, and Ctrl-C stopping every process. The whole catalogue is marked
+``chaos`` and skipped unless asked for with ``-m chaos`` or ``REDLOCK_CHAOS=1``.
+
+No assertion here is about how long something took: the scenarios order their steps by
+what happened (an acquire returned, a process seen stopped, a key seen gone), so a loaded
+machine makes them slower, not different.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from chaos.__main__ import main
+from chaos.checkers import check_all
+from chaos.clients import process_state
+from chaos.history import (
+    AcquireInvoked,
+    AcquireReturned,
+    FaultBegin,
+    FaultEnd,
+    History,
+    ReleaseInvoked,
+    ResourceWrite,
+)
+from chaos.report import markdown_table, text_table
+from chaos.runner import Params, Run, Scenario, ScenarioResult, partitions, run_scenario
+from chaos.scenarios import CATALOGUE, find
+from chaos.timeline import plot_timeline
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+QUICK = Params(seed=11, quick=True, duration=1.5)
+
+
+@pytest.fixture(autouse=True)
+def _long_runs_only_when_asked(request: pytest.FixtureRequest) -> None:
+    """Tests marked ``chaos`` run with ``-m chaos`` (or any -m naming it) or REDLOCK_CHAOS=1."""
+    if request.node.get_closest_marker("chaos") is None:
+        return
+    asked = "chaos" in (request.config.getoption("markexpr", "") or "")
+    if not asked and os.environ.get("REDLOCK_CHAOS") != "1":
+        pytest.skip("the whole chaos catalogue: run with -m chaos or REDLOCK_CHAOS=1")
+
+
+def explain(result: ScenarioResult) -> str:
+    lines = [f"{result.scenario.name}: expected {result.expected}, observed {result.observed}"]
+    lines += [f"check {'ok' if c.passed else 'FAILED'}: {c.text} {c.detail}" for c in result.checks]
+    if result.verdict is not None:
+        lines += result.verdict.violations
+    if result.error:
+        lines.append(result.error)
+    return "\n".join(lines)
+
+
+# --- the catalogue itself (no servers) ----------------------------------------------------------
+
+
+def test_catalogue_covers_the_issue() -> None:
+    numbers = [s.number for s in CATALOGUE]
+    assert len(set(numbers)) == len(numbers)
+    assert len({s.name for s in CATALOGUE}) == len(CATALOGUE)
+    for n in range(1, 17):
+        assert any(s.number.rstrip("ab") == str(n) for s in CATALOGUE), n
+    for scenario in CATALOGUE:
+        assert scenario.expected in ("SAFE", "UNSAFE")
+        # An UNSAFE scenario says which violation it must produce.
+        assert bool(scenario.kinds) == (scenario.expected == "UNSAFE"), scenario.name
+    assert find("5") is find("restart-empty") is find("05-restart-empty")
+    assert find("13b").name == "holder-pause-fenced"
+    with pytest.raises(KeyError, match="known"):
+        find("no-such-scenario")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "left", "right", "shared"),
+    [(3, [0, 1], [1, 2], [1]), (5, [0, 1, 2], [2, 3, 4], [2]), (4, [0, 1, 2], [1, 2, 3], [1, 2])],
+)
+def test_partitions_share_the_middle(nodes: int, left: list[int], right: list[int], shared: list[int]) -> None:
+    assert partitions(nodes) == (left, right, shared)
+
+
+def test_timeline_of_a_synthetic_history(tmp_path: pathlib.Path) -> None:
+    events = [
+        FaultBegin(time=0.5, fault="f1", kind="crash-restart", target="C"),
+        FaultEnd(time=0.6, fault="f1"),
+        AcquireInvoked(time=0.0, client="c1", name="L", op=1),
+        AcquireReturned(time=0.1, client="c1", name="L", op=1, ok=True, token="t1", deadline=3.0),
+        AcquireInvoked(time=0.7, client="c2", name="L", op=1),
+        AcquireReturned(time=0.8, client="c2", name="L", op=1, ok=True, token="t2", deadline=3.5),
+        ResourceWrite(time=0.9, client="c2", name="L", resource="r", value=1, read_value=0),
+        ResourceWrite(time=1.0, client="c1", name="L", resource="r", value=1, read_value=0),
+        ReleaseInvoked(time=1.2, client="c2", name="L", op=2, token="t2"),
+        ReleaseInvoked(time=1.3, client="c1", name="L", op=2, token="t1"),
+    ]
+    history = History(events)
+    verdict = check_all(history)
+    assert len(verdict.overlaps) == 1
+    path = tmp_path / "t.png"
+    plot_timeline(history, verdict, path, title="synthetic")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- smoke subset, quick mode, real processes -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    return tmp_path_factory.mktemp("chaos-out")
+
+
+def test_baseline_is_safe_and_live(out_dir: pathlib.Path) -> None:
+    result = run_scenario(find("baseline"), QUICK, out_dir)
+    assert result.passed, explain(result)
+    assert result.observed == "SAFE"
+    assert result.verdict is not None
+    assert result.verdict.liveness.succeeded > 3
+    assert result.plot_path is not None
+    assert result.plot_path.stat().st_size < 200_000
+    document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
+    history = History.from_dicts(document["events"])
+    # Three client processes recorded into one time line, and the file says what was found.
+    assert {e.client for e in history.of_type(AcquireReturned)} == {"c1", "c2", "c3"}
+    assert document["verdict"]["safe"] is True
+    assert document["expected"] == "SAFE"
+
+
+def test_k4_restart_empty_produces_two_holders(out_dir: pathlib.Path) -> None:
+    result = run_scenario(find("restart-empty"), QUICK, out_dir, plot=False)
+    assert result.passed, explain(result)
+    assert result.observed == "UNSAFE"
+    assert result.verdict is not None
+    (overlap,) = result.verdict.overlaps
+    assert {overlap.first.client, overlap.second.client} == {"c1", "c2"}
+    assert "crash-restart" in {w.kind for w in overlap.context}
+    assert any(not u.ok for u in result.verdict.lost_updates)
+
+
+def test_holder_pause_loses_an_update_without_fencing(out_dir: pathlib.Path) -> None:
+    result = run_scenario(find("holder-pause"), QUICK, out_dir, plot=False)
+    assert result.passed, explain(result)
+    assert result.observed == "UNSAFE"
+    assert result.verdict is not None
+    assert result.verdict.kinds == ["lost-update"]
+
+
+def test_fencing_rejects_the_paused_holders_write(out_dir: pathlib.Path) -> None:
+    result = run_scenario(find("holder-pause-fenced"), QUICK, out_dir, plot=False)
+    assert result.passed, explain(result)
+    assert result.observed == "SAFE"
+    document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
+    writes = History.from_dicts(document["events"]).of_type(ResourceWrite)
+    rejected = [w for w in writes if not w.accepted]
+    assert [w.client for w in rejected] == ["c1"]
+    accepted = [w for w in writes if w.accepted]
+    assert [w.client for w in accepted] == ["c2"]
+    assert rejected[0].fencing is not None
+    assert accepted[0].fencing is not None
+    assert rejected[0].fencing < accepted[0].fencing
+
+
+def _never_violates(run: Run) -> None:
+    (client,) = run.clients(["c1"])
+    assert client.call("acquire", name="x", ttl=1.0, timeout=1.0)["ok"]
+    client.call("release", name="x")
+
+
+BROKEN = Scenario("99", "broken-harness", "an UNSAFE scenario that produces nothing", "UNSAFE", _never_violates,
+                  kinds=("mutual-exclusion",))  # fmt: skip
+
+
+def test_an_unsafe_scenario_without_its_violation_is_a_mismatch(tmp_path: pathlib.Path) -> None:
+    result = run_scenario(BROKEN, QUICK, tmp_path, plot=False)
+    assert result.observed == "SAFE"
+    assert not result.passed
+    assert [c.text for c in result.failed_checks] == ["a mutual-exclusion violation is found"]
+    assert "MISMATCH" in text_table([result])
+    assert "| 99 | broken-harness | UNSAFE | SAFE | MISMATCH |" in markdown_table([result])
+
+
+# --- the command line -------------------------------------------------------------------------
+
+
+def test_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    listed = capsys.readouterr().out
+    for scenario in CATALOGUE:
+        assert scenario.name in listed
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run"], ["run", "nope"], ["run", "--all", "baseline"], ["run", "baseline", "--nodes", "2"], ["bogus"]],
+)
+def test_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert capsys.readouterr().err
+
+
+def test_run_writes_report_history_and_timeline(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "baseline", "--quick", "--seed", "3", "--duration", "1", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "baseline" in captured.err  # progress while it runs
+    assert "all 1 scenarios matched" in captured.out
+    assert {p.name for p in tmp_path.iterdir()} == {"01-baseline.json", "01-baseline.png", "report.md", "summary.json"}
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["passed"] is True
+    assert "--seed 3" in summary["command"]
+    (row,) = summary["scenarios"]
+    assert (row["expected"], row["observed"], row["params"]["seed"]) == ("SAFE", "SAFE", 3)
+    assert "| 1 | baseline | SAFE | SAFE | ok |" in (tmp_path / "report.md").read_text()
+
+
+def test_run_exits_non_zero_on_a_mismatch(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("chaos.__main__.find", lambda name: BROKEN)
+    assert main(["run", "broken-harness", "--quick", "--no-plot", "-q", "--out", str(tmp_path)]) == 1
+
+
+# --- every process is stopped, also on Ctrl-C --------------------------------------------------
+
+
+def _descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for task in pathlib.Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    frontier.append(child)
+    return found
+
+
+@pytest.fixture
+def harness(tmp_path: pathlib.Path) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chaos", "run", "holder-pause", "--quick", "--no-plot", "--out", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
+def test_ctrl_c_stops_every_process(harness: subprocess.Popen[str]) -> None:
+    assert harness.stderr is not None
+    # Wait until the run is at its most awkward: a client SIGSTOPped, masters running.
+    for line in harness.stderr:
+        if "c1 is stopped" in line:
+            break
+    else:
+        pytest.fail("the scenario never paused its client")
+    children = _descendants(harness.pid)
+    stopped = [pid for pid in children if process_state(pid) in ("T", "t")]
+    assert len(children) >= 7  # 5 masters, the resource server, 2 clients
+    assert stopped  # the paused client
+    harness.send_signal(signal.SIGINT)
+    assert harness.wait(timeout=60) == 130
+    assert "every process was stopped" in harness.stderr.read()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(process_state(pid) not in (None, "Z") for pid in children):
+        time.sleep(0.05)
+    assert [pid for pid in children if process_state(pid) not in (None, "Z")] == []
+
+
+# --- the whole catalogue ----------------------------------------------------------------------
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("scenario", CATALOGUE, ids=[s.slug for s in CATALOGUE])
+def test_scenario_matches_its_expected_verdict(scenario: Scenario, tmp_path: pathlib.Path) -> None:
+    result = run_scenario(scenario, Params(seed=int(os.environ.get("REDLOCK_CHAOS_SEED", "7")), quick=True), tmp_path)
+    assert result.passed, explain(result)
