@@ -29,6 +29,7 @@ the holder may rely on the lock until ``t1 + ttl - drift`` on its own monotonic 
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections import deque
@@ -149,6 +150,9 @@ class Round:
     quorum: int
     timeout: float
     wait_for_all: bool = False
+    #: A clean-up (rollback, release): sent even to a master that owes many replies, up to
+    #: a second allowance, since refusing it would leave our key behind.
+    cleanup: bool = False
     outcomes: dict[int, NodeOutcome] = field(default_factory=dict)
     replies: dict[int, object] = field(default_factory=dict)
     _packed: dict[int, tuple[Command, object]] = field(default_factory=dict, repr=False)
@@ -218,9 +222,14 @@ class Round:
         )
 
 
-#: Commands a silent master may owe us before its connection is dropped (and with it the
-#: ordering guarantee below), so that a hung master's socket buffer never fills.
+#: Commands a silent master may owe us before it is sent no more (clean-ups get as many
+#: again), so that a hung master's socket buffer never fills.
 MAX_UNANSWERED = 16
+
+
+def too_far_behind(unanswered: int, round_: Round) -> bool:
+    """Whether a master owing ``unanswered`` replies is to be skipped in ``round_``."""
+    return unanswered >= (2 * MAX_UNANSWERED if round_.cleanup else MAX_UNANSWERED)
 
 
 def script_preloads() -> tuple[Command, ...]:
@@ -312,14 +321,16 @@ class LockSpec:
     def all_nodes(self) -> tuple[int, ...]:
         return tuple(range(len(self.node_names)))
 
-    def round(self, command: Command, targets: Sequence[int] | None = None, *, wait_for_all: bool = False) -> Round:
+    def round(self, command: Command, targets: Sequence[int] | None = None, *, cleanup: bool = False) -> Round:
+        """A round of ``command``; a clean-up waits for every master (up to the timeout)."""
         return Round(
             command=command,
             targets=tuple(self.all_nodes if targets is None else targets),
             node_names=self.node_names,
             quorum=self.quorum,
             timeout=self.node_timeout,
-            wait_for_all=wait_for_all,
+            wait_for_all=cleanup,
+            cleanup=cleanup,
         )
 
     def deadline_after(self, started: float, ttl: float | None = None) -> float:
@@ -344,11 +355,23 @@ class Result:
     fencing_token: int | None = None
     #: The time the flow last received, when it decided.
     finished_at: float = 0.0
+    #: For a held acquire: the token of the attempt that won.
+    token: str | None = None
+
+
+@dataclass
+class _Extend:
+    #: The deadline this extend gives if it succeeds.
+    candidate: float
+    #: The lowest candidate of every extend in flight at any time during this one: the
+    #: masters apply overlapping extends in an order nobody knows, so the one applied last
+    #: on some master may be any of them.
+    floor: float
 
 
 @dataclass
 class Lease:
-    """One holding of a lock, as the holder sees it; renewal updates it in place."""
+    """One holding of a lock, as the holder sees it; extends update it in place."""
 
     token: str
     deadline: float
@@ -357,6 +380,55 @@ class Lease:
     lost: bool = False
     #: Set by release: renewal stops at its next step.
     ended: bool = False
+    _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
+    _extend_ids: Iterator[int] = field(default_factory=itertools.count, repr=False)
+
+    def begin_extend(self, candidate: float) -> int:
+        """Register an extend that will give ``candidate`` if it succeeds; its id."""
+        floor = candidate
+        for other in self._extends.values():
+            floor = min(floor, other.candidate)
+            other.floor = min(other.floor, candidate)
+        extend_id = next(self._extend_ids)
+        self._extends[extend_id] = _Extend(candidate, floor)
+        return extend_id
+
+    def end_extend(self, extend_id: int, *, ok: bool, may_have_landed: bool) -> None:
+        """Account for a finished extend (or one abandoned midway).
+
+        A success moves the deadline to the lowest candidate among overlapping extends (a
+        user's ``extend(ttl=1)`` racing the renewer must not leave the holder counting on
+        the renewer's longer ttl). A failure that may have reset the ttl on some master
+        still caps the deadline at its own candidate: enough masters may now carry the
+        shorter ttl for the old deadline to be wrong.
+        """
+        extend = self._extends.pop(extend_id)
+        if self.lost:
+            return
+        if ok:
+            self.deadline = extend.floor
+        elif may_have_landed:
+            self.deadline = min(self.deadline, extend.candidate)
+
+
+class Tokens:
+    """The random tokens of one acquire: a fresh one per attempt, so that nothing late from
+    an earlier attempt (a SET that lands after its rollback, a rollback re-sent after a
+    NOSCRIPT answer) can ever touch the key of a later one; and those not yet taken back."""
+
+    def __init__(self, new_token: Callable[[], str]) -> None:
+        self._new_token = new_token
+        #: Tokens whose SET may be on some master and whose rollback was not sent yet: what
+        #: an interrupted acquire must delete.
+        self.outstanding: list[str] = []
+
+    def fresh(self) -> str:
+        token = self._new_token()
+        self.outstanding.append(token)
+        return token
+
+    def settled(self, token: str) -> None:
+        self.outstanding.remove(token)
 
 
 def fence_key(key: str) -> str:
@@ -399,6 +471,8 @@ class Waiters(Generic[EventT]):
 
     def released(self, channel: str, token: bytes) -> None:
         """Wake the longest-waiting waiter not woken yet, unless this release was counted."""
+        if channel not in self._waiting:
+            return  # a late message for a channel nobody waits on any more: nothing to keep
         seen = self._seen.setdefault(channel, deque(maxlen=self._remembered))
         if token in seen:
             return
@@ -441,7 +515,7 @@ def fencing_token_from(acquire: Round) -> int:
 
 def acquire_flow(
     spec: LockSpec,
-    token: str,
+    tokens: Tokens,
     now: float,
     *,
     blocking: bool,
@@ -454,7 +528,8 @@ def acquire_flow(
     until it gets the lock, except that it gives up after ``spec.unavailable_timeout`` of
     consecutive attempts that could not reach a majority: waiting forever on a dead
     cluster helps nobody. With ``spec.fencing``, a held lock also gets a fencing token,
-    written back to a majority before the acquire counts as done.
+    written back to a majority before the acquire counts as done. Each attempt sets a
+    fresh token from ``tokens``; the result carries the one that won.
     """
     give_up_at = None if timeout is None else now + timeout
     unreachable_since: float | None = None
@@ -462,6 +537,7 @@ def acquire_flow(
     attempts = 0
     while True:
         attempts += 1
+        token = tokens.fresh()
         started = now
         deadline = spec.deadline_after(started)
         acquire = spec.round(_acquire_command(spec, token))
@@ -475,6 +551,7 @@ def acquire_flow(
             now = yield write_back
             held = write_back.majority_granted and deadline > now
         if held:
+            tokens.settled(token)  # from here on it is the holder's, not a rollback's
             return Result(
                 True,
                 acquire.ordered_outcomes(),
@@ -482,6 +559,7 @@ def acquire_flow(
                 deadline=deadline,
                 attempts=attempts,
                 fencing_token=fencing_token,
+                token=token,
             )
 
         # A timed-out or erroring SET may still land: undo ours everywhere but where the
@@ -492,7 +570,9 @@ def acquire_flow(
             if acquire.outcomes.get(node) is None or acquire.outcomes[node].status is not NodeStatus.DENIED
         ]
         if undo:
-            now = yield spec.round(_release_command(spec, token), undo, wait_for_all=True)
+            now = yield spec.round(_release_command(spec, token), undo, cleanup=True)
+        # Sent, behind the SET on each connection: it lands after it wherever the SET does.
+        tokens.settled(token)
 
         unreachable = acquire.quorum_unreachable
         if not unreachable:
@@ -522,13 +602,27 @@ def acquire_flow(
         now = yield Pause(delay, wake_on=spec.key)
 
 
-def extend_flow(spec: LockSpec, token: str, ttl: float, now: float) -> Flow:
-    """Reset the ttl of our token on a majority; validity counts from the start of the extend."""
+def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
+    """Reset the ttl of our token on a majority; validity counts from the start of the extend.
+
+    The lease's deadline is updated here (see :meth:`Lease.end_extend`), also when the
+    flow is abandoned midway (closed by its driver): its commands may still land.
+    """
     started = now
-    extend = spec.round(Command.run_script(_scripts.EXTEND, [spec.key], [token, ttl_milliseconds(ttl)]))
-    now = yield extend
-    deadline = spec.deadline_after(started, ttl)
-    ok = extend.majority_granted and deadline > now
+    extend_id = lease.begin_extend(spec.deadline_after(started, ttl))
+    finished = False
+    try:
+        extend = spec.round(Command.run_script(_scripts.EXTEND, [spec.key], [lease.token, ttl_milliseconds(ttl)]))
+        now = yield extend
+        deadline = spec.deadline_after(started, ttl)
+        ok = extend.majority_granted and deadline > now
+        # A master that said no did not touch the key; any other may have reset its ttl.
+        landed = extend.count(NodeStatus.DENIED) < len(extend.targets)
+        lease.end_extend(extend_id, ok=ok, may_have_landed=landed)
+        finished = True
+    finally:
+        if not finished:
+            lease.end_extend(extend_id, ok=False, may_have_landed=True)
     gone = extend.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
     return Result(
         ok,
@@ -549,10 +643,20 @@ def release_flow(spec: LockSpec, token: str, now: float, *, notify: bool = True)
         command = Command.run_script(_scripts.RELEASE_AND_NOTIFY, [spec.key], [token, release_channel(spec.key)])
     else:
         command = _release_command(spec, token)
-    release = spec.round(command, wait_for_all=True)
+    release = spec.round(command, cleanup=True)
     yield release
     gone = release.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
     return Result(release.majority_granted, release.ordered_outcomes(), release.granted, token_gone=gone)
+
+
+def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:
+    """Delete the tokens of an interrupted acquire everywhere (each round waits for all)."""
+    last = Result(True, (), 0)
+    for token in tokens:
+        rollback = spec.round(_release_command(spec, token), cleanup=True)
+        yield rollback
+        last = Result(rollback.majority_granted, rollback.ordered_outcomes(), rollback.granted)
+    return last
 
 
 def next_renewal(now: float, lease: Lease, ttl: float, *, failed: bool, retry_delay: float) -> float | None:
@@ -585,12 +689,11 @@ def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
         now = yield Pause(delay)
         if lease.ended:
             return last
-        last = yield from extend_flow(spec, lease.token, spec.ttl, now)
+        last = yield from extend_flow(spec, lease, spec.ttl, now)
         now = last.finished_at
         if lease.ended:
             return last
         if last.ok:
-            lease.deadline = last.deadline
             failed = False
         elif last.token_gone:
             break

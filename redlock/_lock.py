@@ -16,7 +16,18 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from redlock import _config
-from redlock._core import Flow, Lease, LockSpec, Result, acquire_flow, extend_flow, release_flow, renewal_flow
+from redlock._core import (
+    Flow,
+    Lease,
+    LockSpec,
+    Result,
+    Tokens,
+    acquire_flow,
+    extend_flow,
+    release_flow,
+    renewal_flow,
+    rollback_flow,
+)
 from redlock.exceptions import (
     AcquireTimeout,
     LockLost,
@@ -36,6 +47,10 @@ DEFAULT_NODE_TIMEOUT = 0.05
 DEFAULT_CLOCK_DRIFT_FACTOR = 0.01
 DEFAULT_RETRY_DELAY = 0.2
 DEFAULT_UNAVAILABLE_TIMEOUT = 10.0
+
+
+class ClientClosed(RuntimeError):
+    """The Redlock client was closed: its flows under way stop at their next step."""
 
 
 def new_token() -> str:
@@ -190,7 +205,7 @@ class LockState(Generic[ClusterT]):
 
     # --- flows and their results ----------------------------------------------------------
 
-    def _acquire_flow(self, blocking: object, timeout: object) -> tuple[str, Flow]:
+    def _acquire_flow(self, blocking: object, timeout: object) -> tuple[Tokens, Flow]:
         if not isinstance(blocking, bool):
             raise TypeError(f"blocking must be a bool, got {type(blocking).__name__}")
         seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
@@ -200,16 +215,17 @@ class LockState(Generic[ClusterT]):
             raise RuntimeError(
                 f"lock {self.name!r} is already held by this Lock object; Redlock locks are not reentrant"
             )
-        token = new_token()
+        tokens = Tokens(new_token)
         flow = acquire_flow(
-            self._spec, token, self._cluster.clock(), blocking=blocking, timeout=seconds, rng=self._cluster.rng
+            self._spec, tokens, self._cluster.clock(), blocking=blocking, timeout=seconds, rng=self._cluster.rng
         )
-        return token, flow
+        return tokens, flow
 
-    def _acquired(self, token: str, result: Result) -> Lease | None:
+    def _acquired(self, result: Result) -> Lease | None:
         """The new lease if the acquire held the lock; None if others hold it."""
         if result.ok:
-            self._lease = Lease(token, result.deadline, result.fencing_token)
+            assert result.token is not None
+            self._lease = Lease(result.token, result.deadline, result.fencing_token)
             return self._lease
         if result.quorum_unreachable:
             raise self._error(
@@ -219,9 +235,9 @@ class LockState(Generic[ClusterT]):
             )
         return None
 
-    def _rollback_flow(self, token: str) -> Flow:
-        """Delete ``token`` everywhere, for an acquire that was interrupted mid-flight."""
-        return release_flow(self._spec, token, self._cluster.clock(), notify=False)
+    def _rollback_flow(self, tokens: Tokens) -> Flow:
+        """Delete what an acquire interrupted mid-flight may have set, everywhere."""
+        return rollback_flow(self._spec, list(tokens.outstanding))
 
     def _release_flow(self) -> tuple[Lease, Flow]:
         lease = self._held_lease("release")
@@ -254,13 +270,18 @@ class LockState(Generic[ClusterT]):
             )
         )
         lease = self._held_lease("extend")
-        return lease, extend_flow(self._spec, lease.token, seconds, self._cluster.clock())
+        if lease.lost:
+            raise LockLost(
+                f"cannot extend {self.name!r}: the lock was lost while held (auto-extension could not renew it)",
+                resource=self.name,
+                quorum=self._spec.quorum,
+            )
+        return lease, extend_flow(self._spec, lease, seconds, self._cluster.clock())
 
     def _extended(self, lease: Lease, result: Result) -> float:
         if self._lease is not lease or lease.ended:
             raise LockNotHeld(f"lock {self.name!r} was released while it was being extended", resource=self.name)
         if result.ok and not lease.lost:
-            lease.deadline = result.deadline
             return self.validity
         if result.token_gone:
             lease.lost = True
@@ -278,6 +299,10 @@ class LockState(Generic[ClusterT]):
 
     def _renewal_finished(self, lease: Lease, error: BaseException | None = None) -> None:
         """Called by the renewer when it stops: report a loss, loudly, to whoever listens."""
+        if isinstance(error, ClientClosed):
+            # Not lost: the validity already earned stands; nobody will extend it now.
+            logger.info("auto-extension of %r stopped: the client was closed", self.name)
+            return
         if error is not None:
             # A renewer that cannot go on must not die silently: the lock is as good as lost.
             lease.lost = True

@@ -27,7 +27,6 @@ from redis.retry import Retry
 
 from redlock import _config
 from redlock._core import (
-    MAX_UNANSWERED,
     Command,
     Flow,
     InFlight,
@@ -40,10 +39,12 @@ from redlock._core import (
     release_channel,
     script_preloads,
     subscription_changes,
+    too_far_behind,
 )
 from redlock._errors import error_reply, failure_status
 from redlock._lock import (
     DEFAULT_TTL,
+    ClientClosed,
     ClusterConfig,
     LockOptions,
     LockState,
@@ -77,7 +78,12 @@ class _Link:
         #: Connected, scripts loaded and backlog sent: from here on only the lane's owner
         #: thread writes and reads. ``guard`` covers the hand-over from the connecting thread.
         self.ready = False
-        self.guard = threading.Lock()
+        self.guard = threading.RLock()
+        #: Between recording a command as sent and having written it: an interruption here
+        #: leaves ``in_flight`` out of step with the connection.
+        self.writing = False
+        #: Set by the client's close(): a connect that finishes later hangs up at once.
+        self.abandoned = False
 
     @property
     def connected(self) -> bool:
@@ -86,7 +92,7 @@ class _Link:
     def fileno(self) -> int:
         return _fileno(self.connection)
 
-    def owes_too_much(self) -> bool:
+    def owes_too_much(self, round_: Round) -> bool:
         """Whether this master has left so many replies unanswered that it looks hung.
 
         Late replies are matched and dropped by ``in_flight``, and whatever we send next runs
@@ -94,19 +100,24 @@ class _Link:
         master, rather than racing it on a new connection). So a silent master's connection
         is kept, but it is not sent more until it answers, before its socket buffer fills.
         """
-        return len(self.in_flight) + len(self.backlog) >= MAX_UNANSWERED
+        return too_far_behind(len(self.in_flight) + len(self.backlog), round_)
 
     def write(self, command: Command, owner: Round | None, packer: Round | None = None) -> None:
         """Send ``command``, whose reply belongs to ``owner`` (None: nobody waits for it)."""
         encode = self.connection.pack_command
         packed = encode(*command.args) if packer is None else packer.pack(command, encode)
+        self.writing = True
         self.in_flight.sent(command, owner, self.node)
         self.connection.send_packed_command(packed, check_health=False)
+        self.writing = False
 
     def connect_and_flush(self) -> None:
         """In a connecting thread: connect, load the scripts, send the backlog in order."""
         self.connection.connect()
         with self.guard:
+            if self.abandoned:
+                self.connection.disconnect()
+                return
             try:
                 for preload in script_preloads():
                     self.write(preload, None)
@@ -128,10 +139,26 @@ class _Link:
 
     def reset(self) -> None:
         """Drop the connection: what was in flight on it can no longer be matched to replies."""
-        self.ready = False
-        self.connection.disconnect()
-        self.in_flight.clear()
-        self.backlog.clear()
+        with self.guard:
+            self.ready = False
+            self.writing = False
+            self.connection.disconnect()
+            self.in_flight.clear()
+            self.backlog.clear()
+
+    def abandon(self) -> None:
+        with self.guard:
+            self.abandoned = True
+            self.reset()
+
+    def hung_up(self) -> bool:
+        """Whether a connection that owes nothing shows input: only the master closing it
+        (a restart, its ``timeout`` setting) makes that happen."""
+        if self.in_flight or not self.connection.is_connected:
+            return False
+        poller = select.poll()
+        poller.register(self.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
 
 
 class _Driver:
@@ -150,13 +177,45 @@ class _Driver:
         self._clock = clock
         self._idle_lanes: list[list[_Link]] = []
         self._lanes_lock = threading.Lock()
-        self._connector: concurrent.futures.ThreadPoolExecutor | None = None
+        self._connector = concurrent.futures.ThreadPoolExecutor(
+            max_workers=len(masters), thread_name_prefix="redlock-connect"
+        )
         self._listener = _ReleaseListener(masters, node_timeout) if wake_on_release else None
+        #: The stop events of flows under way that pause long (renewers): close() sets them.
+        self._interrupts: set[threading.Event] = set()
         self._closed = False
 
-    def run(self, flow: Flow, *, interrupt: threading.Event | None = None) -> Result:
-        """Run ``flow`` to its result; ``interrupt`` cuts its pauses short (a renewer's stop)."""
+    def run(
+        self,
+        flow: Flow,
+        *,
+        interrupt: threading.Event | None = None,
+        rollback: Callable[[], Flow] | None = None,
+    ) -> Result:
+        """Run ``flow`` to its result; ``interrupt`` cuts its pauses short (a renewer's stop).
+
+        If the flow is interrupted (Ctrl-C), ``rollback()`` runs before the exception goes
+        on, on the same connections, so on each master it lands after what it undoes.
+        """
         lane = self._checkout()
+        if interrupt is not None:
+            with self._lanes_lock:
+                self._interrupts.add(interrupt)
+        try:
+            try:
+                return self._run_on(lane, flow, interrupt)
+            except BaseException:
+                if rollback is not None:
+                    self._run_on(lane, rollback(), None)
+                raise
+        finally:
+            flow.close()
+            if interrupt is not None:
+                with self._lanes_lock:
+                    self._interrupts.discard(interrupt)
+            self._checkin(lane)
+
+    def _run_on(self, lane: list[_Link], flow: Flow, interrupt: threading.Event | None) -> Result:
         try:
             request = next(flow)
             while True:
@@ -169,36 +228,42 @@ class _Driver:
             result: Result = stop.value
             return result
         except BaseException:
-            # Interrupted mid-read: the connections' reply streams can no longer be trusted.
+            # redis-py hangs up a connection interrupted mid-read or mid-write; the others'
+            # late replies stay matched by in_flight, except where the interruption fell
+            # between recording a command and writing it.
             for link in lane:
-                link.reset()
+                if link.writing:
+                    link.reset()
             raise
-        finally:
-            self._checkin(lane)
 
     def close(self) -> None:
         with self._lanes_lock:
             self._closed = True
             lanes, self._idle_lanes = self._idle_lanes, []
+            interrupts = list(self._interrupts)
+        for interrupt in interrupts:
+            interrupt.set()  # renewers stop at their next step
         # A connect still under way owes its master a backlog (the SET of an acquire that a
         # majority decided without it, say): let it deliver, within node_timeout, first.
         pending = [link.connecting for lane in lanes for link in lane if link.connecting is not None]
         concurrent.futures.wait(pending, timeout=self._node_timeout)
         for lane in lanes:
             for link in lane:
-                link.reset()
-        if self._connector is not None:
-            self._connector.shutdown(wait=False, cancel_futures=True)
+                link.abandon()
+        self._connector.shutdown(wait=False, cancel_futures=True)
         if self._listener is not None:
             self._listener.close()
 
     def _checkout(self) -> list[_Link]:
         with self._lanes_lock:
-            if self._closed:
-                raise RuntimeError("this Redlock client is closed")
+            self._raise_if_closed()
             if self._idle_lanes:
                 return self._idle_lanes.pop()
         return [_Link(node, master, self._node_timeout) for node, master in enumerate(self._masters)]
+
+    def _raise_if_closed(self) -> None:
+        if self._closed:
+            raise ClientClosed("this Redlock client is closed")
 
     def _checkin(self, lane: list[_Link]) -> None:
         with self._lanes_lock:
@@ -206,9 +271,10 @@ class _Driver:
                 self._idle_lanes.append(lane)
                 return
         for link in lane:
-            link.reset()
+            link.abandon()
 
     def _pause(self, pause: Pause, interrupt: threading.Event | None) -> None:
+        self._raise_if_closed()
         if interrupt is not None:
             interrupt.wait(pause.seconds)
         elif pause.wake_on is not None and self._listener is not None:
@@ -219,13 +285,15 @@ class _Driver:
     # --- one round ------------------------------------------------------------------------
 
     def _run_round(self, lane: list[_Link], round_: Round) -> None:
+        self._raise_if_closed()
         deadline = self._clock() + round_.timeout
+        self._drop_hung_up(lane, round_)
         connecting = self._start_connects(lane, round_)
         for node in round_.pending:
             link = lane[node]
-            if link.owes_too_much():
+            if link.owes_too_much(round_):
                 self._drain(link, round_)
-            if link.owes_too_much():
+            if link.owes_too_much(round_):
                 round_.record(node, NodeStatus.TIMEOUT, f"hung: {len(link.in_flight)} earlier replies unanswered")
             elif node not in connecting:
                 self._send(link, round_, round_.command)
@@ -258,30 +326,51 @@ class _Driver:
             # While connects run in other threads, look at them every millisecond.
             poller.poll(min(remaining, 0.001 if connecting else remaining) * 1000)
 
-    def _drain(self, link: _Link, round_: Round) -> None:
+    def _drop_hung_up(self, lane: list[_Link], round_: Round) -> None:
+        """Reset the connections the masters have closed (a restart, their ``timeout``
+        setting), so that this round reconnects them instead of writing into a dead socket
+        and counting those masters as failed. Late replies that arrived first are read."""
+        poller = select.poll()
+        links = {}
+        for node in round_.targets:
+            link = lane[node]
+            if link.connected:
+                links[link.fileno()] = link
+                poller.register(link.fileno(), select.POLLIN)
+        if not links:
+            return
+        for fd, _ in poller.poll(0):
+            link = links[fd]
+            self._drain(link, None)
+            if link.connected and link.hung_up():
+                link.reset()
+
+    def _drain(self, link: _Link, round_: Round | None) -> None:
         """Read whatever replies a master that owes many has sent by now."""
         while link.connected and len(link.in_flight) and self._readable(link, round_):
             self._read_one(link, round_)
 
-    def _send(self, link: _Link, round_: Round, command: Command, *, owner: Round | None = None) -> None:
-        """Write ``command`` during ``round_``; its reply belongs to ``owner`` (default ``round_``)."""
+    def _send(self, link: _Link, round_: Round | None, command: Command, *, owner: Round | None = None) -> None:
+        """Write ``command`` during ``round_``; its reply belongs to ``owner`` (default ``round_``).
+
+        Failures are recorded in ``round_`` (None: between rounds, nobody to tell)."""
         try:
             link.write(command, round_ if owner is None else owner, round_)
         except Exception as error:
             link.reset()
-            if link.node in round_.pending:
+            if round_ is not None and link.node in round_.pending:
                 round_.record(link.node, *failure_status(error))
 
-    def _readable(self, link: _Link, round_: Round) -> bool:
+    def _readable(self, link: _Link, round_: Round | None) -> bool:
         try:
             return bool(link.connection.can_read(timeout=0))
         except Exception as error:
             link.reset()
-            if link.node in round_.pending:
+            if round_ is not None and link.node in round_.pending:
                 round_.record(link.node, *failure_status(error))
             return False
 
-    def _read_one(self, link: _Link, round_: Round) -> None:
+    def _read_one(self, link: _Link, round_: Round | None) -> None:
         reply: object
         try:
             reply = link.connection.read_response()
@@ -289,7 +378,7 @@ class _Driver:
             reply = error_reply(error)
         except Exception as error:
             link.reset()
-            if link.node in round_.pending:
+            if round_ is not None and link.node in round_.pending:
                 round_.record(link.node, *failure_status(error))
             return
         resend = link.in_flight.received(reply, round_)
@@ -303,11 +392,15 @@ class _Driver:
         connecting = {}
         for node in round_.targets:
             link = lane[node]
+            if link.connecting is not None and link.connecting.done() and link.connected:
+                link.connecting = None  # finished after its round ended, and well
             if link.connected:
                 continue
+            if link.connecting is not None and link.connecting.done():
+                link.connecting = None  # finished after its round ended, then lost or failed
             if link.connecting is None:
                 link.reset()
-                link.connecting = self._connector_pool().submit(link.connect_and_flush)
+                link.connecting = self._connector.submit(link.connect_and_flush)
             connecting[node] = link.connecting
         return connecting
 
@@ -317,15 +410,8 @@ class _Driver:
         error = None if future is None else future.exception()
         if error is not None:
             link.reset()
-            if link.node in round_.pending:
+            if round_ is not None and link.node in round_.pending:
                 round_.record(link.node, *failure_status(error))
-
-    def _connector_pool(self) -> concurrent.futures.ThreadPoolExecutor:
-        if self._connector is None:
-            self._connector = concurrent.futures.ThreadPoolExecutor(
-                max_workers=len(self._masters), thread_name_prefix="redlock-connect"
-            )
-        return self._connector
 
 
 class _ReleaseListener:
@@ -352,11 +438,13 @@ class _ReleaseListener:
     def wait(self, channel: str, seconds: float) -> None:
         event = threading.Event()
         with self._lock:
-            if self._closed:
-                time.sleep(seconds)
-                return
-            self._waiters.add(channel, event)
-            self._start()
+            closed = self._closed
+            if not closed:
+                self._waiters.add(channel, event)
+                self._start()
+        if closed:
+            time.sleep(seconds)
+            return
         self._poke()
         try:
             event.wait(seconds)
@@ -535,14 +623,10 @@ class Lock(LockState[Redlock]):
         (at once when not blocking; when the timeout, or ``unavailable_timeout``, runs out
         while blocking).
         """
-        token, flow = self._acquire_flow(blocking, timeout)
-        try:
-            result = self._cluster._driver.run(flow)
-        except BaseException:
-            # Interrupted (Ctrl-C) with SETs possibly landed: take ours back before leaving.
-            self._cluster._driver.run(self._rollback_flow(token))
-            raise
-        lease = self._acquired(token, result)
+        tokens, flow = self._acquire_flow(blocking, timeout)
+        # Interrupted (Ctrl-C) with SETs possibly landed: ours are taken back before leaving.
+        result = self._cluster._driver.run(flow, rollback=lambda: self._rollback_flow(tokens))
+        lease = self._acquired(result)
         if lease is None:
             return False
         if self._options.auto_extend:

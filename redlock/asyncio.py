@@ -30,7 +30,6 @@ from redis.exceptions import ResponseError
 
 from redlock import _config
 from redlock._core import (
-    MAX_UNANSWERED,
     Command,
     Flow,
     InFlight,
@@ -43,10 +42,12 @@ from redlock._core import (
     release_channel,
     script_preloads,
     subscription_changes,
+    too_far_behind,
 )
 from redlock._errors import error_reply, failure_status
 from redlock._lock import (
     DEFAULT_TTL,
+    ClientClosed,
     ClusterConfig,
     LockOptions,
     LockState,
@@ -89,10 +90,14 @@ async def _complete_despite_cancellation(work: Awaitable[T]) -> T:
         try:
             result = await asyncio.shield(task)
         except asyncio.CancelledError:
-            if task.done():
-                raise
-            cancelled = True
-            continue
+            if not task.done():
+                cancelled = True
+                continue
+            raise
+        except BaseException as error:
+            if cancelled:  # the caller's cancellation outranks the work's own failure
+                raise asyncio.CancelledError from error
+            raise
         if cancelled:
             raise asyncio.CancelledError
         return result
@@ -176,13 +181,13 @@ class _Link:
             self.in_flight.clear()
             await self._disconnect()
 
-    def owes_too_much(self) -> bool:
+    def owes_too_much(self, round_: Round) -> bool:
         """See the sync driver: a master this far behind looks hung and is not sent more."""
-        return len(self.in_flight) + len(self.backlog) >= MAX_UNANSWERED
+        return too_far_behind(len(self.in_flight) + len(self.backlog), round_)
 
     async def send_or_queue(self, round_: Round) -> asyncio.Task[None] | None:
         """Send the round's command, or queue it behind a connect; the connect's task if new."""
-        if self.owes_too_much():
+        if self.owes_too_much(round_):
             round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {len(self.in_flight)} earlier replies unanswered")
             return None
         if self.connected:
@@ -250,10 +255,26 @@ class _Driver:
         self._listener = _ReleaseListener(masters, node_timeout) if wake_on_release else None
         #: Connects still running after their round ended; kept so they are not collected.
         self._background: set[asyncio.Task[None]] = set()
+        #: Renewer tasks, cancelled by close().
+        self.renewers: set[asyncio.Task[None]] = set()
         self._closed = False
 
-    async def run(self, flow: Flow) -> Result:
+    async def run(self, flow: Flow, *, rollback: Callable[[], Flow] | None = None) -> Result:
+        """Run ``flow`` to its result. If it is interrupted (cancelled), ``rollback()`` runs
+        to completion first, on the same connections, so it lands after what it undoes."""
         lane = self._checkout()
+        try:
+            try:
+                return await self._run_on(lane, flow)
+            except BaseException:
+                if rollback is not None:
+                    await _complete_despite_cancellation(self._run_on(lane, rollback()))
+                raise
+        finally:
+            flow.close()
+            await self._checkin(lane)
+
+    async def _run_on(self, lane: list[_Link], flow: Flow) -> Result:
         try:
             request = next(flow)
             while True:
@@ -265,12 +286,12 @@ class _Driver:
         except StopIteration as stop:
             result: Result = stop.value
             return result
-        finally:
-            await self._checkin(lane)
 
     async def close(self) -> None:
         self._closed = True
         lanes, self._idle_lanes = self._idle_lanes, []
+        for renewer in list(self.renewers):
+            renewer.cancel()
         # See the sync driver: connects under way deliver their backlog first, within bounds.
         if self._background:
             await asyncio.wait(self._background, timeout=self._node_timeout)
@@ -280,9 +301,12 @@ class _Driver:
         if self._listener is not None:
             await self._listener.close()
 
-    def _checkout(self) -> list[_Link]:
+    def _raise_if_closed(self) -> None:
         if self._closed:
-            raise RuntimeError("this Redlock client is closed")
+            raise ClientClosed("this Redlock client is closed")
+
+    def _checkout(self) -> list[_Link]:
+        self._raise_if_closed()
         if self._idle_lanes:
             return self._idle_lanes.pop()
         return [_Link(node, master, self._node_timeout) for node, master in enumerate(self._masters)]
@@ -299,12 +323,14 @@ class _Driver:
 
     async def _pause(self, pause: Pause) -> None:
         # A renewer's pause needs no interrupt here: release cancels the renewer task.
+        self._raise_if_closed()
         if pause.wake_on is not None and self._listener is not None:
             await self._listener.wait(release_channel(pause.wake_on), pause.seconds)
         else:
             await asyncio.sleep(pause.seconds)
 
     async def _run_round(self, lane: list[_Link], round_: Round) -> None:
+        self._raise_if_closed()
         loop = asyncio.get_running_loop()
         deadline = self._clock() + round_.timeout
         settled: asyncio.Future[None] = loop.create_future()
@@ -323,6 +349,8 @@ class _Driver:
             await settled
         finally:
             timer.cancel()
+        if round_.settled:
+            return  # decided early: the masters not heard from are left as not awaited
         for node in round_.pending:
             waited_for = "connection" if lane[node].connecting is not None else "reply"
             round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within node_timeout={round_.timeout}s")
@@ -350,8 +378,12 @@ class _ReleaseListener:
         self._connections: list[Any] = []
         self._subscribed: list[set[str]] = []
         self._readers: list[asyncio.Task[None]] = []
+        self._closed = False
 
     async def wait(self, channel: str, seconds: float) -> None:
+        if self._closed:
+            await asyncio.sleep(seconds)
+            return
         event = asyncio.Event()
         self._waiters.add(channel, event)
         try:
@@ -363,6 +395,7 @@ class _ReleaseListener:
             self._waiters.discard(channel, event)
 
     async def close(self) -> None:
+        self._closed = True
         for reader in self._readers:
             reader.cancel()
         await asyncio.gather(*self._readers, return_exceptions=True)
@@ -370,6 +403,8 @@ class _ReleaseListener:
             with contextlib.suppress(Exception):
                 await connection.disconnect()
         self._readers.clear()
+        self._connections.clear()
+        self._subscribed.clear()
 
     def _start(self) -> None:
         if self._readers:
@@ -479,18 +514,17 @@ class Lock(LockState[Redlock]):
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """See :meth:`redlock.Lock.acquire`. If cancelled, rolls back before re-raising."""
-        token, flow = self._acquire_flow(blocking, timeout)
-        try:
-            result = await self._run(flow)
-        except asyncio.CancelledError:
-            # The SETs may have landed: take ours back, whatever further cancellations come.
-            await _complete_despite_cancellation(self._run(self._rollback_flow(token)))
-            raise
-        lease = self._acquired(token, result)
+        tokens, flow = self._acquire_flow(blocking, timeout)
+        # Interrupted with SETs possibly landed: ours are taken back, whatever comes next.
+        result = await self._cluster._driver.run(flow, rollback=lambda: self._rollback_flow(tokens))
+        lease = self._acquired(result)
         if lease is None:
             return False
         if self._options.auto_extend:
-            self._renewer = asyncio.ensure_future(self._renew(lease))
+            renewer = self._renewer = asyncio.ensure_future(self._renew(lease))
+            renewers = self._cluster._driver.renewers
+            renewers.add(renewer)
+            renewer.add_done_callback(renewers.discard)
         return True
 
     async def release(self) -> None:
@@ -517,7 +551,7 @@ class Lock(LockState[Redlock]):
         try:
             await self._run(self._renewal_flow(lease))
         except asyncio.CancelledError:
-            return  # released
+            return  # released, or the client closed
         except Exception as unexpected:
             error = unexpected
         self._renewal_finished(lease, error)

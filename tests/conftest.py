@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import pytest
@@ -16,6 +18,29 @@ import redlock.asyncio
 from redlock.servers import LocalMasters
 
 T = TypeVar("T")
+
+
+# --- small helpers shared by the test modules ------------------------------------------------
+
+
+def unique(prefix: str = "lock") -> str:
+    """A lock name no other test uses, so tests can share the session's masters."""
+    return f"{prefix}:{uuid.uuid4().hex}"
+
+
+def eventually(check: Callable[[], bool], within: float = 10.0) -> bool:
+    """Whether ``check`` comes true within ``within`` seconds.
+
+    An acquire returns once a majority granted: the other masters' SETs may land a moment
+    later, so checks of every master wait for them (generously; nothing here measures speed).
+    """
+    give_up = time.monotonic() + within
+    while not check():
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.01)
+    return True
+
 
 # --- local Redis masters (redlock.servers) --------------------------------------------------
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -20,11 +19,7 @@ import redlock
 from redlock import LockLost, LockNotAcquired, LockNotHeld, NodeStatus, QuorumUnavailable, RedlockError
 from redlock.servers import LocalMasters
 
-from .conftest import ClientFactory, MastersFactory
-
-
-def unique(prefix: str = "lock") -> str:
-    return f"{prefix}:{uuid.uuid4().hex}"
+from .conftest import ClientFactory, MastersFactory, eventually, unique
 
 
 @pytest.fixture
@@ -38,20 +33,6 @@ def raw(masters: LocalMasters) -> Iterator[list[redis.Redis]]:
 
 def holders_of(raw: list[redis.Redis], name: str) -> list[bytes | None]:
     return [client.get(name) for client in raw]  # type: ignore[misc]
-
-
-def eventually(check: Callable[[], bool], within: float = 5.0) -> bool:
-    """Whether ``check`` comes true within ``within`` seconds.
-
-    An acquire returns once a majority granted: the other masters' SETs may land a moment
-    later, so checks of every master wait for them (generously; nothing here measures speed).
-    """
-    give_up = time.monotonic() + within
-    while not check():
-        if time.monotonic() > give_up:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def test_acquire_release_roundtrip(client: ClientFactory, masters: LocalMasters, raw: list[redis.Redis]) -> None:

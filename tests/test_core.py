@@ -26,6 +26,7 @@ from redlock._core import (
     LockSpec,
     Pause,
     Round,
+    Tokens,
     acquire_flow,
     drift_allowance,
     extend_flow,
@@ -40,6 +41,11 @@ from redlock._core import (
 from redlock.exceptions import NodeStatus
 
 statuses = st.sampled_from(list(NodeStatus))
+
+
+def same(token: str) -> Tokens:
+    """Tokens that are all ``token``: the model checks whose key is whose by name."""
+    return Tokens(lambda: token)
 
 
 @given(st.integers(min_value=1, max_value=101))
@@ -300,7 +306,9 @@ def test_one_attempt_holds_iff_majority_and_validity(
         if is_taken:
             master.keys["k"] = ("other", 1e9)
     spec = cluster.spec(ttl=1.0)
-    result = cluster.run(acquire_flow(spec, "me", cluster.now, blocking=False, timeout=None, rng=random.Random(0)))
+    result = cluster.run(
+        acquire_flow(spec, same("me"), cluster.now, blocking=False, timeout=None, rng=random.Random(0))
+    )
     free = sum(1 for is_up, is_taken in zip(up, taken, strict=True) if is_up and not is_taken)
     should_hold = free >= quorum_size(n) and validity_left(1.0, round_time, 0.01) > 0
     assert result.ok == should_hold
@@ -325,7 +333,7 @@ def test_blocking_acquire_never_waits_past_its_timeout(timeout: float, seed: int
         master.keys["k"] = ("other", 1e9)
     start = cluster.now
     result = cluster.run(
-        acquire_flow(cluster.spec(), "me", start, blocking=True, timeout=timeout, rng=random.Random(seed))
+        acquire_flow(cluster.spec(), same("me"), start, blocking=True, timeout=timeout, rng=random.Random(seed))
     )
     assert not result.ok
     assert result.timed_out
@@ -341,7 +349,9 @@ def test_blocking_acquire_without_timeout_gives_up_on_a_dead_quorum(unavailable_
     for master in cluster.masters[:3]:
         master.up = False
     spec = cluster.spec(unavailable_timeout=unavailable_timeout)
-    result = cluster.run(acquire_flow(spec, "me", cluster.now, blocking=True, timeout=None, rng=random.Random(seed)))
+    result = cluster.run(
+        acquire_flow(spec, same("me"), cluster.now, blocking=True, timeout=None, rng=random.Random(seed))
+    )
     assert not result.ok
     assert result.quorum_unreachable
     assert result.attempts >= 2
@@ -353,7 +363,7 @@ def test_blocking_acquire_gets_the_lock_once_it_expires() -> None:
     for master in cluster.masters:
         master.keys["k"] = ("other", cluster.now + 0.5)
     result = cluster.run(
-        acquire_flow(cluster.spec(), "me", cluster.now, blocking=True, timeout=None, rng=random.Random(3))
+        acquire_flow(cluster.spec(), same("me"), cluster.now, blocking=True, timeout=None, rng=random.Random(3))
     )
     assert result.ok
     assert result.attempts > 1
@@ -367,7 +377,7 @@ def test_extend_counts_validity_from_its_own_start(round_time: float) -> None:
     for master in cluster.masters:
         master.keys["k"] = ("me", cluster.now + 0.5)
     started = cluster.now
-    result = cluster.run(extend_flow(spec, "me", 2.0, started))
+    result = cluster.run(extend_flow(spec, Lease("me", started + 0.5), 2.0, started))
     expected_ok = validity_left(2.0, round_time, 0.01) > 0
     assert result.ok == expected_ok
     if result.ok:
@@ -378,7 +388,7 @@ def test_extend_never_revives_a_key_that_is_gone() -> None:
     cluster = ModelCluster(5)
     for master in cluster.masters[:2]:
         master.keys["k"] = ("me", cluster.now + 10)
-    result = cluster.run(extend_flow(cluster.spec(), "me", 1.0, cluster.now))
+    result = cluster.run(extend_flow(cluster.spec(), Lease("me", cluster.now + 10), 1.0, cluster.now))
     assert not result.ok
     assert result.token_gone
     assert cluster.holders("me") == 2  # the three masters without it still have nothing
@@ -419,6 +429,62 @@ def test_renewal_is_due_well_before_validity_runs_out(now: float, left: float, t
         assert now + delay == pytest.approx(lease.deadline - 2 * ttl / 3)
 
 
+@given(
+    st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=6),
+    st.randoms(use_true_random=False),
+)
+def test_overlapping_extends_leave_the_lowest_deadline_any_of_them_could_set(
+    candidates: list[float], rng: random.Random
+) -> None:
+    lease = Lease("t", 50.0)
+    waiting = list(range(len(candidates)))
+    ids: dict[int, int] = {}
+    overlapped: dict[int, set[int]] = {}
+    while waiting or ids:
+        # A random interleaving: begin the next extend, or end one in flight.
+        if waiting and (not ids or rng.random() < 0.5):
+            i = waiting.pop(0)
+            for other in ids:
+                overlapped[other].add(i)
+            overlapped[i] = set(ids) | {i}
+            ids[i] = lease.begin_extend(candidates[i])
+            continue
+        i = rng.choice(sorted(ids))
+        ok = rng.random() < 0.7
+        before = lease.deadline
+        lease.end_extend(ids.pop(i), ok=ok, may_have_landed=True)
+        if ok:
+            # Whichever overlapping extend a master applied last, it set at least this.
+            assert lease.deadline == min(candidates[j] for j in overlapped[i])
+        else:
+            assert lease.deadline == min(before, candidates[i])
+
+
+def test_an_abandoned_extend_still_caps_the_deadline() -> None:
+    cluster = ModelCluster(5)
+    spec = cluster.spec(ttl=1.0)
+    lease = Lease("me", cluster.now + 0.9)
+    flow = extend_flow(spec, lease, 0.2, cluster.now)
+    next(flow)  # its round is out; the driver gives up on it (cancelled, interrupted)
+    flow.close()
+    assert lease.deadline == pytest.approx(cluster.now + 0.2 - drift_allowance(0.2, 0.01))
+
+
+def test_each_attempt_of_an_acquire_uses_a_fresh_token() -> None:
+    cluster = ModelCluster(5)
+    for master in cluster.masters:
+        master.keys["k"] = ("other", cluster.now + 0.5)
+    counter = iter(range(1000))
+    tokens = Tokens(lambda: f"t{next(counter)}")
+    result = cluster.run(acquire_flow(cluster.spec(), tokens, cluster.now, blocking=True, timeout=None,
+                                      rng=random.Random(3)))  # fmt: skip
+    assert result.ok
+    assert result.attempts > 1
+    assert result.token == f"t{result.attempts - 1}"
+    assert cluster.holders(result.token) == 5
+    assert tokens.outstanding == []  # every losing attempt was rolled back, the winner is held
+
+
 class FailingCluster(ModelCluster):
     """Every master goes down at ``fail_at`` (keeping its data)."""
 
@@ -436,7 +502,9 @@ class FailingCluster(ModelCluster):
 def test_renewal_keeps_the_lease_then_declares_it_lost_when_validity_runs_out(fail_after: float) -> None:
     cluster = ModelCluster(5, round_time=0.005)
     spec = cluster.spec(ttl=1.0)
-    acquired = cluster.run(acquire_flow(spec, "me", cluster.now, blocking=False, timeout=None, rng=random.Random(0)))
+    acquired = cluster.run(
+        acquire_flow(spec, same("me"), cluster.now, blocking=False, timeout=None, rng=random.Random(0))
+    )
     assert acquired.ok
     lease = Lease("me", acquired.deadline)
     failing = FailingCluster(5, cluster.now + fail_after)
@@ -480,7 +548,9 @@ class MutualExclusion(RuleBasedStateMachine):
         if self.deadlines.get(token, 0) > self.cluster.now:
             return
         result = self.cluster.run(
-            acquire_flow(self.spec, token, self.cluster.now, blocking=False, timeout=None, rng=random.Random(seed))
+            acquire_flow(
+                self.spec, same(token), self.cluster.now, blocking=False, timeout=None, rng=random.Random(seed)
+            )
         )
         if result.ok:
             self.deadlines[token] = result.deadline
@@ -494,15 +564,16 @@ class MutualExclusion(RuleBasedStateMachine):
             self.cluster.run(release_flow(self.spec, token, self.cluster.now))
             del self.deadlines[token]
 
-    @rule(client=st.integers(0, 2))
-    def extend(self, client: int) -> None:
+    @rule(client=st.integers(0, 2), ttl=st.sampled_from([0.05, 0.3, 1.0, 2.0]))
+    def extend(self, client: int, ttl: float) -> None:
         token = self.tokens[client]
         if token in self.deadlines:
-            result = self.cluster.run(extend_flow(self.spec, token, 1.0, self.cluster.now))
-            if result.ok:
-                self.deadlines[token] = result.deadline
-            elif result.token_gone:
+            lease = Lease(token, self.deadlines[token])
+            result = self.cluster.run(extend_flow(self.spec, lease, ttl, self.cluster.now))
+            if result.token_gone and not result.ok:
                 del self.deadlines[token]
+            else:
+                self.deadlines[token] = lease.deadline
 
     @rule(seconds=st.floats(min_value=0, max_value=1.5))
     def time_passes(self, seconds: float) -> None:

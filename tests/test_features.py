@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -21,20 +20,7 @@ from redlock import LockLost, QuorumUnavailable, Redlock
 from redlock.fencing import FencedStore
 from redlock.servers import LocalMasters
 
-from .conftest import ClientFactory, MastersFactory
-
-
-def unique(prefix: str = "lock") -> str:
-    return f"{prefix}:{uuid.uuid4().hex}"
-
-
-def eventually(check: Callable[[], bool], within: float = 10.0) -> bool:
-    give_up = time.monotonic() + within
-    while not check():
-        if time.monotonic() > give_up:
-            return False
-        time.sleep(0.01)
-    return True
+from .conftest import ClientFactory, MastersFactory, eventually, unique
 
 
 @pytest.fixture

@@ -1,0 +1,120 @@
+"""The client against faults of the connection kind, on real masters, for both APIs.
+
+Masters that close idle connections, masters that stop answering while they owe replies,
+a client closed while it renews a lock: each test sets the fault up for real and checks
+what is left on the masters afterwards.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+import pytest
+import redis
+
+from redlock import LockLost, QuorumUnavailable
+
+from .conftest import ClientFactory, MastersFactory, eventually, unique
+
+
+def test_connections_closed_by_idle_masters_are_replaced(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+    """Redis's ``timeout`` setting closes idle connections; the next round must reconnect
+    them rather than write into a dead socket and count those masters as failed."""
+    masters = fresh_masters(3)
+    raw = [redis.Redis.from_url(url) for url in masters.urls]
+    for master in raw:
+        master.config_set("timeout", 1)
+    rl = client(masters.urls, wake_on_release=False)
+    lock = rl.lock(unique(), ttl=30.0)
+    assert lock.acquire(blocking=False)
+    time.sleep(2.5)  # each master closes our connection to it
+    lock.release()  # would be LockLost if the dead connections were written to
+    assert [master.exists(lock.name) for master in raw] == [0, 0, 0]
+    time.sleep(2.5)
+    assert lock.acquire(blocking=False)
+    lock.release()
+
+
+def test_a_master_owing_many_replies_still_gets_the_rollbacks(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    """Attempts that fail while a hung master owes replies must not leave our key on it
+    once it resumes: each SET sent to it is followed by its rollback, even past the limit
+    of unanswered commands after which it is sent no new SETs."""
+    masters = fresh_masters(3)
+    a, b, c = (redis.Redis.from_url(url) for url in masters.urls)
+    rl = client(masters.urls, wake_on_release=False)
+    name = unique()
+    a.set(name, "other", px=60_000)
+    b.set(name, "other", px=60_000)
+    lock = rl.lock(name, ttl=30.0)
+    masters[2].pause()
+    try:
+        outcomes = collections.Counter(lock.acquire(blocking=False) for _ in range(12))
+    finally:
+        masters[2].resume()
+    assert outcomes == {False: 12}  # held by "other" on a majority: a denial, not QuorumUnavailable
+    # Once C answers, it has run what it was sent, in order: each SET, then its rollback.
+    assert eventually(lambda: c.get(name) is None and c.ping())
+    time.sleep(0.5)
+    assert c.get(name) is None
+
+
+def test_close_stops_auto_extension(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+    masters = fresh_masters(3)
+    raw = [redis.Redis.from_url(url) for url in masters.urls]
+    rl = client(masters.urls, wake_on_release=False)
+    lost: list[object] = []
+    lock = rl.lock(unique(), ttl=0.6, auto_extend=True, on_lost=lost.append)
+    assert lock.acquire(blocking=False)
+    rl.close()
+    # Nobody renews it now: it expires on every master, and the holder sees its validity end.
+    assert eventually(lambda: all(master.exists(lock.name) == 0 for master in raw), within=5)
+    assert not lock.locked()
+    assert lost == []  # not lost while held: the client was closed under it
+    assert eventually(lambda: not any(t.name.startswith("redlock-renew") for t in threading.enumerate()))
+    assert [len(master.client_list()) for master in raw] == [1, 1, 1]  # only our raw client
+
+
+def test_extend_of_a_lost_lock_sends_nothing(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+    masters = fresh_masters(3)
+    raw = [redis.Redis.from_url(url) for url in masters.urls]
+    rl = client(masters.urls, wake_on_release=False)
+    lock = rl.lock(unique(), ttl=0.5, auto_extend=True)
+    assert lock.acquire(blocking=False)
+    for master in raw:
+        master.delete(lock.name)
+    assert eventually(lambda: not lock.locked())
+    before = [int(master.info("stats")["total_commands_processed"]) for master in raw]
+    with pytest.raises(LockLost, match="lost while held"):
+        lock.extend()
+    after = [int(master.info("stats")["total_commands_processed"]) for master in raw]
+    assert [b - a for a, b in zip(before, after, strict=True)] == [1, 1, 1]  # our INFO only
+    with pytest.raises(LockLost):
+        lock.release()
+
+
+def test_a_decided_round_does_not_count_a_hung_master_as_unreachable(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    """Two of three deny; the third, hung, is not awaited: the answer is "held by others",
+    never QuorumUnavailable (which would say the cluster is down)."""
+    masters = fresh_masters(3)
+    a, b = (redis.Redis.from_url(url) for url in masters.urls[:2])
+    rl = client(masters.urls, wake_on_release=False)
+    name = unique()
+    a.set(name, "other", px=60_000)
+    b.set(name, "other", px=60_000)
+    masters[2].pause()
+    try:
+        results = []
+        for _ in range(20):
+            try:
+                results.append(rl.lock(name, ttl=5.0).acquire(blocking=False))
+            except QuorumUnavailable as error:  # pragma: no cover - the failure being tested for
+                results.append(error)
+    finally:
+        masters[2].resume()
+    assert results == [False] * 20
