@@ -111,13 +111,16 @@ def kill_majority(run: Run) -> None:
     run.sleep_until(started + duration * 0.25)
     faults = [run.nemesis.kill(i) for i in victims]
     run.sleep(down)
+    # A fault's window closes once its master is back; a majority may be up a moment
+    # before the first window closes, so "down" ends when the first restart begins.
+    restarts_began = time.monotonic()
     for fault in faults:
         run.nemesis.end(fault)
     _finish(pending)
 
     def unavailable_then_live(history: History, verdict: Verdict) -> None:
         windows = [w for w in (fault_window(history, f) for f in faults) if w is not None]
-        down, up = max(w.start for w in windows), min(w.end for w in windows)
+        down, up = max(w.start for w in windows), min([w.end for w in windows] + [restarts_began])
         during = [(i, r) for i, r in _acquires(history) if i.time > down and r is not None and r.time < up]
         granted = [r for _, r in during if r.ok]
         refused = [r for _, r in during if r.error and r.error.startswith("QuorumUnavailable")]
