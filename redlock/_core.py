@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -381,34 +382,42 @@ class Lease:
     #: Set by release: renewal stops at its next step.
     ended: bool = False
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
-    _extend_ids: Iterator[int] = field(default_factory=itertools.count, repr=False)
+    #: Extends are numbered from 1, in the order they begin; the masters apply an extend
+    #: only if it is newer than the last one they applied (see _scripts.EXTEND).
+    _extend_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+    #: The renewer's thread and the user's may extend at once.
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def begin_extend(self, candidate: float) -> int:
-        """Register an extend that will give ``candidate`` if it succeeds; its id."""
-        floor = candidate
-        for other in self._extends.values():
-            floor = min(floor, other.candidate)
-            other.floor = min(other.floor, candidate)
-        extend_id = next(self._extend_ids)
-        self._extends[extend_id] = _Extend(candidate, floor)
-        return extend_id
+        """Register an extend that will give ``candidate`` if it succeeds; its number."""
+        with self._guard:
+            floor = candidate
+            for other in self._extends.values():
+                floor = min(floor, other.candidate)
+                other.floor = min(other.floor, candidate)
+            extend_id = next(self._extend_ids)
+            self._extends[extend_id] = _Extend(candidate, floor)
+            return extend_id
 
     def end_extend(self, extend_id: int, *, ok: bool, may_have_landed: bool) -> None:
         """Account for a finished extend (or one abandoned midway).
 
         A success moves the deadline to the lowest candidate among overlapping extends (a
         user's ``extend(ttl=1)`` racing the renewer must not leave the holder counting on
-        the renewer's longer ttl). A failure that may have reset the ttl on some master
-        still caps the deadline at its own candidate: enough masters may now carry the
-        shorter ttl for the old deadline to be wrong.
+        the renewer's longer ttl). An older extend that lands after this one is refused by
+        the masters, which remember the number of the newest extend they applied. A failure
+        that may have reset the ttl on some master still caps the deadline at its own
+        candidate: enough masters may now carry the shorter ttl for the old deadline to be
+        wrong.
         """
-        extend = self._extends.pop(extend_id)
-        if self.lost:
-            return
-        if ok:
-            self.deadline = extend.floor
-        elif may_have_landed:
-            self.deadline = min(self.deadline, extend.candidate)
+        with self._guard:
+            extend = self._extends.pop(extend_id)
+            if self.lost:
+                return
+            if ok:
+                self.deadline = extend.floor
+            elif may_have_landed:
+                self.deadline = min(self.deadline, extend.candidate)
 
 
 class Tokens:
@@ -434,6 +443,12 @@ class Tokens:
 def fence_key(key: str) -> str:
     """Where each master keeps the highest fencing token it has seen for ``key``."""
     return f"redlock:fence:{key}"
+
+
+def order_key(key: str) -> str:
+    """Where each master keeps which extend of the current holding of ``key`` it applied
+    last, so that an extend arriving late never undoes a newer one."""
+    return f"redlock:order:{key}"
 
 
 def subscription_changes(wanted: set[str], subscribed: set[str]) -> tuple[list[str], list[str]]:
@@ -612,7 +627,10 @@ def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
     extend_id = lease.begin_extend(spec.deadline_after(started, ttl))
     finished = False
     try:
-        extend = spec.round(Command.run_script(_scripts.EXTEND, [spec.key], [lease.token, ttl_milliseconds(ttl)]))
+        command = Command.run_script(
+            _scripts.EXTEND, [spec.key, order_key(spec.key)], [lease.token, ttl_milliseconds(ttl), extend_id]
+        )
+        extend = spec.round(command)
         now = yield extend
         deadline = spec.deadline_after(started, ttl)
         ok = extend.majority_granted and deadline > now
@@ -640,9 +658,11 @@ def release_flow(spec: LockSpec, token: str, now: float, *, notify: bool = True)
     With ``notify``, each master that deleted it announces the release to waiters.
     """
     if notify:
-        command = Command.run_script(_scripts.RELEASE_AND_NOTIFY, [spec.key], [token, release_channel(spec.key)])
+        command = Command.run_script(
+            _scripts.RELEASE_AND_NOTIFY, [spec.key, order_key(spec.key)], [token, release_channel(spec.key)]
+        )
     else:
-        command = _release_command(spec, token)
+        command = Command.run_script(_scripts.RELEASE, [spec.key, order_key(spec.key)], [token])
     release = spec.round(command, cleanup=True)
     yield release
     gone = release.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum

@@ -19,31 +19,42 @@ class Script:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
 
 
-# KEYS[1] lock key; ARGV[1] our token.
+# KEYS[1] lock key; KEYS[2] (optional) its extend-order key; ARGV[1] our token.
 # Returns 1 when our token was there and is now deleted, 0 otherwise. Used for release and
 # for the rollback of a failed acquire: it never deletes another holder's key.
 RELEASE = Script(
     """
 if redis.call('get', KEYS[1]) == ARGV[1] then
+    if KEYS[2] then redis.call('del', KEYS[2]) end
     return redis.call('del', KEYS[1])
 end
 return 0
 """
 )
 
-# KEYS[1] lock key; ARGV[1] our token; ARGV[2] new ttl in milliseconds.
-# Returns 1 when our token was there and its ttl is now ARGV[2], 0 otherwise. A key that is
-# gone stays gone: extending must never re-create a lock that expired.
+# KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] our token; ARGV[2] new ttl in
+# milliseconds; ARGV[3] the number of this extend within our holding (1, 2, ...).
+# Returns 1 when our token is there: its ttl is now ARGV[2], or a newer extend of ours
+# already set it (this one arrived late and must not undo that, e.g. a ttl=1 extend landing
+# after a later ttl=10 one). Returns 0 when our token is gone: extending must never
+# re-create a lock that expired. The order key lives exactly as long as the lock key.
 EXTEND = Script(
     """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('pexpire', KEYS[1], ARGV[2])
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+    return 0
 end
-return 0
+local mark = ARGV[1] .. ':'
+local last = redis.call('get', KEYS[2])
+if last and string.sub(last, 1, #mark) == mark and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
+    return 1
+end
+redis.call('set', KEYS[2], mark .. ARGV[3], 'PX', ARGV[2])
+return redis.call('pexpire', KEYS[1], ARGV[2])
 """
 )
 
-# KEYS[1] lock key; ARGV[1] our token; ARGV[2] the channel waiters listen on.
+# KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] our token; ARGV[2] the channel
+# waiters listen on.
 # As RELEASE, and on success publishes our token on ARGV[2], so that a client waiting for
 # this lock retries at once instead of at its next timer; the token lets a listener count
 # the N copies of one release (one per master) as one. Rollbacks use plain RELEASE: a
@@ -51,7 +62,7 @@ return 0
 RELEASE_AND_NOTIFY = Script(
     """
 if redis.call('get', KEYS[1]) == ARGV[1] then
-    redis.call('del', KEYS[1])
+    redis.call('del', KEYS[1], KEYS[2])
     redis.call('publish', ARGV[2], ARGV[1])
     return 1
 end

@@ -79,9 +79,9 @@ class _Link:
         #: thread writes and reads. ``guard`` covers the hand-over from the connecting thread.
         self.ready = False
         self.guard = threading.RLock()
-        #: Between recording a command as sent and having written it: an interruption here
-        #: leaves ``in_flight`` out of step with the connection.
-        self.writing = False
+        #: Between touching the connection and recording it in ``in_flight`` (a write, or a
+        #: read and the matching of its reply): an interruption here leaves the two out of step.
+        self.mid_exchange = False
         #: Set by the client's close(): a connect that finishes later hangs up at once.
         self.abandoned = False
 
@@ -106,10 +106,10 @@ class _Link:
         """Send ``command``, whose reply belongs to ``owner`` (None: nobody waits for it)."""
         encode = self.connection.pack_command
         packed = encode(*command.args) if packer is None else packer.pack(command, encode)
-        self.writing = True
+        self.mid_exchange = True
         self.in_flight.sent(command, owner, self.node)
         self.connection.send_packed_command(packed, check_health=False)
-        self.writing = False
+        self.mid_exchange = False
 
     def connect_and_flush(self) -> None:
         """In a connecting thread: connect, load the scripts, send the backlog in order."""
@@ -141,7 +141,7 @@ class _Link:
         """Drop the connection: what was in flight on it can no longer be matched to replies."""
         with self.guard:
             self.ready = False
-            self.writing = False
+            self.mid_exchange = False
             self.connection.disconnect()
             self.in_flight.clear()
             self.backlog.clear()
@@ -204,9 +204,12 @@ class _Driver:
         try:
             try:
                 return self._run_on(lane, flow, interrupt)
-            except BaseException:
+            except BaseException as interruption:
                 if rollback is not None:
-                    self._run_on(lane, rollback(), None)
+                    try:
+                        self._run_on(lane, rollback(), None)
+                    except Exception as failure:  # the interruption is what the caller must see
+                        interruption.add_note(f"redlock: rolling back the interrupted acquire failed: {failure!r}")
                 raise
         finally:
             flow.close()
@@ -230,9 +233,9 @@ class _Driver:
         except BaseException:
             # redis-py hangs up a connection interrupted mid-read or mid-write; the others'
             # late replies stay matched by in_flight, except where the interruption fell
-            # between recording a command and writing it.
+            # between the connection and in_flight.
             for link in lane:
-                if link.writing:
+                if link.mid_exchange:
                     link.reset()
             raise
 
@@ -285,7 +288,8 @@ class _Driver:
     # --- one round ------------------------------------------------------------------------
 
     def _run_round(self, lane: list[_Link], round_: Round) -> None:
-        self._raise_if_closed()
+        if not round_.cleanup:  # a clean-up still runs: it takes our keys back
+            self._raise_if_closed()
         deadline = self._clock() + round_.timeout
         self._drop_hung_up(lane, round_)
         connecting = self._start_connects(lane, round_)
@@ -372,6 +376,7 @@ class _Driver:
 
     def _read_one(self, link: _Link, round_: Round | None) -> None:
         reply: object
+        link.mid_exchange = True
         try:
             reply = link.connection.read_response()
         except ResponseError as error:
@@ -382,6 +387,7 @@ class _Driver:
                 round_.record(link.node, *failure_status(error))
             return
         resend = link.in_flight.received(reply, round_)
+        link.mid_exchange = False
         if resend is not None:
             command, owner = resend
             self._send(link, round_, command, owner=owner)
@@ -400,14 +406,20 @@ class _Driver:
                 link.connecting = None  # finished after its round ended, then lost or failed
             if link.connecting is None:
                 link.reset()
-                link.connecting = self._connector.submit(link.connect_and_flush)
+                try:
+                    link.connecting = self._connector.submit(link.connect_and_flush)
+                except RuntimeError as closed:  # the client closed: no new connections
+                    round_.record(node, NodeStatus.UNREACHABLE, str(closed))
+                    continue
             connecting[node] = link.connecting
         return connecting
 
     def _connected(self, link: _Link, round_: Round) -> None:
         """A connect finished; its thread sent the backlog. Record why, if it failed."""
         future, link.connecting = link.connecting, None
-        error = None if future is None else future.exception()
+        error: BaseException | None = None
+        if future is not None:
+            error = ClientClosed("the client closed before connecting") if future.cancelled() else future.exception()
         if error is not None:
             link.reset()
             if round_ is not None and link.node in round_.pending:

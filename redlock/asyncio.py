@@ -266,9 +266,12 @@ class _Driver:
         try:
             try:
                 return await self._run_on(lane, flow)
-            except BaseException:
+            except BaseException as interruption:
                 if rollback is not None:
-                    await _complete_despite_cancellation(self._run_on(lane, rollback()))
+                    try:
+                        await _complete_despite_cancellation(self._run_on(lane, rollback()))
+                    except Exception as failure:  # the interruption is what the caller must see
+                        interruption.add_note(f"redlock: rolling back the interrupted acquire failed: {failure!r}")
                 raise
         finally:
             flow.close()
@@ -330,7 +333,8 @@ class _Driver:
             await asyncio.sleep(pause.seconds)
 
     async def _run_round(self, lane: list[_Link], round_: Round) -> None:
-        self._raise_if_closed()
+        if not round_.cleanup:  # a clean-up still runs: it takes our keys back
+            self._raise_if_closed()
         loop = asyncio.get_running_loop()
         deadline = self._clock() + round_.timeout
         settled: asyncio.Future[None] = loop.create_future()

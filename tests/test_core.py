@@ -205,9 +205,13 @@ class ModelMaster:
     up: bool = True
     keys: dict[str, tuple[str, float]] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
+    #: The extend-order key: the token and number of the last extend applied, per lock.
+    applied_extends: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def apply(self, command: Command, now: float) -> object:
         self.keys = {k: v for k, v in self.keys.items() if v[1] > now}
+        # The order key expires with its lock key (the script gives both the same ttl).
+        self.applied_extends = {k: v for k, v in self.applied_extends.items() if k in self.keys}
         args = command.args
         if args[0] == "SET":
             return self.set_nx_px(str(args[1]), str(args[2]), int(args[5]), now)
@@ -224,9 +228,15 @@ class ModelMaster:
             return 0
         if script in (_scripts.RELEASE, _scripts.RELEASE_AND_NOTIFY):
             del self.keys[key]
+            self.applied_extends.pop(key, None)
         else:
             assert script is _scripts.EXTEND
-            self.keys[key] = (str(argv[0]), now + int(argv[1]) / 1000)
+            token, number = str(argv[0]), int(argv[2])
+            last = self.applied_extends.get(key)
+            if last is not None and last[0] == token and last[1] >= number:
+                return 1  # a newer extend of this holding was applied already
+            self.applied_extends[key] = (token, number)
+            self.keys[key] = (token, now + int(argv[1]) / 1000)
         return 1
 
     def set_nx_px(self, key: str, token: str, ttl_ms: int, now: float) -> bytes | None:
@@ -539,6 +549,8 @@ class MutualExclusion(RuleBasedStateMachine):
         self.cluster = ModelCluster(5, round_time=0.01)
         self.spec = dataclasses.replace(self.cluster.spec(ttl=1.0), fencing=True)
         self.deadlines: dict[str, float] = {}
+        #: Each holding's lease: it numbers the holding's extends.
+        self.leases: dict[str, Lease] = {}
         self.tokens = [f"client{i}" for i in range(3)]
         self.fencing_tokens: list[int] = []
 
@@ -554,6 +566,7 @@ class MutualExclusion(RuleBasedStateMachine):
         )
         if result.ok:
             self.deadlines[token] = result.deadline
+            self.leases[token] = Lease(token, result.deadline)
             assert result.fencing_token is not None
             self.fencing_tokens.append(result.fencing_token)
 
@@ -568,7 +581,7 @@ class MutualExclusion(RuleBasedStateMachine):
     def extend(self, client: int, ttl: float) -> None:
         token = self.tokens[client]
         if token in self.deadlines:
-            lease = Lease(token, self.deadlines[token])
+            lease = self.leases[token]
             result = self.cluster.run(extend_flow(self.spec, lease, ttl, self.cluster.now))
             if result.token_gone and not result.ok:
                 del self.deadlines[token]

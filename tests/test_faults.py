@@ -14,7 +14,8 @@ import time
 import pytest
 import redis
 
-from redlock import LockLost, QuorumUnavailable
+from redlock import LockLost, QuorumUnavailable, _scripts
+from redlock._core import order_key
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
 
@@ -118,3 +119,49 @@ def test_a_decided_round_does_not_count_a_hung_master_as_unreachable(
     finally:
         masters[2].resume()
     assert results == [False] * 20
+
+
+def test_close_during_an_acquire_still_rolls_it_back(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+    """close() from another thread while an acquire waits on a hung master: the attempt
+    fails, and its rollback still runs, so our key is left on no master."""
+    masters = fresh_masters(3)
+    raw = [redis.Redis.from_url(url) for url in masters.urls]
+    name = unique()
+    raw[0].set(name, "someone-else", px=30_000)  # denies, so the attempt fails
+    rl = client(masters.urls, node_timeout=0.5, wake_on_release=False)
+    lock = rl.lock(name, ttl=30.0)
+    outcome: list[object] = []
+    masters[1].pause()  # the SET round waits node_timeout for it
+    try:
+        acquiring = threading.Thread(target=lambda: outcome.append(lock.acquire(blocking=False)))
+        acquiring.start()
+        time.sleep(0.2)
+        rl.close()
+        acquiring.join(timeout=30)
+    finally:
+        masters[1].resume()
+    assert outcome == [False]
+    assert eventually(lambda: [master.get(name) for master in raw] == [b"someone-else", None, None])
+    time.sleep(0.3)  # what master 1 was sent while hung has run by now
+    assert [master.get(name) for master in raw] == [b"someone-else", None, None]
+
+
+def test_a_late_extend_never_undoes_a_newer_one(fresh_masters: MastersFactory) -> None:
+    """The EXTEND script itself: a master applies an extend only if it is newer than the
+    last one of the same holding it applied, and release takes the order key away too."""
+    (master,) = (redis.Redis.from_url(url) for url in fresh_masters(1).urls)
+    name = unique()
+    master.set(name, "me", px=5_000)
+
+    def extend(ttl_ms: int, number: int) -> object:
+        return master.eval(_scripts.EXTEND.source, 2, name, order_key(name), "me", ttl_ms, number)
+
+    assert extend(20_000, 2) == 1
+    assert extend(1_000, 1) == 1  # late: the key is ours, but its ttl stays
+    assert master.pttl(name) > 15_000
+    assert extend(1_000, 3) == 1  # newer: applied
+    assert master.pttl(name) <= 1_000
+    assert master.pttl(order_key(name)) <= 1_000  # lives exactly as long as the lock key
+    assert master.eval(_scripts.EXTEND.source, 2, name, order_key(name), "other", 9_000, 9) == 0
+    assert master.eval(_scripts.RELEASE.source, 2, name, order_key(name), "me") == 1
+    assert master.exists(name, order_key(name)) == 0
