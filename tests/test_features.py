@@ -264,6 +264,32 @@ def test_asyncio_cancelled_acquire_rolls_back(fresh_masters: MastersFactory) -> 
             assert direct.get(name) is None
 
 
+def test_asyncio_acquire_cancelled_as_the_client_closes_stays_cancelled(fresh_masters: MastersFactory) -> None:
+    """aclose() and a cancel of the acquiring task in the same window: the task ends
+    cancelled (asyncio.timeout and TaskGroup rely on it), and nothing is left behind."""
+    cluster = fresh_masters(3)
+    raw = [redis.Redis.from_url(url) for url in cluster.urls]
+    name = unique()
+    raw[0].set(name, "someone-else", px=30_000)
+
+    async def scenario() -> None:
+        rl = redlock.asyncio.Redlock(cluster.urls, node_timeout=0.5, wake_on_release=False)
+        task = asyncio.ensure_future(rl.lock(name, ttl=30.0).acquire(blocking=False))
+        await asyncio.sleep(0.2)  # the SET round waits for the hung master
+        await rl.aclose()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+
+    cluster[1].pause()
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), 30))
+    finally:
+        cluster[1].resume()
+    assert eventually(lambda: [master.get(name) for master in raw] == [b"someone-else", None, None])
+
+
 def test_asyncio_cancelled_release_still_releases(masters: LocalMasters) -> None:
     name = unique()
 
