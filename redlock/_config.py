@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from redis.connection import parse_url
 
-from redlock._core import MIN_TTL, validity_left
+from redlock._core import MIN_TTL, RESERVED_PREFIXES, validity_left
 
 #: Connection settings worth keeping from a client the caller configured: who to talk to and
 #: how to authenticate. Everything else (timeouts, retries, health checks, handshake extras)
@@ -62,6 +62,12 @@ def check_lock_name(name: object) -> str:
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     if not name:
         raise ValueError("name must not be empty")
+    for prefix in RESERVED_PREFIXES:
+        if name.startswith(prefix):
+            raise ValueError(
+                f"name must not start with {prefix!r}: that prefix is reserved for the keys "
+                f"each lock keeps beside its own (got {name!r})"
+            )
     return name
 
 

@@ -440,15 +440,22 @@ class Tokens:
         self.outstanding.remove(token)
 
 
+FENCE_PREFIX = "redlock:fence:"
+ORDER_PREFIX = "redlock:order:"
+#: Lock names may not start with these: such a lock's key would be another lock's
+#: bookkeeping key, which that lock's scripts overwrite and delete without asking.
+RESERVED_PREFIXES = (FENCE_PREFIX, ORDER_PREFIX)
+
+
 def fence_key(key: str) -> str:
     """Where each master keeps the highest fencing token it has seen for ``key``."""
-    return f"redlock:fence:{key}"
+    return FENCE_PREFIX + key
 
 
 def order_key(key: str) -> str:
     """Where each master keeps which extend of the current holding of ``key`` it applied
     last, so that an extend arriving late never undoes a newer one."""
-    return f"redlock:order:{key}"
+    return ORDER_PREFIX + key
 
 
 def subscription_changes(wanted: set[str], subscribed: set[str]) -> tuple[list[str], list[str]]:

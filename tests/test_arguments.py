@@ -67,6 +67,8 @@ def test_each_api_takes_only_its_own_kind_of_redis_client() -> None:
     [
         ((42,), {}, TypeError, "name"),
         (("",), {}, ValueError, "name"),
+        (("redlock:order:jobs",), {}, ValueError, "name must not start with 'redlock:order:'"),
+        (("redlock:fence:jobs",), {}, ValueError, "name must not start with 'redlock:fence:'"),
         (("x",), {"ttl": 0}, ValueError, "ttl"),
         (("x",), {"ttl": -5}, ValueError, "ttl"),
         (("x",), {"ttl": "10s"}, TypeError, "ttl"),
