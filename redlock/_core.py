@@ -379,8 +379,11 @@ class Lease:
     fencing_token: int | None = None
     #: Set when renewal found the lock gone, or its validity ran out before an extend worked.
     lost: bool = False
-    #: Set by release: renewal stops at its next step.
+    #: Set by release: renewal stops at its next step, and the holder may rely on it no more.
     ended: bool = False
+    #: Set by a release that no majority answered: our token may still hold the lock on
+    #: some masters until it expires, so the Lock keeps it for ``release()`` to be retried.
+    release_unconfirmed: bool = False
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
     #: Extends are numbered from 1, in the order they begin; the masters apply an extend
     #: only if it is newer than the last one they applied (see _scripts.EXTEND).

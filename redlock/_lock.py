@@ -171,7 +171,8 @@ class LockState(Generic[ClusterT]):
 
     @property
     def token(self) -> str | None:
-        """Our random token from acquire until release completes (None otherwise)."""
+        """Our random token from acquire until a majority confirms or refuses its release
+        (None otherwise): after a release that reached no majority it stays, for a retry."""
         return None if self._lease is None else self._lease.token
 
     @property
@@ -181,9 +182,9 @@ class LockState(Generic[ClusterT]):
 
     @property
     def validity(self) -> float:
-        """Seconds this holder may still rely on the lock; 0.0 when not held or lost."""
+        """Seconds this holder may still rely on the lock; 0.0 when not held, lost or released."""
         lease = self._lease
-        if lease is None or lease.lost:
+        if lease is None or lease.lost or lease.ended:
             return 0.0
         return max(0.0, lease.deadline - self._cluster.clock())
 
@@ -192,7 +193,7 @@ class LockState(Generic[ClusterT]):
         """The ``time.monotonic()`` time until which this holder may rely on the lock
         (moved by each extend); None when not held or lost."""
         lease = self._lease
-        return None if lease is None or lease.lost else lease.deadline
+        return None if lease is None or lease.lost or lease.ended else lease.deadline
 
     def locked(self) -> bool:
         """Whether this object holds the lock and its validity has not run out."""
@@ -245,6 +246,18 @@ class LockState(Generic[ClusterT]):
         return lease, release_flow(self._spec, lease.token, self._cluster.clock())
 
     def _released(self, lease: Lease, result: Result) -> None:
+        if not result.ok and not result.token_gone:
+            # Neither confirmed nor refused by a majority (masters down or hung): our keys
+            # may still be there, blocking everyone until they expire. Forgetting the token
+            # would leave the caller no way to try again.
+            lease.release_unconfirmed = True
+            raise self._error(
+                LockLost,
+                f"release of {self.name!r} could not reach a majority of masters to confirm it: our token "
+                "may still hold the lock on some of them until it expires; this Lock keeps the token, "
+                "so release() can be retried",
+                result,
+            )
         if self._lease is lease:
             self._lease = None
         if not result.ok:
@@ -254,7 +267,7 @@ class LockState(Generic[ClusterT]):
                 "the lock expired or was taken, so the work under it may have run unprotected",
                 result,
             )
-        if lease.lost:
+        if lease.lost and not lease.release_unconfirmed:  # a retry: the caller heard already
             raise self._error(
                 LockLost,
                 f"lock {self.name!r} was lost while held (auto-extension could not renew it in time)",

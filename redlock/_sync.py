@@ -646,7 +646,11 @@ class Lock(LockState[Redlock]):
         return True
 
     def release(self) -> None:
-        """Delete our token on every master; LockLost if a majority no longer held it."""
+        """Delete our token on every master; LockLost if a majority no longer held it.
+
+        LockLost too when no majority answered at all (masters down or hung): the token is
+        then kept, our keys may block others until they expire, and release() may be retried.
+        """
         lease, flow = self._release_flow()
         self._stop_renewer()
         self._released(lease, self._cluster._driver.run(flow))

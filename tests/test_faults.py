@@ -165,3 +165,33 @@ def test_a_late_extend_never_undoes_a_newer_one(fresh_masters: MastersFactory) -
     assert master.eval(_scripts.EXTEND.source, 2, name, order_key(name), "other", 9_000, 9) == 0
     assert master.eval(_scripts.RELEASE.source, 2, name, order_key(name), "me") == 1
     assert master.exists(name, order_key(name)) == 0
+
+
+def test_a_release_no_majority_answered_keeps_the_token_for_a_retry(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    """With a majority down, release can neither confirm nor refuse: our keys may still
+    block everyone, so the token stays and a later release() takes them back."""
+    masters = fresh_masters(3, persistence="aof-always")  # the restarted masters keep our key
+    raw = [redis.Redis.from_url(url) for url in masters.urls]
+    # fsync stalls on a shared disk, not latency, are what a generous node_timeout covers.
+    rl = client(masters.urls, node_timeout=2.0, wake_on_release=False)
+    lock = rl.lock(unique(), ttl=60.0)
+    assert lock.acquire(blocking=False)
+    token = lock.token
+    assert token is not None
+    assert eventually(lambda: all(master.get(lock.name) == token.encode() for master in raw))
+    masters[0].kill()
+    masters[1].kill()
+    with pytest.raises(LockLost, match="could not reach a majority") as lost:
+        lock.release()
+    assert lost.value.granted == 1
+    assert lock.token == token  # kept for the retry
+    assert not lock.locked()  # a release was asked for: the holder may not rely on it now
+    assert raw[2].get(lock.name) is None  # deleted where it could be
+    masters[0].restart()
+    masters[1].restart()
+    assert [master.get(lock.name) for master in raw[:2]] == [token.encode()] * 2
+    lock.release()  # a majority (the two restarted masters) confirms
+    assert lock.token is None
+    assert [master.exists(lock.name) for master in raw] == [0, 0, 0]
