@@ -297,6 +297,10 @@ class _Driver:
             link = lane[node]
             if link.owes_too_much(round_):
                 self._drain(link, round_)
+                if node in round_.outcomes:
+                    # The drain found the connection broken and recorded it: a write now
+                    # would make redis-py reconnect in this thread, past the round's deadline.
+                    continue
             if link.owes_too_much(round_):
                 round_.record(node, NodeStatus.TIMEOUT, f"hung: {len(link.in_flight)} earlier replies unanswered")
             elif node not in connecting:
