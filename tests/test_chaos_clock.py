@@ -139,9 +139,11 @@ def test_a_rate_change_does_not_jump_the_clock(faked: tuple[LocalMaster, ClockCo
     # With "+0 x2" libfaketime would jump by the process's whole uptime at once.
     time.sleep(1.0)
     control.rate(2)
+    since = time.monotonic()
     assert abs(master_offset(r)) < 0.3
     time.sleep(0.5)
-    assert master_offset(r) == pytest.approx(0.5, abs=0.3)
+    # At twice the speed the master gains what really passed (a busy host oversleeps).
+    assert master_offset(r) == pytest.approx(time.monotonic() - since, abs=0.2)
     assert master_offset(r) == pytest.approx(control.offset, abs=0.2)
     control.rate(1)
     time.sleep(0.3)

@@ -144,8 +144,9 @@ def test_latency_delays_each_direction(proxies: ProxyLoop, master: tuple[str, in
         assert elapsed < 3 * 0.25 + 3.0  # generous: only "not wildly more"
         link.set_latency()
         start = time.monotonic()
-        assert r.ping()
-        assert time.monotonic() - start < 0.25
+        for _ in range(3):
+            assert r.ping()
+        assert time.monotonic() - start < 3 * 0.25  # below what the latency alone took
     with pytest.raises(ValueError, match=">= 0"):
         link.set_latency(to_server=-1)
 
