@@ -80,6 +80,10 @@ def ttl_milliseconds(ttl: float) -> int:
     return max(1, math.floor(ttl * 1000))
 
 
+#: A pause that ended this much before its time was cut short by a release announcement.
+WOKEN_MARGIN = 0.001
+
+
 def retry_delays(base: float, rng: random.Random) -> Iterator[float]:
     """Endless jittered delays between attempts, uniform in [base/2, 3*base/2].
 
@@ -560,6 +564,7 @@ def acquire_flow(
     unreachable_since: float | None = None
     delays = retry_delays(spec.retry_delay, rng)
     attempts = 0
+    woken = False
     while True:
         attempts += 1
         token = tokens.fresh()
@@ -613,6 +618,12 @@ def acquire_flow(
         if unreachable_since is not None and timeout is None and now - unreachable_since >= spec.unavailable_timeout:
             return failure
         delay = next(delays)
+        if woken:
+            # A release on one master woke us, yet a majority refused: the release was sent
+            # to all masters at once, and the others may not have run it yet (the other
+            # announcements of it arrived while we were not listening). Look again once each
+            # master has had node_timeout to run it, not a whole retry delay later.
+            delay = min(delay, spec.node_timeout)
         if give_up_at is not None:
             if now >= give_up_at:
                 return Result(
@@ -624,7 +635,9 @@ def acquire_flow(
                     attempts=attempts,
                 )
             delay = min(delay, give_up_at - now)
+        resume_at = now + delay
         now = yield Pause(delay, wake_on=spec.key)
+        woken = now < resume_at - WOKEN_MARGIN
 
 
 def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:

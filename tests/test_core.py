@@ -104,6 +104,40 @@ def test_two_clients_do_not_retry_in_lockstep() -> None:
     assert all(a != b for a, b in zip(first, second, strict=True))
 
 
+@given(
+    seed=st.integers(),
+    retry_delay=st.floats(min_value=0.2, max_value=10),
+    woken_after=st.floats(min_value=0.0, max_value=0.09),
+    woken=st.lists(st.booleans(), min_size=1, max_size=6),
+)
+def test_a_waiter_woken_then_refused_looks_again_after_node_timeout(
+    seed: int, retry_delay: float, woken_after: float, woken: list[bool]
+) -> None:
+    """A release announced by one master may not have reached the others when the woken
+    waiter's SETs arrive there: the next look comes after node_timeout, not a whole retry
+    delay (the other announcements came while nobody listened). A pause that ran its course
+    is followed by the usual jittered delay."""
+    spec = dataclasses.replace(ModelCluster(5).spec(), retry_delay=retry_delay)
+    flow = acquire_flow(spec, Tokens(lambda: "t"), 0.0, blocking=True, timeout=None, rng=random.Random(seed))
+    request = next(flow)
+    now = 0.0
+    was_woken = False
+    for cut_short in [*woken, False]:
+        assert isinstance(request, Round)
+        for node in request.targets:
+            request.record(node, NodeStatus.DENIED)  # held by someone else everywhere
+        now += 0.001
+        pause = flow.send(now)
+        assert isinstance(pause, Pause)
+        if was_woken:
+            assert pause.seconds <= spec.node_timeout
+        else:
+            assert retry_delay / 2 <= pause.seconds <= 1.5 * retry_delay
+        now += min(woken_after, pause.seconds / 2) if cut_short else pause.seconds
+        was_woken = cut_short
+        request = flow.send(now)
+
+
 def _round(n: int, wait_for_all: bool = False) -> Round:
     names = tuple(f"m{i}" for i in range(n))
     return Round(Command(("PING",)), tuple(range(n)), names, quorum_size(n), 0.05, wait_for_all)
