@@ -392,9 +392,13 @@ def test_a_master_that_forgot_its_scripts_still_releases_and_extends(
     lock = rl.lock(unique(), ttl=10.0)
     assert lock.acquire(blocking=False)
     lock.extend()  # the scripts are now cached on every master
+    token = lock.token.encode()  # type: ignore[union-attr]
+    with redis.Redis.from_url(cluster.urls[1]) as direct:
+        # The acquire returned on a majority: the SET may still be on its way to this one.
+        assert eventually(lambda: direct.get(lock.name) == token)
     cluster[1].restart()  # comes back with the key (AOF) but an empty script cache
     with redis.Redis.from_url(cluster.urls[1]) as direct:
-        assert direct.get(lock.name) == lock.token.encode()  # type: ignore[union-attr]
+        assert direct.get(lock.name) == token
         assert lock.extend() > 9.0
         lock.release()
         assert direct.get(lock.name) is None
