@@ -191,7 +191,7 @@ class LockState(Generic[ClusterT]):
     @property
     def deadline(self) -> float | None:
         """The ``time.monotonic()`` time until which this holder may rely on the lock
-        (moved by each extend); None when not held or lost."""
+        (moved by each extend); None when not held, lost or released."""
         lease = self._lease
         return None if lease is None or lease.lost or lease.ended else lease.deadline
 
