@@ -183,10 +183,8 @@ class LockState(Generic[ClusterT]):
     @property
     def validity(self) -> float:
         """Seconds this holder may still rely on the lock; 0.0 when not held, lost or released."""
-        lease = self._lease
-        if lease is None or lease.lost or lease.ended:
-            return 0.0
-        return max(0.0, lease.deadline - self._cluster.clock())
+        deadline = self.deadline
+        return 0.0 if deadline is None else max(0.0, deadline - self._cluster.clock())
 
     @property
     def deadline(self) -> float | None:
