@@ -12,26 +12,34 @@ from redlock._core import quorum_size, validity_left
 from redlock._sync import Lock, Redlock
 from redlock.exceptions import (
     AcquireTimeout,
+    ClientClosed,
+    LockAlreadyHeld,
     LockLost,
     LockNotAcquired,
     LockNotHeld,
+    MasterMisconfigured,
     NodeOutcome,
     NodeStatus,
     QuorumUnavailable,
     RedlockError,
+    ReleaseUnconfirmed,
 )
 
 __all__ = [
     "AcquireTimeout",
+    "ClientClosed",
     "Lock",
+    "LockAlreadyHeld",
     "LockLost",
     "LockNotAcquired",
     "LockNotHeld",
+    "MasterMisconfigured",
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
     "Redlock",
     "RedlockError",
+    "ReleaseUnconfirmed",
     "quorum_size",
     "validity_left",
 ]

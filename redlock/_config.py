@@ -7,35 +7,59 @@ argument raises ``TypeError`` or ``ValueError`` naming it.
 from __future__ import annotations
 
 import math
+import os
+import ssl
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 from redis.connection import parse_url
 
-from redlock._core import MIN_TTL, RESERVED_PREFIXES, validity_left
+from redlock._connection import Credentials
+from redlock._core import MAX_TTL, MIN_TTL, RESERVED_PREFIXES, validity_left
 
-#: Connection settings worth keeping from a client the caller configured: who to talk to and
-#: how to authenticate. Everything else (timeouts, retries, health checks, handshake extras)
-#: is ours to set, so a caller's defaults cannot turn a refused connection into seconds.
-_IDENTITY_KEYS = frozenset({"host", "port", "path", "db", "username", "password", "credential_provider", "client_name"})
+#: What a caller's redis-py client may tell us beyond its address: who to be. Everything else
+#: (timeouts, retries, health checks, handshake extras) is ours to set, so a caller's defaults
+#: cannot turn a refused connection into seconds.
+_IDENTITY_KEYS = frozenset({"host", "port", "path", "db", "username", "password", "client_name"})
+
+#: TLS settings, named as redis-py names them (URL query parameters or client arguments).
+_TLS_KEYS = frozenset({"ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_check_hostname"})
+
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
 @dataclass(frozen=True)
 class MasterAddress:
-    """One master: a readable name and the keyword arguments that identify it to redis-py."""
+    """One master: a readable name, where it listens, how to speak TLS to it, who we are."""
 
     name: str
-    identity: dict[str, Any]
-    tls: bool
-    unix_socket: bool
+    host: str | None
+    port: int | None
+    #: A unix socket's path (then host and port are None).
+    path: str | None
+    credentials: Credentials
+    #: Built (and so checked) when the address is parsed, before any connection.
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
+    #: The name the server's certificate must carry, or None when not checked.
+    server_hostname: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.ssl_context is not None
+
+    @property
+    def unix_socket(self) -> bool:
+        return self.path is not None
 
     @property
     def endpoint(self) -> tuple[str, object]:
-        """What makes two addresses the same server (database numbers do not)."""
-        if self.unix_socket:
-            return ("unix", self.identity["path"])
-        return (str(self.identity.get("host", "localhost")).lower(), int(self.identity.get("port", 6379)))
+        """What makes two addresses the same server (database numbers do not; nor does
+        calling the loopback interface ``localhost`` rather than ``127.0.0.1``)."""
+        if self.path is not None:
+            return ("unix", os.path.realpath(self.path))
+        host = str(self.host).lower()
+        return ("loopback" if host in _LOOPBACK_NAMES else host, self.port)
 
 
 def check_seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
@@ -46,6 +70,8 @@ def check_seconds(name: str, value: object, *, allow_zero: bool = False) -> floa
     if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
         raise ValueError(f"{name} must be {bound} seconds, got {value!r}")
+    if seconds > MAX_TTL:
+        raise ValueError(f"{name} must be at most {MAX_TTL:.0f} seconds (ten years), got {value!r}")
     return seconds
 
 
@@ -62,6 +88,12 @@ def check_lock_name(name: object) -> str:
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     if not name:
         raise ValueError("name must not be empty")
+    try:
+        name.encode()
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"name must be encodable as UTF-8 (Redis keys are bytes): {error.reason} in {name!r}"
+        ) from None
     for prefix in RESERVED_PREFIXES:
         if name.startswith(prefix):
             raise ValueError(
@@ -75,6 +107,8 @@ def check_ttl(ttl: object, *, node_timeout: float, clock_drift_factor: float) ->
     seconds = check_seconds("ttl", ttl)
     if seconds < MIN_TTL:
         raise ValueError(f"ttl must be at least {MIN_TTL} seconds, got {ttl!r}")
+    if seconds > MAX_TTL:
+        raise ValueError(f"ttl must be at most {MAX_TTL:.0f} seconds (ten years), got {ttl!r}")
     if validity_left(seconds, node_timeout, clock_drift_factor) <= 0:
         raise ValueError(
             f"ttl={ttl!r} leaves no validity once a round takes node_timeout={node_timeout!r} "
@@ -123,67 +157,76 @@ def parse_masters(masters: object, client_types: Sequence[type], client_kind: st
 
 
 def _address(index: int, master: object, client_types: Sequence[type], client_kind: str) -> MasterAddress:
+    where = f"masters[{index}]"
     if isinstance(master, str):
         try:
-            identity = dict(parse_url(master))  # type: ignore[no-untyped-call]
+            settings = dict(parse_url(master))  # type: ignore[no-untyped-call]
         except ValueError as error:
-            raise ValueError(f"masters[{index}] is not a valid Redis URL ({master!r}): {error}") from None
-        tls = master.startswith("rediss://")
+            raise ValueError(f"{where} is not a valid Redis URL ({master!r}): {error}") from None
         unix = master.startswith("unix://")
-        if not unix and not identity.get("host"):
-            raise ValueError(f"masters[{index}] has no host: {master!r}")
-        return _make_address(identity, tls=tls, unix=unix)
+        if not unix and not settings.get("host"):
+            raise ValueError(f"{where} has no host: {master!r}")
+        unknown = set(settings) - _IDENTITY_KEYS - _TLS_KEYS - {"connection_class"}
+        if unknown:
+            raise ValueError(f"{where} has URL parameters this client does not use: {', '.join(sorted(unknown))}")
+        return _make_address(where, settings, tls=master.startswith("rediss://"), unix=unix)
     if isinstance(master, tuple(client_types)):
         pool = master.connection_pool  # type: ignore[attr-defined]
         kwargs: dict[str, Any] = pool.connection_kwargs
-        identity = {key: value for key, value in kwargs.items() if key in _IDENTITY_KEYS or key.startswith("ssl")}
-        connection_class_name = pool.connection_class.__name__
-        return _make_address(identity, tls="SSL" in connection_class_name, unix="Unix" in connection_class_name)
-    raise TypeError(f"masters[{index}] must be a redis:// URL or a {client_kind}, got {type(master).__name__}")
+        if kwargs.get("credential_provider") is not None:
+            raise ValueError(f"{where}: a credential_provider is not supported; give username and password")
+        settings = {key: value for key, value in kwargs.items() if key in _IDENTITY_KEYS or key in _TLS_KEYS}
+        class_name = pool.connection_class.__name__
+        return _make_address(where, settings, tls="SSL" in class_name, unix="Unix" in class_name)
+    raise TypeError(f"{where} must be a redis:// URL or a {client_kind}, got {type(master).__name__}")
 
 
-def _make_address(identity: dict[str, Any], *, tls: bool, unix: bool) -> MasterAddress:
+def _make_address(where: str, settings: dict[str, Any], *, tls: bool, unix: bool) -> MasterAddress:
+    db = settings.get("db") or 0
+    if not isinstance(db, int) or db < 0:
+        raise ValueError(f"{where}: db must be a whole number of zero or more, got {db!r}")
+    credentials = Credentials(
+        username=settings.get("username") or None,
+        password=settings.get("password"),
+        db=db,
+        client_name=settings.get("client_name"),
+    )
     if unix:
-        name = f"unix:{identity['path']}"
-    else:
-        identity.setdefault("port", 6379)
-        name = f"{identity['host']}:{identity['port']}"
-    return MasterAddress(name=name, identity=identity, tls=tls, unix_socket=unix)
+        path = str(settings["path"])
+        return MasterAddress(f"unix:{path}", None, None, path, credentials)
+    host = str(settings["host"])
+    port = int(settings.get("port") or 6379)
+    if not 0 < port < 65536:
+        raise ValueError(f"{where}: port must be in 1..65535, got {port}")
+    context, server_hostname = _tls_context(where, settings, host) if tls else (None, None)
+    return MasterAddress(f"{host}:{port}", host, port, None, credentials, context, server_hostname)
 
 
-def connection_kwargs(address: MasterAddress, node_timeout: float) -> dict[str, Any]:
-    """redis-py connection arguments with every hidden delay switched off.
-
-    No CLIENT SETINFO round trips on connect, no health checks, and socket timeouts equal to
-    node_timeout so that no single call can outlast it. Each driver adds a no-retry policy of
-    its own kind (redis-py 8 defaults to 10 retries with backoff).
-    """
-    return {
-        **address.identity,
-        "socket_timeout": node_timeout,
-        "socket_connect_timeout": node_timeout,
-        "health_check_interval": 0,
-        "driver_info": None,
-        # RESP2: no HELLO round trip on connect, and replies (pub/sub included) as plain lists.
-        "protocol": 2,
-    }
+def _tls_context(where: str, settings: dict[str, Any], host: str) -> tuple[ssl.SSLContext, str | None]:
+    """An SSL context from redis-py's ssl_* settings; a missing or unreadable file is a
+    ValueError naming the setting, here, rather than a failure at the first acquire."""
+    reqs = settings.get("ssl_cert_reqs", "required")
+    verify = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}.get(
+        reqs.lower() if isinstance(reqs, str) else reqs, reqs
+    )
+    if verify not in (ssl.CERT_REQUIRED, ssl.CERT_OPTIONAL, ssl.CERT_NONE):
+        raise ValueError(f"{where}: ssl_cert_reqs must be required, optional or none, got {reqs!r}")
+    check_hostname = settings.get("ssl_check_hostname", verify == ssl.CERT_REQUIRED)
+    if isinstance(check_hostname, str):
+        check_hostname = check_hostname.lower() in ("1", "true", "yes", "on")
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    try:
+        if settings.get("ssl_ca_certs"):
+            context.load_verify_locations(cafile=settings["ssl_ca_certs"])
+        if settings.get("ssl_certfile"):
+            context.load_cert_chain(settings["ssl_certfile"], settings.get("ssl_keyfile"))
+    except (OSError, ssl.SSLError) as error:
+        raise ValueError(
+            f"{where}: cannot load its TLS files (ssl_ca_certs, ssl_certfile, ssl_keyfile): {error}"
+        ) from None
+    context.check_hostname = bool(check_hostname) and verify != ssl.CERT_NONE
+    context.verify_mode = verify
+    return context, host if context.check_hostname or verify != ssl.CERT_NONE else None
 
 
 Clock = Callable[[], float]
-
-
-class ConnectionKinds(NamedTuple):
-    """redis-py's connection classes of one flavour (sync or asyncio), and a no-retry policy."""
-
-    plain: type[Any]
-    tls: type[Any]
-    unix: type[Any]
-    no_retry: object
-
-
-def make_connection(address: MasterAddress, node_timeout: float, kinds: ConnectionKinds) -> Any:
-    """A connection to one master of the flavour ``kinds`` describes, with our settings."""
-    kwargs = connection_kwargs(address, node_timeout)
-    kwargs["retry"] = kinds.no_retry
-    kind = kinds.unix if address.unix_socket else kinds.tls if address.tls else kinds.plain
-    return kind(**kwargs)

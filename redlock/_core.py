@@ -57,6 +57,10 @@ EXPIRY_PRECISION = 0.002
 #: The smallest ttl the client accepts: below it the drift allowance leaves no validity.
 MIN_TTL = 0.010
 
+#: The largest: ten years. Redis refuses an expiry past its 64-bit millisecond clock, and
+#: waits this long must still fit the platform's timers (threading.TIMEOUT_MAX).
+MAX_TTL = 10 * 365 * 24 * 3600.0
+
 
 def quorum_size(node_count: int) -> int:
     """How many masters must grant a lock: a strict majority, so two majorities intersect."""
@@ -134,12 +138,17 @@ def reply_status(reply: object) -> NodeStatus:
     return NodeStatus.ERROR
 
 
-@dataclass(frozen=True)
-class ErrorReply:
-    """A master's error reply; ``noscript`` when it does not know a script (it restarted)."""
+class ErrorReply(Exception):
+    """A master's error reply, as a value (the parser makes one per ``-ERR ...`` line)."""
 
-    message: str
-    noscript: bool = False
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    @property
+    def noscript(self) -> bool:
+        """The master does not know the script (it restarted, or its cache was flushed)."""
+        return self.message.startswith("NOSCRIPT")
 
 
 # --- rounds -------------------------------------------------------------------------------
@@ -155,28 +164,26 @@ class Round:
     quorum: int
     timeout: float
     wait_for_all: bool = False
+    #: Grants counted before this round (a retried release: the masters that confirmed it).
+    credited: int = 0
     #: A clean-up (rollback, release): sent even to a master that owes many replies, up to
     #: a second allowance, since refusing it would leave our key behind.
     cleanup: bool = False
     outcomes: dict[int, NodeOutcome] = field(default_factory=dict)
     replies: dict[int, object] = field(default_factory=dict)
-    _packed: dict[int, tuple[Command, object]] = field(default_factory=dict, repr=False)
-
-    def pack(self, command: Command, encode: Callable[..., object]) -> object:
-        """The wire form of ``command``, encoded once for all masters of this round.
-
-        Keyed by identity, with the command kept alive alongside so the key stays unique.
-        """
-        cached = self._packed.get(id(command))
-        if cached is None:
-            cached = self._packed[id(command)] = (command, encode(*command.args))
-        return cached[1]
+    #: The command in RESP, encoded once for every master (by the connection layer).
+    wire: bytes | None = field(default=None, repr=False)
+    #: Called by the driver's side once the round is settled: wakes whoever waits for it.
+    waker: Callable[[], None] | None = field(default=None, repr=False)
 
     def record(self, node: int, status: NodeStatus, detail: str = "", reply: object = None) -> None:
         if node not in self.targets or node in self.outcomes:
             raise ValueError(f"node {node} is not awaited in this round")
         self.outcomes[node] = NodeOutcome(self.node_names[node], status, detail)
         self.replies[node] = reply
+        if self.waker is not None and self.settled:
+            waker, self.waker = self.waker, None
+            waker()
 
     def record_reply(self, node: int, reply: object) -> None:
         status = reply_status(reply)
@@ -201,11 +208,11 @@ class Round:
 
     @property
     def majority_granted(self) -> bool:
-        return self.granted >= self.quorum
+        return self.granted + self.credited >= self.quorum
 
     @property
     def majority_impossible(self) -> bool:
-        return self.granted + len(self.pending) < self.quorum
+        return self.granted + self.credited + len(self.pending) < self.quorum
 
     @property
     def settled(self) -> bool:
@@ -220,73 +227,17 @@ class Round:
         """Too many masters failed to answer for anyone to hold a majority."""
         return self.unreached > len(self.node_names) - self.quorum
 
+    @property
+    def misconfigured(self) -> bool:
+        """So many masters refuse us for configuration (credentials, ACL, TLS) that no
+        majority is possible until someone fixes it: retrying would not help."""
+        return self.count(NodeStatus.MISCONFIGURED) > len(self.node_names) - self.quorum
+
     def ordered_outcomes(self) -> tuple[NodeOutcome, ...]:
         """One outcome per target, in master order; those not waited for say so."""
         return tuple(
             self.outcomes.get(node, NodeOutcome(self.node_names[node], NodeStatus.NOT_AWAITED)) for node in self.targets
         )
-
-
-#: Commands a silent master may owe us before it is sent no more (clean-ups get as many
-#: again), so that a hung master's socket buffer never fills.
-MAX_UNANSWERED = 16
-
-
-def too_far_behind(unanswered: int, round_: Round) -> bool:
-    """Whether a master owing ``unanswered`` replies is to be skipped in ``round_``."""
-    return unanswered >= (2 * MAX_UNANSWERED if round_.cleanup else MAX_UNANSWERED)
-
-
-def script_preloads() -> tuple[Command, ...]:
-    """SCRIPT LOAD for every script, sent first on each new connection.
-
-    A master that restarted forgot its scripts, and any new connection may be to such a
-    master; loading them up front means EVALSHA works from the first command, and a
-    NOSCRIPT answer (re-sent as EVAL) only follows a SCRIPT FLUSH.
-    """
-    return tuple(Command(("SCRIPT", "LOAD", script.source)) for script in _scripts.ALL)
-
-
-class InFlight:
-    """Commands written on one connection whose replies are not read yet, oldest first.
-
-    A round may settle before it has read every reply (a majority already decided). The
-    replies it no longer needs stay queued here and are read, and dropped, before the next
-    reply on the same connection, so a late reply is never taken for the answer to a newer
-    command, and a healthy connection need not be closed just because it was a little slower
-    than the majority.
-    """
-
-    def __init__(self) -> None:
-        self._queue: deque[tuple[Command, Round | None, int]] = deque()
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def sent(self, command: Command, round_: Round | None, node: int) -> None:
-        """Record a command written on the connection; ``round_`` None for housekeeping."""
-        self._queue.append((command, round_, node))
-
-    def received(self, reply: object, current: Round | None) -> tuple[Command, Round | None] | None:
-        """Account for the oldest reply; returns a command (and its round) to send next.
-
-        ``reply`` is the decoded value or an :class:`ErrorReply`. A NOSCRIPT error is
-        answered by re-sending the script in full (EVAL), for stale commands too: a release
-        whose reply nobody waits for must still delete the key.
-        """
-        command, round_, node = self._queue.popleft()
-        if isinstance(reply, ErrorReply):
-            if command.script is not None and reply.noscript:
-                # The caller sends it, for the same round, and registers it with sent().
-                return command.without_script_cache(), round_
-            if round_ is not None and round_ is current and node in round_.pending:
-                round_.record(node, NodeStatus.ERROR, reply.message)
-        elif round_ is not None and round_ is current and node in round_.pending:
-            round_.record_reply(node, reply)
-        return None
-
-    def clear(self) -> None:
-        self._queue.clear()
 
 
 @dataclass(frozen=True)
@@ -353,6 +304,8 @@ class Result:
     granted: int
     deadline: float = 0.0
     quorum_unreachable: bool = False
+    #: Too many masters refuse our credentials, permissions or TLS for any majority.
+    misconfigured: bool = False
     #: For a failed extend or release: a majority answered that our token is gone.
     token_gone: bool = False
     timed_out: bool = False
@@ -362,6 +315,8 @@ class Result:
     finished_at: float = 0.0
     #: For a held acquire: the token of the attempt that won.
     token: str | None = None
+    #: For a release: its round, which a retry of the release takes into account.
+    rounds: tuple[Round, ...] = ()
 
 
 @dataclass
@@ -388,6 +343,10 @@ class Lease:
     #: Set by a release that no majority answered: our token may still hold the lock on
     #: some masters until it expires, so the Lock keeps it for ``release()`` to be retried.
     release_unconfirmed: bool = False
+    #: The holder was told of the loss (by a release raising LockLost): a retry is not.
+    loss_reported: bool = False
+    #: The rounds of the tries of its release so far (a release may be retried).
+    release_rounds: list[Round] = field(default_factory=list)
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
     #: Extends are numbered from 1, in the order they begin; the masters apply an extend
     #: only if it is newer than the last one they applied (see _scripts.EXTEND).
@@ -487,6 +446,9 @@ class Waiters(Generic[EventT]):
     def channels(self) -> set[str]:
         return set(self._waiting)
 
+    def all_events(self) -> list[EventT]:
+        return [event for events in self._waiting.values() for event in events]
+
     def add(self, channel: str, event: EventT) -> None:
         self._waiting.setdefault(channel, []).append(event)
 
@@ -581,7 +543,8 @@ def acquire_flow(
             now = yield write_back
             held = write_back.majority_granted and deadline > now
         if held:
-            tokens.settled(token)  # from here on it is the holder's, not a rollback's
+            # The token stays outstanding: until the Lock has recorded the lease, an
+            # interruption must take it back like any other (see the drivers' run()).
             return Result(
                 True,
                 acquire.ordered_outcomes(),
@@ -611,9 +574,14 @@ def acquire_flow(
             unreachable_since = started
 
         failure = Result(
-            False, acquire.ordered_outcomes(), acquire.granted, quorum_unreachable=unreachable, attempts=attempts
+            False,
+            acquire.ordered_outcomes(),
+            acquire.granted,
+            quorum_unreachable=unreachable,
+            misconfigured=acquire.misconfigured,
+            attempts=attempts,
         )
-        if not blocking:
+        if not blocking or failure.misconfigured:
             return failure
         if unreachable_since is not None and timeout is None and now - unreachable_since >= spec.unavailable_timeout:
             return failure
@@ -675,10 +643,32 @@ def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
     )
 
 
-def release_flow(spec: LockSpec, token: str, now: float, *, notify: bool = True) -> Flow:
-    """Delete our token everywhere; ok only if a majority still held it until now.
+#: How long a release waits for its replies at most (less if the validity ends sooner, never
+#: less than node_timeout). A release is not latency-critical: a reply that is merely slow
+#: must not turn into a reported loss.
+RELEASE_PATIENCE = 1.0
+
+
+def release_timeout(spec: LockSpec, validity: float) -> float:
+    return max(spec.node_timeout, min(RELEASE_PATIENCE, validity))
+
+
+def release_flow(
+    spec: LockSpec,
+    token: str,
+    now: float,
+    *,
+    notify: bool = True,
+    earlier: Sequence[Round] = (),
+    timeout: float | None = None,
+) -> Flow:
+    """Delete our token everywhere; ok once a majority confirmed it held our token.
 
     With ``notify``, each master that deleted it announces the release to waiters.
+    ``earlier`` are the rounds of earlier tries of this release (it may be retried when no
+    majority answered): the masters that confirmed then are not asked again and count
+    towards the majority; a master whose earlier reply never came may have run that release,
+    so its "not there" now proves nothing about a loss and counts as released.
     """
     if notify:
         command = Command.run_script(
@@ -686,10 +676,35 @@ def release_flow(spec: LockSpec, token: str, now: float, *, notify: bool = True)
         )
     else:
         command = Command.run_script(_scripts.RELEASE, [spec.key, order_key(spec.key)], [token])
-    release = spec.round(command, cleanup=True)
+    confirmed = {
+        node for round_ in earlier for node, outcome in round_.outcomes.items() if outcome.status is NodeStatus.GRANTED
+    }
+    maybe_landed = {
+        node for round_ in earlier for node in round_.targets if not round_.outcomes.get(node, _UNKNOWN).status.answered
+    } - confirmed
+    release = Round(
+        command=command,
+        targets=tuple(node for node in spec.all_nodes if node not in confirmed),
+        node_names=spec.node_names,
+        quorum=spec.quorum,
+        timeout=spec.node_timeout if timeout is None else timeout,
+        cleanup=True,
+        credited=len(confirmed),
+    )
     yield release
-    gone = release.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
-    return Result(release.majority_granted, release.ordered_outcomes(), release.granted, token_gone=gone)
+    denied = {node for node, outcome in release.outcomes.items() if outcome.status is NodeStatus.DENIED}
+    ok = len(confirmed) + release.granted + len(denied & maybe_landed) >= spec.quorum
+    gone = len(denied - maybe_landed) > len(spec.node_names) - spec.quorum
+    outcomes = tuple(
+        NodeOutcome(spec.node_names[node], NodeStatus.GRANTED, "confirmed by an earlier try")
+        if node in confirmed
+        else release.outcomes.get(node, NodeOutcome(spec.node_names[node], NodeStatus.NOT_AWAITED))
+        for node in spec.all_nodes
+    )
+    return Result(ok, outcomes, len(confirmed) + release.granted, token_gone=gone and not ok, rounds=(release,))
+
+
+_UNKNOWN = NodeOutcome("", NodeStatus.NOT_AWAITED)
 
 
 def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from redlock import _config
 from redlock._core import (
+    RELEASE_PATIENCE,
     Flow,
     Lease,
     LockSpec,
@@ -25,16 +26,21 @@ from redlock._core import (
     acquire_flow,
     extend_flow,
     release_flow,
+    release_timeout,
     renewal_flow,
     rollback_flow,
 )
 from redlock.exceptions import (
     AcquireTimeout,
+    ClientClosed,
+    LockAlreadyHeld,
     LockLost,
     LockNotAcquired,
     LockNotHeld,
+    MasterMisconfigured,
     QuorumUnavailable,
     RedlockError,
+    ReleaseUnconfirmed,
 )
 
 logger = logging.getLogger("redlock")
@@ -47,10 +53,9 @@ DEFAULT_NODE_TIMEOUT = 0.05
 DEFAULT_CLOCK_DRIFT_FACTOR = 0.01
 DEFAULT_RETRY_DELAY = 0.2
 DEFAULT_UNAVAILABLE_TIMEOUT = 10.0
-
-
-class ClientClosed(RuntimeError):
-    """The Redlock client was closed: its flows under way stop at their next step."""
+#: TCP connect, TLS handshake and AUTH of a new connection: generous enough for TLS across a
+#: WAN; it runs beside the rounds, which count a master still connecting as not answering.
+DEFAULT_CONNECT_TIMEOUT = 1.0
 
 
 def new_token() -> str:
@@ -72,6 +77,7 @@ class ClusterConfig:
         clock_drift_factor: float = DEFAULT_CLOCK_DRIFT_FACTOR,
         retry_delay: float = DEFAULT_RETRY_DELAY,
         unavailable_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         wake_on_release: bool = True,
         clock: _config.Clock = time.monotonic,
     ) -> None:
@@ -79,6 +85,7 @@ class ClusterConfig:
         self.clock_drift_factor = _config.check_drift_factor(clock_drift_factor)
         self.retry_delay = _config.check_seconds("retry_delay", retry_delay)
         self.unavailable_timeout = _config.check_seconds("unavailable_timeout", unavailable_timeout, allow_zero=True)
+        self.connect_timeout = _config.check_seconds("connect_timeout", connect_timeout)
         self.wake_on_release = _config.check_flag("wake_on_release", wake_on_release)
         _config.check_callable("clock", clock)
         self.masters = _config.parse_masters(masters, self.client_types, self.client_kind)
@@ -211,8 +218,9 @@ class LockState(Generic[ClusterT]):
         if not blocking and seconds is not None:
             raise ValueError("timeout cannot be given for a non-blocking acquire (blocking=False)")
         if self._lease is not None and self.locked():
-            raise RuntimeError(
-                f"lock {self.name!r} is already held by this Lock object; Redlock locks are not reentrant"
+            raise LockAlreadyHeld(
+                f"lock {self.name!r} is already held by this Lock object; Redlock locks are not reentrant",
+                resource=self.name,
             )
         tokens = Tokens(new_token)
         flow = acquire_flow(
@@ -226,6 +234,12 @@ class LockState(Generic[ClusterT]):
             assert result.token is not None
             self._lease = Lease(result.token, result.deadline, result.fencing_token)
             return self._lease
+        if result.misconfigured:
+            raise self._error(
+                MasterMisconfigured,
+                f"too many masters refuse our credentials, permissions or TLS for a majority on {self.name!r}",
+                result,
+            )
         if result.quorum_unreachable:
             raise self._error(
                 QuorumUnavailable,
@@ -234,41 +248,79 @@ class LockState(Generic[ClusterT]):
             )
         return None
 
+    def _adopt(self, token: object) -> None:
+        """Take over a holding known only by its token (acquired by another process), to
+        release it: the validity is unknown, so the release waits its full patience."""
+        if not isinstance(token, str) or not token:
+            raise ValueError("token must be a non-empty str")
+        self._lease = Lease(token, self._cluster.clock() + RELEASE_PATIENCE)
+
+    def _commit_acquire(self, result: Result) -> bool:
+        """Record what an acquire flow found; True if the lock is now held by this object."""
+        lease = self._acquired(result)
+        if lease is None:
+            return False
+        if self._options.auto_extend:
+            self._start_renewer(lease)
+        return True
+
+    def _start_renewer(self, lease: Lease) -> None:
+        raise NotImplementedError
+
     def _rollback_flow(self, tokens: Tokens) -> Flow:
-        """Delete what an acquire interrupted mid-flight may have set, everywhere."""
+        """Delete what an interrupted acquire may have set, everywhere; a lease the
+        interruption caught being recorded is dropped with it (its renewer stops)."""
+        lease = self._lease
+        if lease is not None and lease.token in tokens.outstanding:
+            lease.ended = True
+            self._lease = None
         return rollback_flow(self._spec, list(tokens.outstanding))
 
     def _release_flow(self) -> tuple[Lease, Flow]:
         lease = self._held_lease("release")
+        now = self._cluster.clock()
+        validity = 0.0 if lease.lost or lease.ended else lease.deadline - now
         lease.ended = True  # stops auto-extension; the token stays ours until confirmed
-        return lease, release_flow(self._spec, lease.token, self._cluster.clock())
+        flow = release_flow(
+            self._spec,
+            lease.token,
+            now,
+            earlier=lease.release_rounds,
+            timeout=release_timeout(self._spec, validity),
+        )
+        return lease, flow
 
     def _released(self, lease: Lease, result: Result) -> None:
-        if not result.ok and not result.token_gone:
-            # Neither confirmed nor refused by a majority (masters down or hung): our keys
-            # may still be there, blocking everyone until they expire. Forgetting the token
-            # would leave the caller no way to try again.
-            lease.release_unconfirmed = True
+        lease.release_rounds.extend(result.rounds)
+        # Neither confirmed nor refused by a majority (masters down, hung or slow): our keys
+        # may still be there, blocking everyone until they expire. Forgetting the token
+        # would leave the caller no way to try again.
+        unconfirmed = not result.ok and not result.token_gone
+        lease.release_unconfirmed = unconfirmed
+        if not unconfirmed and self._lease is lease:
+            self._lease = None
+        retry = "; this Lock keeps the token, so release() can be retried" if unconfirmed else ""
+        if lease.lost and not lease.loss_reported:
+            lease.loss_reported = True
             raise self._error(
                 LockLost,
-                f"release of {self.name!r} could not reach a majority of masters to confirm it: our token "
-                "may still hold the lock on some of them until it expires; this Lock keeps the token, "
-                "so release() can be retried",
+                f"lock {self.name!r} was lost while held (auto-extension could not renew it in time)"
+                + ("; its release was not confirmed by a majority either" if unconfirmed else "")
+                + retry,
                 result,
             )
-        if self._lease is lease:
-            self._lease = None
+        if unconfirmed:
+            raise self._error(
+                ReleaseUnconfirmed,
+                f"release of {self.name!r} was not confirmed by a majority of masters in time: our token "
+                f"may still hold the lock on some of them until it expires{retry}",
+                result,
+            )
         if not result.ok:
             raise self._error(
                 LockLost,
-                f"release of {self.name!r} could not confirm that a majority still held our token: "
+                f"release of {self.name!r} found our token gone from a majority of masters: "
                 "the lock expired or was taken, so the work under it may have run unprotected",
-                result,
-            )
-        if lease.lost and not lease.release_unconfirmed:  # a retry: the caller heard already
-            raise self._error(
-                LockLost,
-                f"lock {self.name!r} was lost while held (auto-extension could not renew it in time)",
                 result,
             )
 

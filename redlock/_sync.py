@@ -1,466 +1,281 @@
-"""The synchronous client: ``Redlock`` and ``Lock`` over blocking sockets.
+"""The synchronous client: ``Redlock`` and ``Lock`` over blocking-API sockets.
 
-The driver runs the pure flows of ``redlock._core``. A round writes its command on every
-master's connection first and only then reads replies, in whatever order they arrive
-(``poll`` on the sockets), so a round costs about one round trip whatever the number of
-masters, without a thread per master. Threads are used only to (re)connect, where a
-blocking connect to an unresponsive host must not hold up the others.
+The driver runs the pure flows of ``redlock._core`` over the connection policy of
+``redlock._connection``: one command connection and one subscriber connection per master,
+shared by every thread that uses the client. A round is written by the calling thread
+(each master's bytes in one ``send``) and its replies are read by the client's I/O thread,
+which polls every socket, feeds an incremental RESP parser and records each reply in the
+round that asked for it (first in, first out); the caller sleeps on an event until its round
+is settled or its deadline passes. Connects (TCP, TLS, handshake) run in short-lived threads
+of their own, so a host that does not answer never holds up the others.
+
+One lock (``_Driver._lock``) covers the policy state, the sockets' write buffers and the
+rounds' outcomes; it is only ever held for non-blocking work.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
 import select
+import socket
+import ssl
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Literal, TypeVar
 
 import redis
-from redis.backoff import NoBackoff
-from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
-from redis.exceptions import ResponseError
-from redis.retry import Retry
 
 from redlock import _config
-from redlock._core import (
-    Command,
-    Flow,
-    InFlight,
-    Lease,
-    LockSpec,
-    Pause,
-    Result,
-    Round,
-    Waiters,
-    release_channel,
-    script_preloads,
-    subscription_changes,
-    too_far_behind,
+from redlock._connection import (
+    Link,
+    Submit,
+    Subscriber,
+    encode,
+    reply_parser,
+    wire_form,
 )
-from redlock._errors import error_reply, failure_status
+from redlock._core import Flow, Lease, LockSpec, Pause, Result, Round, Waiters, release_channel
 from redlock._lock import (
     DEFAULT_TTL,
-    ClientClosed,
     ClusterConfig,
     LockOptions,
     LockState,
 )
-from redlock.exceptions import LockLost, NodeStatus
+from redlock.exceptions import ClientClosed, LockLost, NodeStatus
+
+T = TypeVar("T")
+
+_READ_SIZE = 65536
+#: How often the I/O thread looks at subscribers waiting to reconnect, with nothing to read.
+_HOUSEKEEPING = 0.5
+
+Kind = Literal["command", "subscriber"]
 
 
-def _connection(address: _config.MasterAddress, node_timeout: float) -> Any:
-    """A redis-py connection to one master, configured by us (Any: redis-py's methods are unannotated)."""
-    kinds = _config.ConnectionKinds(Connection, SSLConnection, UnixDomainSocketConnection, Retry(NoBackoff(), 0))
-    return _config.make_connection(address, node_timeout, kinds)
+def open_socket(address: _config.MasterAddress, timeout: float) -> socket.socket:
+    """A connected socket to ``address`` (TLS handshake done), within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    sock: socket.socket
+    if address.path is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address.path)
+        except BaseException:
+            sock.close()
+            raise
+    else:
+        sock = socket.create_connection((address.host, address.port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if address.ssl_context is not None:
+        try:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            sock = address.ssl_context.wrap_socket(sock, server_hostname=address.server_hostname)
+        except BaseException:
+            sock.close()
+            raise
+    return sock
 
 
-def _fileno(connection: Any) -> int:
-    # redis-py has no public accessor for the socket; poll needs its descriptor.
-    return int(connection._sock.fileno())
+class _Socket:
+    """A connected socket, its reply parser and what is still to be written on it."""
 
-
-class _Link:
-    """Our connection to one master, and the commands in flight on it."""
-
-    def __init__(self, node: int, address: _config.MasterAddress, node_timeout: float) -> None:
+    def __init__(self, kind: Kind, node: int, sock: socket.socket) -> None:
+        self.kind = kind
         self.node = node
-        self.connection = _connection(address, node_timeout)
-        self.in_flight = InFlight()
-        self.connecting: concurrent.futures.Future[None] | None = None
-        #: Commands for this master while it connects, sent in order as soon as it has (by
-        #: the connecting thread): a SET and the rollback after it must reach the master, in
-        #: that order, even when the other masters decided their rounds meanwhile.
-        self.backlog: list[tuple[Command, Round]] = []
-        #: Connected, scripts loaded and backlog sent: from here on only the lane's owner
-        #: thread writes and reads. ``guard`` covers the hand-over from the connecting thread.
-        self.ready = False
-        self.guard = threading.RLock()
-        #: Between touching the connection and recording it in ``in_flight`` (a write, or a
-        #: read and the matching of its reply): an interruption here leaves the two out of step.
-        self.mid_exchange = False
-        #: Set by the client's close(): a connect that finishes later hangs up at once.
-        self.abandoned = False
-
-    @property
-    def connected(self) -> bool:
-        return self.ready and self.connection.is_connected
-
-    def fileno(self) -> int:
-        return _fileno(self.connection)
-
-    def owes_too_much(self, round_: Round) -> bool:
-        """Whether this master has left so many replies unanswered that it looks hung.
-
-        Late replies are matched and dropped by ``in_flight``, and whatever we send next runs
-        after what we gave up on (a rollback after a timed-out SET lands after it, on that
-        master, rather than racing it on a new connection). So a silent master's connection
-        is kept, but it is not sent more until it answers, before its socket buffer fills.
-        """
-        return too_far_behind(len(self.in_flight) + len(self.backlog), round_)
-
-    def write(self, command: Command, owner: Round | None, packer: Round | None = None) -> None:
-        """Send ``command``, whose reply belongs to ``owner`` (None: nobody waits for it)."""
-        encode = self.connection.pack_command
-        packed = encode(*command.args) if packer is None else packer.pack(command, encode)
-        self.mid_exchange = True
-        self.in_flight.sent(command, owner, self.node)
-        self.connection.send_packed_command(packed, check_health=False)
-        self.mid_exchange = False
-
-    def connect_and_flush(self) -> None:
-        """In a connecting thread: connect, load the scripts, send the backlog in order."""
-        self.connection.connect()
-        with self.guard:
-            if self.abandoned:
-                self.connection.disconnect()
-                return
-            try:
-                for preload in script_preloads():
-                    self.write(preload, None)
-                for command, owner in self.backlog:
-                    self.write(command, owner)
-            except BaseException:
-                self.reset()
-                raise
-            self.backlog.clear()
-            self.ready = True
-
-    def send_or_queue(self, command: Command, round_: Round) -> bool:
-        """Queue the round's command while connecting; False if the link is ready to send."""
-        with self.guard:
-            if self.ready:
-                return False
-            self.backlog.append((command, round_))
-            return True
-
-    def reset(self) -> None:
-        """Drop the connection: what was in flight on it can no longer be matched to replies."""
-        with self.guard:
-            self.ready = False
-            self.mid_exchange = False
-            self.connection.disconnect()
-            self.in_flight.clear()
-            self.backlog.clear()
+        self.sock = sock
+        sock.setblocking(False)
+        self.fileno = sock.fileno()
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.parser = reply_parser()
+        self.outbuf = bytearray()
 
     def abandon(self) -> None:
-        with self.guard:
-            self.abandoned = True
-            self.reset()
+        """Close our file descriptor only: no shutdown, no TLS close_notify, so a process
+        that shares the socket (a parent, after fork) keeps its connection intact."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
 
-    def hung_up(self) -> bool:
-        """Whether a connection that owes nothing shows input: only the master closing it
-        (a restart, its ``timeout`` setting) makes that happen."""
-        if self.in_flight or not self.connection.is_connected:
-            return False
-        poller = select.poll()
-        poller.register(self.fileno(), select.POLLIN)
-        return bool(poller.poll(0))
+
+_DRIVERS: weakref.WeakSet[_Driver] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for driver in list(_DRIVERS):
+        driver.after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Driver:
-    """Runs flows for one Redlock client; each running flow has a lane (a link per master)."""
+    """Runs flows for one Redlock client over one connection per master; see the module."""
 
     def __init__(
         self,
         masters: Sequence[_config.MasterAddress],
-        node_timeout: float,
-        clock: _config.Clock,
         *,
+        node_timeout: float,
+        connect_timeout: float,
+        clock: _config.Clock,
         wake_on_release: bool,
     ) -> None:
         self._masters = masters
         self._node_timeout = node_timeout
+        self._connect_timeout = connect_timeout
         self._clock = clock
-        self._idle_lanes: list[list[_Link]] = []
-        self._lanes_lock = threading.Lock()
-        self._connector = concurrent.futures.ThreadPoolExecutor(
-            max_workers=len(masters), thread_name_prefix="redlock-connect"
-        )
-        self._listener = _ReleaseListener(masters, node_timeout) if wake_on_release else None
-        #: The stop events of flows under way that pause long (renewers): close() sets them.
-        self._interrupts: set[threading.Event] = set()
+        self._wake_on_release = wake_on_release
+        hung_after = max(connect_timeout, 4 * node_timeout)
+        self._links = [Link(node, m.name, m.credentials, hung_after) for node, m in enumerate(masters)]
+        self._subscribers = [Subscriber(node, m.credentials) for node, m in enumerate(masters)]
+        #: close() was called: no new operations; clean-ups under way still run.
         self._closed = False
+        #: The sockets are torn down: a connect that finishes now hangs up at once.
+        self._shut = False
+        self._fresh_process_state()
+        _DRIVERS.add(self)
+
+    def _fresh_process_state(self) -> None:
+        """What belongs to one process: a fork's child starts these anew."""
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._sockets: dict[tuple[Kind, int], _Socket] = {}
+        self._waiters: Waiters[threading.Event] = Waiters()
+        #: The stop events of flows that pause long (renewers): close() sets them.
+        self._interrupts: set[threading.Event] = set()
+        self._io_thread: threading.Thread | None = None
+        self._poke_read = self._poke_write = -1
+        #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
+        self._active = 0
+
+    def after_fork(self) -> None:
+        """In a fork's child: drop, without touching, what belongs to the parent.
+
+        The sockets are the parent's connections (a reply read here would be stolen from
+        it), the threads do not exist here, and the lock may have been held by one of them.
+        Our copies of the file descriptors are closed, which the parent does not notice.
+        """
+        for conn in self._sockets.values():
+            conn.abandon()
+        for fd in (self._poke_read, self._poke_write):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        for link in self._links:
+            link.forget()
+        for subscriber in self._subscribers:
+            subscriber.forget()
+        self._fresh_process_state()
+
+    # --- running flows ----------------------------------------------------------------------
 
     def run(
         self,
         flow: Flow,
+        commit: Callable[[Result], T],
         *,
         interrupt: threading.Event | None = None,
         rollback: Callable[[], Flow] | None = None,
-    ) -> Result:
-        """Run ``flow`` to its result; ``interrupt`` cuts its pauses short (a renewer's stop).
+    ) -> T:
+        """Run ``flow`` and hand its result to ``commit``; return what that returns.
 
-        If the flow is interrupted (Ctrl-C), ``rollback()`` runs before the exception goes
-        on, on the same connections, so on each master it lands after what it undoes.
+        ``interrupt`` cuts the flow's pauses short (a renewer's stop). If anything interrupts
+        the flow or the commit (Ctrl-C, an error), ``rollback()`` runs before the exception
+        goes on: on the same connections, so on each master it lands after what it undoes.
         """
-        lane = self._checkout()
-        if interrupt is not None:
-            with self._lanes_lock:
+        if os.getpid() != self._pid:
+            self.after_fork()  # forked without the at-fork hook (it is process-wide; belt and braces)
+        with self._lock:
+            self._active += 1
+            if interrupt is not None:
                 self._interrupts.add(interrupt)
         try:
             try:
-                return self._run_on(lane, flow, interrupt)
+                return commit(self._drive(flow, interrupt))
             except BaseException as interruption:
                 if rollback is not None:
                     try:
-                        self._run_on(lane, rollback(), None)
+                        self._drive(rollback(), None)
                     except Exception as failure:  # the interruption is what the caller must see
                         interruption.add_note(f"redlock: rolling back the interrupted acquire failed: {failure!r}")
                 raise
         finally:
             flow.close()
-            if interrupt is not None:
-                with self._lanes_lock:
+            with self._lock:
+                self._active -= 1
+                if interrupt is not None:
                     self._interrupts.discard(interrupt)
-            self._checkin(lane)
 
-    def _run_on(self, lane: list[_Link], flow: Flow, interrupt: threading.Event | None) -> Result:
+    def _drive(self, flow: Flow, interrupt: threading.Event | None) -> Result:
         try:
             request = next(flow)
             while True:
                 if isinstance(request, Round):
-                    self._run_round(lane, request)
+                    self._run_round(request)
                 else:
                     self._pause(request, interrupt)
                 request = flow.send(self._clock())
         except StopIteration as stop:
             result: Result = stop.value
             return result
-        except BaseException:
-            # redis-py hangs up a connection interrupted mid-read or mid-write; the others'
-            # late replies stay matched by in_flight, except where the interruption fell
-            # between the connection and in_flight.
-            for link in lane:
-                if link.mid_exchange:
-                    link.reset()
-            raise
 
-    def close(self) -> None:
-        with self._lanes_lock:
-            self._closed = True
-            lanes, self._idle_lanes = self._idle_lanes, []
-            interrupts = list(self._interrupts)
-        for interrupt in interrupts:
-            interrupt.set()  # renewers stop at their next step
-        # A connect still under way owes its master a backlog (the SET of an acquire that a
-        # majority decided without it, say): let it deliver, within node_timeout, first.
-        pending = [link.connecting for lane in lanes for link in lane if link.connecting is not None]
-        concurrent.futures.wait(pending, timeout=self._node_timeout)
-        for lane in lanes:
-            for link in lane:
-                link.abandon()
-        self._connector.shutdown(wait=False, cancel_futures=True)
-        if self._listener is not None:
-            self._listener.close()
-
-    def _checkout(self) -> list[_Link]:
-        with self._lanes_lock:
+    def _run_round(self, round_: Round) -> None:
+        if not round_.cleanup:  # a clean-up still runs: it takes our keys back
             self._raise_if_closed()
-            if self._idle_lanes:
-                return self._idle_lanes.pop()
-        return [_Link(node, master, self._node_timeout) for node, master in enumerate(self._masters)]
+        settled = threading.Event()
+        round_.waker = settled.set
+        now = self._clock()
+        deadline = now + round_.timeout
+        with self._lock:
+            self._submit(round_, now)
+        settled.wait(max(0.0, deadline - self._clock()))
+        with self._lock:
+            round_.waker = None
+            if not round_.settled:
+                for node in round_.pending:
+                    waited_for = "connection" if self._links[node].connecting() else "reply"
+                    round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {round_.timeout}s")
 
-    def _raise_if_closed(self) -> None:
-        if self._closed:
-            raise ClientClosed("this Redlock client is closed")
-
-    def _checkin(self, lane: list[_Link]) -> None:
-        with self._lanes_lock:
-            if not self._closed:
-                self._idle_lanes.append(lane)
-                return
-        for link in lane:
-            link.abandon()
+    def _submit(self, round_: Round, now: float) -> None:
+        """Under the lock: send, queue or skip the round's command on every target."""
+        self._ensure_io_thread()
+        wire = wire_form(round_)
+        sending: int | None = None
+        try:
+            for node in round_.targets:
+                sending = node
+                action = self._links[node].submit(round_, now)
+                if action is Submit.SEND:
+                    self._write(self._sockets[("command", node)], wire)
+                elif action is Submit.CONNECT:
+                    self._start_connect("command", node, self._links[node].generation)
+                sending = None
+        except BaseException as interruption:
+            # Between recording a command as in flight and writing all of its bytes: the
+            # link can no longer match replies to commands, so it starts over.
+            if sending is not None:
+                self._lose("command", sending, ConnectionError(f"interrupted mid-write: {interruption!r}"))
+            raise
 
     def _pause(self, pause: Pause, interrupt: threading.Event | None) -> None:
         self._raise_if_closed()
         if interrupt is not None:
             interrupt.wait(pause.seconds)
-        elif pause.wake_on is not None and self._listener is not None:
-            self._listener.wait(release_channel(pause.wake_on), pause.seconds)
+        elif pause.wake_on is not None and self._wake_on_release:
+            self._wait_for_release(release_channel(pause.wake_on), pause.seconds)
         else:
             time.sleep(pause.seconds)
 
-    # --- one round ------------------------------------------------------------------------
-
-    def _run_round(self, lane: list[_Link], round_: Round) -> None:
-        if not round_.cleanup:  # a clean-up still runs: it takes our keys back
-            self._raise_if_closed()
-        deadline = self._clock() + round_.timeout
-        self._drop_hung_up(lane, round_)
-        connecting = self._start_connects(lane, round_)
-        for node in round_.pending:
-            link = lane[node]
-            if link.owes_too_much(round_):
-                self._drain(link, round_)
-                if node in round_.outcomes:
-                    # The drain found the connection broken and recorded it: a write now
-                    # would make redis-py reconnect in this thread, past the round's deadline.
-                    continue
-            if link.owes_too_much(round_):
-                round_.record(node, NodeStatus.TIMEOUT, f"hung: {len(link.in_flight)} earlier replies unanswered")
-            elif node not in connecting:
-                self._send(link, round_, round_.command)
-            elif not link.send_or_queue(round_.command, round_):
-                # Connected in the meantime: a write now follows the backlog it flushed.
-                del connecting[node]
-                link.connecting = None
-                self._send(link, round_, round_.command)
-        while not round_.settled:
-            for node, future in list(connecting.items()):
-                if future.done():
-                    del connecting[node]
-                    self._connected(lane[node], round_)
-            listening = [node for node in round_.pending if node not in connecting]
-            ready = [node for node in listening if self._readable(lane[node], round_)]
-            for node in ready:
-                self._read_one(lane[node], round_)
-            if round_.settled or ready:
-                continue
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                for node in round_.pending:
-                    waited_for = "connection" if node in connecting else "reply"
-                    round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within node_timeout={round_.timeout}s")
-                return
-            poller = select.poll()
-            for node in listening:
-                if lane[node].connection.is_connected:
-                    poller.register(lane[node].fileno(), select.POLLIN)
-            # While connects run in other threads, look at them every millisecond.
-            poller.poll(min(remaining, 0.001 if connecting else remaining) * 1000)
-
-    def _drop_hung_up(self, lane: list[_Link], round_: Round) -> None:
-        """Reset the connections the masters have closed (a restart, their ``timeout``
-        setting), so that this round reconnects them instead of writing into a dead socket
-        and counting those masters as failed. Late replies that arrived first are read."""
-        poller = select.poll()
-        links = {}
-        for node in round_.targets:
-            link = lane[node]
-            if link.connected:
-                links[link.fileno()] = link
-                poller.register(link.fileno(), select.POLLIN)
-        if not links:
-            return
-        for fd, _ in poller.poll(0):
-            link = links[fd]
-            self._drain(link, None)
-            if link.connected and link.hung_up():
-                link.reset()
-
-    def _drain(self, link: _Link, round_: Round | None) -> None:
-        """Read whatever replies a master that owes many has sent by now."""
-        while link.connected and len(link.in_flight) and self._readable(link, round_):
-            self._read_one(link, round_)
-
-    def _send(self, link: _Link, round_: Round | None, command: Command, *, owner: Round | None = None) -> None:
-        """Write ``command`` during ``round_``; its reply belongs to ``owner`` (default ``round_``).
-
-        Failures are recorded in ``round_`` (None: between rounds, nobody to tell)."""
-        try:
-            link.write(command, round_ if owner is None else owner, round_)
-        except Exception as error:
-            link.reset()
-            if round_ is not None and link.node in round_.pending:
-                round_.record(link.node, *failure_status(error))
-
-    def _readable(self, link: _Link, round_: Round | None) -> bool:
-        try:
-            return bool(link.connection.can_read(timeout=0))
-        except Exception as error:
-            link.reset()
-            if round_ is not None and link.node in round_.pending:
-                round_.record(link.node, *failure_status(error))
-            return False
-
-    def _read_one(self, link: _Link, round_: Round | None) -> None:
-        reply: object
-        link.mid_exchange = True
-        try:
-            reply = link.connection.read_response()
-        except ResponseError as error:
-            reply = error_reply(error)
-        except Exception as error:
-            link.reset()
-            if round_ is not None and link.node in round_.pending:
-                round_.record(link.node, *failure_status(error))
-            return
-        resend = link.in_flight.received(reply, round_)
-        link.mid_exchange = False
-        if resend is not None:
-            command, owner = resend
-            self._send(link, round_, command, owner=owner)
-
-    def _start_connects(self, lane: list[_Link], round_: Round) -> dict[int, concurrent.futures.Future[None]]:
-        """Start connecting, in other threads, the masters that need it; the round goes on
-        with the others meanwhile, so an unresponsive host never holds up a decided round."""
-        connecting = {}
-        for node in round_.targets:
-            link = lane[node]
-            if link.connecting is not None and link.connecting.done() and link.connected:
-                link.connecting = None  # finished after its round ended, and well
-            if link.connected:
-                continue
-            if link.connecting is not None and link.connecting.done():
-                link.connecting = None  # finished after its round ended, then lost or failed
-            if link.connecting is None:
-                link.reset()
-                try:
-                    link.connecting = self._connector.submit(link.connect_and_flush)
-                except RuntimeError as closed:  # the client closed: no new connections
-                    round_.record(node, NodeStatus.UNREACHABLE, str(closed))
-                    continue
-            connecting[node] = link.connecting
-        return connecting
-
-    def _connected(self, link: _Link, round_: Round) -> None:
-        """A connect finished; its thread sent the backlog. Record why, if it failed."""
-        future, link.connecting = link.connecting, None
-        error: BaseException | None = None
-        if future is not None:
-            error = ClientClosed("the client closed before connecting") if future.cancelled() else future.exception()
-        if error is not None:
-            link.reset()
-            if round_ is not None and link.node in round_.pending:
-                round_.record(link.node, *failure_status(error))
-
-
-class _ReleaseListener:
-    """Wakes waiting acquires as soon as the lock they wait for is released on any master.
-
-    One subscriber connection per master, all read and written by one daemon thread; waiters
-    only register an event and poke the thread through a pipe. A notification only saves
-    time: waiters still retry on their own timer, so a master that is down or a message that
-    is lost costs at most one retry delay, never correctness.
-    """
-
-    #: How often the thread looks again at masters that were down, and at idle channels.
-    HOUSEKEEPING_INTERVAL = 1.0
-
-    def __init__(self, masters: Sequence[_config.MasterAddress], node_timeout: float) -> None:
-        self._masters = masters
-        self._node_timeout = node_timeout
-        self._waiters: Waiters[threading.Event] = Waiters()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._poke_read, self._poke_write = -1, -1
-        self._closed = False
-
-    def wait(self, channel: str, seconds: float) -> None:
+    def _wait_for_release(self, channel: str, seconds: float) -> None:
+        """Sleep until ``channel`` announces a release (one waiter per release) or time runs out."""
         event = threading.Event()
         with self._lock:
-            closed = self._closed
-            if not closed:
-                self._waiters.add(channel, event)
-                self._start()
-        if closed:
-            time.sleep(seconds)
-            return
+            self._waiters.add(channel, event)
+            self._ensure_io_thread()
         self._poke()
         try:
             event.wait(seconds)
@@ -468,89 +283,219 @@ class _ReleaseListener:
             with self._lock:
                 self._waiters.discard(channel, event)
 
+    def _raise_if_closed(self) -> None:
+        if self._closed:
+            raise ClientClosed("this Redlock client is closed")
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            thread = self._thread
+            interrupts = list(self._interrupts)
+            for event in self._waiters.all_events():
+                event.set()  # waiting acquires look again, find the client closed, and stop
+        for interrupt in interrupts:
+            interrupt.set()  # renewers stop at their next step
+        # Operations under way end at their next step, but the clean-ups they owe (the
+        # rollback of an acquire) still run; a connect under way may owe its master a backlog
+        # (the SET of an acquire that the others decided, then its release); write buffers
+        # drain. All of that within a bound, then we hang up.
+        give_up = time.monotonic() + self._connect_timeout + 2 * self._node_timeout
+        while time.monotonic() < give_up:
+            with self._lock:
+                busy = (
+                    self._active > 0
+                    or any(link.connecting() and link.backlog for link in self._links)
+                    or any(conn.outbuf for conn in self._sockets.values())
+                )
+            if not busy:
+                break
+            time.sleep(0.001)
+        with self._lock:
+            self._shut = True
+            thread = self._io_thread
+            self._io_thread = None
+            for kind, node in list(self._sockets):
+                self._lose(kind, node, ClientClosed("the client was closed"))
+            for link in self._links:
+                link.lost("the client was closed", self._clock())
         if thread is not None:
             self._poke()
             thread.join(timeout=5)
             os.close(self._poke_read)
             os.close(self._poke_write)
+            self._poke_read = self._poke_write = -1
 
-    def _start(self) -> None:
-        if self._thread is None:
+    # --- sockets (all under self._lock) -----------------------------------------------------
+
+    def _start_connect(self, kind: Kind, node: int, generation: int) -> None:
+        thread = threading.Thread(
+            target=self._connect, args=(kind, node, generation), name=f"redlock-connect-{node}", daemon=True
+        )
+        thread.start()
+
+    def _connect(self, kind: Kind, node: int, generation: int) -> None:
+        """In a connect thread: open the socket, then hand it over (or report why not)."""
+        sock: socket.socket | None = None
+        error: BaseException | None = None
+        try:
+            sock = open_socket(self._masters[node], self._connect_timeout)
+        except Exception as failure:
+            error = failure
+        with self._lock:
+            policy = self._links[node] if kind == "command" else self._subscribers[node]
+            if self._shut or policy.generation != generation or os.getpid() != self._pid:
+                if sock is not None:
+                    sock.close()
+                return
+            now = self._clock()
+            if sock is None:
+                assert error is not None
+                if isinstance(policy, Link):
+                    policy.connect_failed(error, now)
+                else:
+                    policy.lost(now)
+                return
+            conn = self._sockets[(kind, node)] = _Socket(kind, node, sock)
+            commands = policy.connected(now) if isinstance(policy, Link) else policy.connected()
+            self._write(conn, b"".join(encode(command.args) for command in commands))
+        self._poke()  # the I/O thread has a new socket to read
+
+    def _write(self, conn: _Socket, data: bytes) -> None:
+        if not data:
+            return
+        if conn.outbuf:
+            conn.outbuf += data  # behind what waits already: order is the whole point
+            return
+        try:
+            sent = conn.sock.send(data)
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            sent = 0
+        except OSError as error:
+            self._lose(conn.kind, conn.node, error)
+            return
+        if sent < len(data):
+            conn.outbuf += data[sent:]
+            self._poke()  # the I/O thread writes the rest when the socket can take it
+
+    def _flush(self, conn: _Socket) -> None:
+        try:
+            sent = conn.sock.send(conn.outbuf)
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return
+        except OSError as error:
+            self._lose(conn.kind, conn.node, error)
+            return
+        del conn.outbuf[:sent]
+
+    def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
+        conn = self._sockets.pop((kind, node), None)
+        if conn is not None:
+            conn.abandon()
+        now = self._clock()
+        if kind == "command":
+            self._links[node].lost(error, now)
+        else:
+            self._subscribers[node].lost(now)
+
+    def _read(self, conn: _Socket) -> None:
+        try:
+            while True:
+                data = conn.sock.recv(_READ_SIZE)
+                if not data:
+                    raise ConnectionResetError("the master closed the connection")
+                conn.parser.feed(data)
+                if len(data) < _READ_SIZE and not conn.tls:
+                    break
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
+        except Exception as error:
+            self._dispatch(conn)  # what arrived before the failure still counts
+            self._lose(conn.kind, conn.node, error)
+            return
+        self._dispatch(conn)
+
+    def _dispatch(self, conn: _Socket) -> None:
+        now = self._clock()
+        while (conn.kind, conn.node) in self._sockets:
+            try:
+                reply = conn.parser.gets()
+            except Exception as error:  # not RESP
+                self._lose(conn.kind, conn.node, error)
+                return
+            if reply is False:
+                return
+            if conn.kind == "subscriber":
+                if not self._subscribers[conn.node].received(reply, self._waiters):
+                    self._lose(conn.kind, conn.node, "refused")
+                continue
+            link = self._links[conn.node]
+            if not link.in_flight:
+                self._lose(conn.kind, conn.node, "a reply nobody asked for")
+                return
+            reaction = link.received(reply, now)
+            if reaction.hang_up:
+                conn = self._sockets.pop((conn.kind, conn.node))
+                conn.abandon()
+                return
+            if reaction.resend is not None:
+                self._write(conn, encode(reaction.resend.args))
+
+    def _sync_subscribers(self, now: float) -> None:
+        if not self._wake_on_release:
+            return
+        for node, subscriber in enumerate(self._subscribers):
+            if subscriber.wants_connection(self._waiters, now):
+                self._start_connect("subscriber", node, subscriber.generation)
+            conn = self._sockets.get(("subscriber", node))
+            if conn is not None:
+                changes = subscriber.changes(self._waiters)
+                if changes:
+                    self._write(conn, b"".join(encode(command.args) for command in changes))
+
+    # --- the I/O thread -------------------------------------------------------------------
+
+    def _ensure_io_thread(self) -> None:
+        if self._io_thread is None and not self._shut:
             self._poke_read, self._poke_write = os.pipe()
             os.set_blocking(self._poke_read, False)
-            self._thread = threading.Thread(target=self._serve, name="redlock-release-listener", daemon=True)
-            self._thread.start()
+            os.set_blocking(self._poke_write, False)
+            self._io_thread = threading.Thread(target=self._serve, name="redlock-io", daemon=True)
+            self._io_thread.start()
 
     def _poke(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self._poke_write, b"!")
 
     def _serve(self) -> None:
-        connections = [_connection(master, self._node_timeout) for master in self._masters]
-        subscribed: list[set[str]] = [set() for _ in connections]
-        retry_at = [0.0] * len(connections)
-        try:
-            while True:
-                with self._lock:
-                    if self._closed:
-                        return
-                    wanted = self._waiters.channels()
+        me = threading.current_thread()
+        poke = self._poke_read
+        while True:
+            with self._lock:
+                if self._io_thread is not me:
+                    return
+                self._sync_subscribers(self._clock())
                 poller = select.poll()
-                poller.register(self._poke_read, select.POLLIN)
-                for index, connection in enumerate(connections):
-                    if self._refresh(connection, subscribed[index], wanted, retry_at, index):
-                        poller.register(_fileno(connection), select.POLLIN)
-                        self._dispatch(connection, subscribed[index], retry_at, index)
-                poller.poll(self.HOUSEKEEPING_INTERVAL * 1000)
-                with contextlib.suppress(BlockingIOError):
-                    os.read(self._poke_read, 4096)
-                for index, connection in enumerate(connections):
-                    if connection.is_connected:
-                        self._dispatch(connection, subscribed[index], retry_at, index)
-        finally:
-            for connection in connections:
-                connection.disconnect()
-
-    def _refresh(
-        self, connection: Any, subscribed: set[str], wanted: set[str], retry_at: list[float], index: int
-    ) -> bool:
-        """Connect if due and bring the subscriptions in line; whether the connection is up."""
-        try:
-            if not connection.is_connected:
-                if time.monotonic() < retry_at[index]:
-                    return False
-                subscribed.clear()
-                connection.connect()
-            subscribe, unsubscribe = subscription_changes(wanted, subscribed)
-            if subscribe:
-                connection.send_command("SUBSCRIBE", *subscribe, check_health=False)
-            if unsubscribe:
-                connection.send_command("UNSUBSCRIBE", *unsubscribe, check_health=False)
-            subscribed.clear()
-            subscribed.update(wanted)
-            return True
-        except Exception:
-            self._lost(connection, subscribed, retry_at, index)
-            return False
-
-    def _dispatch(self, connection: Any, subscribed: set[str], retry_at: list[float], index: int) -> None:
-        try:
-            while connection.can_read(timeout=0):
-                message = connection.read_response()
-                if isinstance(message, list) and message[0] == b"message":
-                    with self._lock:
-                        self._waiters.released(message[1].decode(), message[2])
-        except Exception:
-            self._lost(connection, subscribed, retry_at, index)
-
-    def _lost(self, connection: Any, subscribed: set[str], retry_at: list[float], index: int) -> None:
-        connection.disconnect()
-        subscribed.clear()
-        retry_at[index] = time.monotonic() + self.HOUSEKEEPING_INTERVAL
+                poller.register(poke, select.POLLIN)
+                watched = {}
+                for conn in self._sockets.values():
+                    watched[conn.fileno] = conn
+                    poller.register(conn.fileno, select.POLLIN | (select.POLLOUT if conn.outbuf else 0))
+            ready = poller.poll(_HOUSEKEEPING * 1000)
+            with self._lock:
+                if self._io_thread is not me:
+                    return
+                for fd, events in ready:
+                    if fd == poke:
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(poke, 4096)
+                        continue
+                    conn = watched[fd]
+                    if self._sockets.get((conn.kind, conn.node)) is not conn:
+                        continue  # lost meanwhile
+                    if events & select.POLLOUT:
+                        self._flush(conn)
+                    if events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                        self._read(conn)
 
 
 class Redlock(ClusterConfig):
@@ -580,7 +525,13 @@ class Redlock(ClusterConfig):
     _driver: _Driver
 
     def _start_driver(self) -> None:
-        self._driver = _Driver(self.masters, self.node_timeout, self.clock, wake_on_release=self.wake_on_release)
+        self._driver = _Driver(
+            self.masters,
+            node_timeout=self.node_timeout,
+            connect_timeout=self.connect_timeout,
+            clock=self.clock,
+            wake_on_release=self.wake_on_release,
+        )
 
     def lock(
         self,
@@ -603,6 +554,17 @@ class Redlock(ClusterConfig):
         """
         spec = self.lock_spec(name, ttl, fencing=fencing)
         return Lock(self, spec, LockOptions.checked(spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost))
+
+    def release_token(self, name: str, token: str) -> None:
+        """Release ``name`` held under ``token`` (acquired by another process, say).
+
+        Only the holder of ``token`` can release: the compare-and-delete runs on every
+        master. LockLost if a majority answered that the token was gone; ReleaseUnconfirmed
+        if no majority answered in time (the lock may stay held until its ttl runs out).
+        """
+        lock = self.lock(name, DEFAULT_TTL)  # a release sets no ttl: any valid one will do
+        lock._adopt(token)
+        lock.release()
 
     def close(self) -> None:
         """Close every connection; Locks of this client cannot be used afterwards."""
@@ -640,14 +602,9 @@ class Lock(LockState[Redlock]):
         while blocking).
         """
         tokens, flow = self._acquire_flow(blocking, timeout)
-        # Interrupted (Ctrl-C) with SETs possibly landed: ours are taken back before leaving.
-        result = self._cluster._driver.run(flow, rollback=lambda: self._rollback_flow(tokens))
-        lease = self._acquired(result)
-        if lease is None:
-            return False
-        if self._options.auto_extend:
-            self._start_renewer(lease)
-        return True
+        # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
+        # landed: ours are taken back before the interruption goes on.
+        return self._cluster._driver.run(flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens))
 
     def release(self) -> None:
         """Delete our token on every master; LockLost if a majority no longer held it.
@@ -657,12 +614,12 @@ class Lock(LockState[Redlock]):
         """
         lease, flow = self._release_flow()
         self._stop_renewer()
-        self._released(lease, self._cluster._driver.run(flow))
+        self._cluster._driver.run(flow, lambda result: self._released(lease, result))
 
     def extend(self, ttl: float | None = None) -> float:
         """Reset the lock's ttl (default: its own) on a majority; returns the new validity."""
         lease, flow = self._extend_flow(ttl)
-        return self._extended(lease, self._cluster._driver.run(flow))
+        return self._cluster._driver.run(flow, lambda result: self._extended(lease, result))
 
     def _start_renewer(self, lease: Lease) -> None:
         stop = threading.Event()
@@ -670,7 +627,7 @@ class Lock(LockState[Redlock]):
         def renew() -> None:
             error: BaseException | None = None
             try:
-                self._cluster._driver.run(self._renewal_flow(lease), interrupt=stop)
+                self._cluster._driver.run(self._renewal_flow(lease), _unchanged, interrupt=stop)
             except BaseException as unexpected:
                 error = unexpected
             self._renewal_finished(lease, error)
@@ -702,3 +659,7 @@ class Lock(LockState[Redlock]):
             if exc is None:
                 raise
             exc.add_note(f"redlock: {lost}")
+
+
+def _unchanged(result: Result) -> Result:
+    return result

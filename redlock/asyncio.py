@@ -5,81 +5,70 @@
     >>> async with rl.lock("orders:42", ttl=10.0) as lock:  # doctest: +SKIP
     ...     await do_work(lock.validity)
 
-It runs the same pure flows as the sync client (``redlock._core``) and shares its lock
-semantics (``redlock._lock``); only the I/O differs. Each master's connection has one reader
-task that reads replies as they come and records them in the round waiting for them, so a
-round that settles early, or a task cancelled mid-round, never leaves a reply to be mistaken
-for a newer one. Cleanup after cancellation (rollback of an acquire, a release) runs to
-completion, shielded; the caller's cancellation is re-raised afterwards.
+It runs the same pure flows as the sync client (``redlock._core``) over the same connection
+policy (``redlock._connection``): one command connection and one subscriber connection per
+master, shared by every task of the client. Each connection is an asyncio protocol whose
+``data_received`` feeds the RESP parser and records every reply in the round that asked for
+it, so rounds need no reader task and a task cancelled mid-round leaves nothing out of step:
+every change to the policy happens between two awaits. Clean-up after cancellation
+(rollback of an acquire, a release) runs to completion, shielded; the caller's cancellation
+is re-raised afterwards.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import redis.asyncio
-from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ResponseError
 
 from redlock import _config
-from redlock._core import (
-    Command,
-    Flow,
-    InFlight,
-    Lease,
-    LockSpec,
-    Pause,
-    Result,
-    Round,
-    Waiters,
-    release_channel,
-    script_preloads,
-    subscription_changes,
-    too_far_behind,
-)
-from redlock._errors import error_reply, failure_status
+from redlock._connection import Link, Submit, Subscriber, encode, reply_parser, wire_form
+from redlock._core import Flow, Lease, LockSpec, Pause, Result, Round, Waiters, release_channel
 from redlock._lock import (
     DEFAULT_TTL,
-    ClientClosed,
     ClusterConfig,
     LockOptions,
     LockState,
 )
 from redlock.exceptions import (
     AcquireTimeout,
+    ClientClosed,
+    LockAlreadyHeld,
     LockLost,
     LockNotAcquired,
     LockNotHeld,
+    MasterMisconfigured,
     NodeOutcome,
     NodeStatus,
     QuorumUnavailable,
     RedlockError,
+    ReleaseUnconfirmed,
 )
 
 __all__ = [
     "AcquireTimeout",
+    "ClientClosed",
     "Lock",
+    "LockAlreadyHeld",
     "LockLost",
     "LockNotAcquired",
     "LockNotHeld",
+    "MasterMisconfigured",
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
     "Redlock",
     "RedlockError",
+    "ReleaseUnconfirmed",
 ]
 
 T = TypeVar("T")
-
-#: Bytes queued on a connection beyond which a write waits for the socket to drain.
-WRITE_BUFFER_LIMIT = 64 * 1024
+Kind = Literal["command", "subscriber"]
 
 
 async def _complete_despite_cancellation(work: Awaitable[T]) -> T:
@@ -103,186 +92,104 @@ async def _complete_despite_cancellation(work: Awaitable[T]) -> T:
         return result
 
 
-def _connection(address: _config.MasterAddress, node_timeout: float) -> Any:
-    """A redis-py asyncio connection to one master, configured by us (see the sync twin)."""
-    kinds = _config.ConnectionKinds(Connection, SSLConnection, UnixDomainSocketConnection, Retry(NoBackoff(), 0))
-    return _config.make_connection(address, node_timeout, kinds)
+class _Protocol(asyncio.Protocol):
+    """One connection to one master; every byte it receives goes straight to the driver."""
 
-
-class _Link:
-    """Our connection to one master, its reader task, and the commands in flight on it."""
-
-    def __init__(self, node: int, address: _config.MasterAddress, node_timeout: float) -> None:
+    def __init__(self, driver: _Driver, kind: Kind, node: int) -> None:
+        self.driver = driver
+        self.kind = kind
         self.node = node
-        self.connection = _connection(address, node_timeout)
-        self.in_flight = InFlight()
-        self.current: Round | None = None
-        #: Resolved when the current round settles; the round task sleeps on it.
-        self.wake: asyncio.Future[None] | None = None
-        self.reader: asyncio.Task[None] | None = None
-        self.connecting: asyncio.Task[None] | None = None
-        #: See the sync driver: commands waiting, in order, for the connect to finish.
-        self.backlog: list[tuple[Command, Round]] = []
+        self.parser = reply_parser()
+        self.transport: asyncio.Transport | None = None
 
-    @property
-    def connected(self) -> bool:
-        return self.reader is not None and not self.reader.done()
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
 
-    def notify(self) -> None:
-        # Wake the round only once it is decided: each needless wake-up is a loop iteration.
-        if self.wake is not None and not self.wake.done() and self.current is not None and self.current.settled:
-            self.wake.set_result(None)
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed(data)
+        self.driver.dispatch(self)
 
-    def fail_current(self, error: BaseException) -> None:
-        if self.current is not None and self.node in self.current.pending:
-            self.current.record(self.node, *failure_status(error))
-        self.notify()
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.driver.lose(self, exc or ConnectionResetError("the master closed the connection"))
 
-    async def send(self, command: Command, round_: Round | None) -> None:
-        """Write ``command`` for ``round_`` (None: housekeeping, whose reply nobody awaits)."""
-        # Registered first: the reader may see the reply before the write's await returns.
-        self.in_flight.sent(command, round_, self.node)
-        packed = (
-            self.connection.pack_command(*command.args)
-            if round_ is None
-            else round_.pack(command, self.connection.pack_command)
-        )
-        try:
-            # Straight to the stream: redis-py's send_packed_command wraps each write in
-            # wait_for (a task and several loop iterations per command), which alone made a
-            # round cost twice the floor. Our writes are small; drain only under backpressure.
-            writer = self.connection._writer
-            if writer is None:
-                raise ConnectionError("not connected")
-            writer.writelines(packed)
-            if writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
-                await asyncio.wait_for(writer.drain(), self.connection.socket_timeout)
-        except Exception as error:
-            await self.reset()
-            self.fail_current(error)
-
-    async def read_replies(self) -> None:
-        """The only reader of this connection, for as long as it is open."""
-        try:
-            while True:
-                reply: object
-                try:
-                    reply = await self.connection.read_response(timeout=math.inf)
-                except ResponseError as error:
-                    reply = error_reply(error)
-                resend = self.in_flight.received(reply, self.current)
-                if resend is not None:
-                    await self.send(*resend)
-                self.notify()
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            self.fail_current(error)
-            self.in_flight.clear()
-            await self._disconnect()
-
-    def owes_too_much(self, round_: Round) -> bool:
-        """See the sync driver: a master this far behind looks hung and is not sent more."""
-        return too_far_behind(len(self.in_flight) + len(self.backlog), round_)
-
-    async def send_or_queue(self, round_: Round) -> asyncio.Task[None] | None:
-        """Send the round's command, or queue it behind a connect; the connect's task if new."""
-        if self.owes_too_much(round_):
-            round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {len(self.in_flight)} earlier replies unanswered")
-            return None
-        if self.connected:
-            await self.send(round_.command, round_)
-            return None
-        self.backlog.append((round_.command, round_))
-        if self.connecting is not None:
-            return None
-        self.in_flight.clear()
-        self.connecting = asyncio.ensure_future(self.connection.connect())
-        return asyncio.ensure_future(self._finish_connect(self.connecting))
-
-    async def _finish_connect(self, connecting: asyncio.Task[None]) -> None:
-        """Runs beside the rounds, which go on without this master until it is connected."""
-        try:
-            await connecting
-        except asyncio.CancelledError:
-            if not connecting.done():
-                raise
-        except Exception:
-            pass  # reported below, from the task itself
-        self.connecting = None
-        error = connecting.exception() if not connecting.cancelled() else asyncio.CancelledError()
-        if error is not None:
-            await self.reset()
-            self.fail_current(error)
-            return
-        self.reader = asyncio.ensure_future(self.read_replies())
-        backlog, self.backlog = self.backlog, []
-        for preload in script_preloads():
-            await self.send(preload, None)
-        for command, waiting_round in backlog:
-            await self.send(command, waiting_round)
-        self.notify()
-
-    async def reset(self) -> None:
-        reader, self.reader = self.reader, None
-        if reader is not None and reader is not asyncio.current_task():
-            reader.cancel()
-        self.in_flight.clear()
-        self.backlog.clear()
-        await self._disconnect()
-
-    async def _disconnect(self) -> None:
-        # The connection is being thrown away: an error closing it changes nothing.
-        with contextlib.suppress(Exception):
-            await self.connection.disconnect()
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and data:
+            self.transport.write(data)
 
 
 class _Driver:
-    """Runs flows for one asyncio Redlock client; each running flow has a lane of links."""
+    """Runs flows for one asyncio Redlock client over one connection per master."""
 
     def __init__(
         self,
         masters: Sequence[_config.MasterAddress],
-        node_timeout: float,
-        clock: _config.Clock,
         *,
+        node_timeout: float,
+        connect_timeout: float,
+        clock: _config.Clock,
         wake_on_release: bool,
     ) -> None:
         self._masters = masters
         self._node_timeout = node_timeout
+        self._connect_timeout = connect_timeout
         self._clock = clock
-        self._idle_lanes: list[list[_Link]] = []
-        self._listener = _ReleaseListener(masters, node_timeout) if wake_on_release else None
-        #: Connects still running after their round ended; kept so they are not collected.
-        self._background: set[asyncio.Task[None]] = set()
+        self._wake_on_release = wake_on_release
+        hung_after = max(connect_timeout, 4 * node_timeout)
+        self._links = [Link(node, m.name, m.credentials, hung_after) for node, m in enumerate(masters)]
+        self._subscribers = [Subscriber(node, m.credentials) for node, m in enumerate(masters)]
+        #: close() was called: no new operations; clean-ups under way still run.
+        self._closed = False
+        #: The connections are torn down: a connect that finishes now hangs up at once.
+        self._shut = False
+        self._fresh_process_state()
+
+    def _fresh_process_state(self) -> None:
+        self._pid = os.getpid()
+        self._protocols: dict[tuple[Kind, int], _Protocol] = {}
+        self._waiters: Waiters[asyncio.Event] = Waiters()
+        #: Connects under way; kept so they are not collected, and awaited by close().
+        self._connects: set[asyncio.Task[None]] = set()
         #: Renewer tasks, cancelled by close().
         self.renewers: set[asyncio.Task[None]] = set()
-        self._closed = False
+        #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
+        self._active = 0
 
-    async def run(self, flow: Flow, *, rollback: Callable[[], Flow] | None = None) -> Result:
-        """Run ``flow`` to its result. If it is interrupted (cancelled), ``rollback()`` runs
-        to completion first, on the same connections, so it lands after what it undoes."""
-        lane = self._checkout()
+    def _check_fork(self) -> None:
+        """In a fork's child: forget the parent's connections without touching them (their
+        transports belong to the parent's event loop) and start over lazily."""
+        if os.getpid() != self._pid:
+            for link in self._links:
+                link.forget()
+            for subscriber in self._subscribers:
+                subscriber.forget()
+            self._fresh_process_state()
+
+    async def run(self, flow: Flow, commit: Callable[[Result], T], *, rollback: Callable[[], Flow] | None = None) -> T:
+        """Run ``flow`` and hand its result to ``commit``; if either is interrupted
+        (cancelled), ``rollback()`` runs to completion first, on the same connections."""
+        self._check_fork()
+        self._active += 1
         try:
             try:
-                return await self._run_on(lane, flow)
+                return commit(await self._drive(flow))
             except BaseException as interruption:
                 if rollback is not None:
                     try:
-                        await _complete_despite_cancellation(self._run_on(lane, rollback()))
+                        await _complete_despite_cancellation(self._drive(rollback()))
                     except Exception as failure:  # the interruption is what the caller must see
                         interruption.add_note(f"redlock: rolling back the interrupted acquire failed: {failure!r}")
                 raise
         finally:
             flow.close()
-            await self._checkin(lane)
+            self._active -= 1
 
-    async def _run_on(self, lane: list[_Link], flow: Flow) -> Result:
+    async def _drive(self, flow: Flow) -> Result:
         try:
             request = next(flow)
             while True:
                 if isinstance(request, Round):
-                    await self._run_round(lane, request)
+                    await self._run_round(request)
                 else:
                     await self._pause(request)
                 request = flow.send(self._clock())
@@ -290,167 +197,176 @@ class _Driver:
             result: Result = stop.value
             return result
 
-    async def close(self) -> None:
-        self._closed = True
-        lanes, self._idle_lanes = self._idle_lanes, []
-        for renewer in list(self.renewers):
-            renewer.cancel()
-        # See the sync driver: connects under way deliver their backlog first, within bounds.
-        if self._background:
-            await asyncio.wait(self._background, timeout=self._node_timeout)
-        for lane in lanes:
-            for link in lane:
-                await link.reset()
-        if self._listener is not None:
-            await self._listener.close()
+    async def _run_round(self, round_: Round) -> None:
+        if not round_.cleanup:  # a clean-up still runs: it takes our keys back
+            self._raise_if_closed()
+        loop = asyncio.get_running_loop()
+        settled: asyncio.Future[None] = loop.create_future()
+        round_.waker = lambda: _resolve(settled)
+        self._submit(round_, self._clock())
+        if not round_.settled:
+            timer = loop.call_later(round_.timeout, _resolve, settled)
+            try:
+                await settled
+            finally:
+                timer.cancel()
+        round_.waker = None
+        if not round_.settled:
+            for node in round_.pending:
+                waited_for = "connection" if self._links[node].connecting() else "reply"
+                round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {round_.timeout}s")
+
+    def _submit(self, round_: Round, now: float) -> None:
+        wire = wire_form(round_)
+        for node in round_.targets:
+            link = self._links[node]
+            action = link.submit(round_, now)
+            if action is Submit.SEND:
+                self._protocols[("command", node)].write(wire)
+            elif action is Submit.CONNECT:
+                self._start_connect("command", node, link.generation)
+
+    async def _pause(self, pause: Pause) -> None:
+        # A renewer's pause needs no interrupt here: release cancels the renewer task.
+        self._raise_if_closed()
+        if pause.wake_on is not None and self._wake_on_release:
+            event = asyncio.Event()
+            channel = release_channel(pause.wake_on)
+            self._waiters.add(channel, event)
+            try:
+                self._sync_subscribers()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), pause.seconds)
+            finally:
+                self._waiters.discard(channel, event)
+        else:
+            await asyncio.sleep(pause.seconds)
 
     def _raise_if_closed(self) -> None:
         if self._closed:
             raise ClientClosed("this Redlock client is closed")
 
-    def _checkout(self) -> list[_Link]:
-        self._raise_if_closed()
-        if self._idle_lanes:
-            return self._idle_lanes.pop()
-        return [_Link(node, master, self._node_timeout) for node, master in enumerate(self._masters)]
-
-    async def _checkin(self, lane: list[_Link]) -> None:
-        for link in lane:
-            link.current = None
-            link.wake = None
-        if self._closed:
-            for link in lane:
-                await link.reset()
-        else:
-            self._idle_lanes.append(lane)
-
-    async def _pause(self, pause: Pause) -> None:
-        # A renewer's pause needs no interrupt here: release cancels the renewer task.
-        self._raise_if_closed()
-        if pause.wake_on is not None and self._listener is not None:
-            await self._listener.wait(release_channel(pause.wake_on), pause.seconds)
-        else:
-            await asyncio.sleep(pause.seconds)
-
-    async def _run_round(self, lane: list[_Link], round_: Round) -> None:
-        if not round_.cleanup:  # a clean-up still runs: it takes our keys back
-            self._raise_if_closed()
+    async def close(self) -> None:
+        self._closed = True
+        for renewer in list(self.renewers):
+            renewer.cancel()
+        for event in self._waiters.all_events():
+            event.set()  # waiting acquires look again, find the client closed, and stop
+        # See the sync driver: operations under way finish their clean-ups, connects under
+        # way deliver their backlog, within bounds; then we hang up.
         loop = asyncio.get_running_loop()
-        deadline = self._clock() + round_.timeout
-        settled: asyncio.Future[None] = loop.create_future()
-        for node in round_.targets:
-            link = lane[node]
-            link.current = round_
-            link.wake = settled
-            connecting = await link.send_or_queue(round_)
-            if connecting is not None:
-                self._background.add(connecting)
-                connecting.add_done_callback(self._background.discard)
-        if round_.settled:
-            return
-        timer = loop.call_later(max(0.0, deadline - self._clock()), _resolve, settled)
+        give_up = loop.time() + self._connect_timeout + 2 * self._node_timeout
+        while loop.time() < give_up and (
+            self._active > 0 or any(link.connecting() and link.backlog for link in self._links)
+        ):
+            await asyncio.sleep(0.001)
+        self._shut = True
+        for protocol in list(self._protocols.values()):
+            if protocol.transport is not None:
+                protocol.transport.close()  # writes what is buffered first
+            self.lose(protocol, ClientClosed("the client was closed"))
+        for link in self._links:
+            link.lost("the client was closed", self._clock())
+        for task in self._connects:
+            task.cancel()
+
+    # --- connections ---------------------------------------------------------------------
+
+    def _start_connect(self, kind: Kind, node: int, generation: int) -> None:
+        task = asyncio.ensure_future(self._connect(kind, node, generation))
+        self._connects.add(task)
+        task.add_done_callback(self._connects.discard)
+
+    async def _connect(self, kind: Kind, node: int, generation: int) -> None:
+        address = self._masters[node]
+        loop = asyncio.get_running_loop()
+        protocol = _Protocol(self, kind, node)
+        error: BaseException | None = None
         try:
-            await settled
-        finally:
-            timer.cancel()
-        if round_.settled:
-            return  # decided early: the masters not heard from are left as not awaited
-        for node in round_.pending:
-            waited_for = "connection" if lane[node].connecting is not None else "reply"
-            round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within node_timeout={round_.timeout}s")
+            async with asyncio.timeout(self._connect_timeout):
+                if address.path is not None:
+                    await loop.create_unix_connection(lambda: protocol, address.path)
+                else:
+                    assert address.host is not None
+                    assert address.port is not None
+                    await loop.create_connection(
+                        lambda: protocol,
+                        address.host,
+                        address.port,
+                        ssl=address.ssl_context,
+                        server_hostname=(address.server_hostname or address.host) if address.tls else None,
+                    )
+        except Exception as failure:
+            error = failure
+        policy = self._links[node] if kind == "command" else self._subscribers[node]
+        if self._shut or policy.generation != generation or os.getpid() != self._pid:
+            if protocol.transport is not None:
+                protocol.transport.close()
+            return
+        now = self._clock()
+        if error is not None:
+            if isinstance(policy, Link):
+                policy.connect_failed(error, now)
+            else:
+                policy.lost(now)
+            return
+        self._protocols[(kind, node)] = protocol
+        commands = policy.connected(now) if isinstance(policy, Link) else policy.connected()
+        protocol.write(b"".join(encode(command.args) for command in commands))
+        if isinstance(policy, Subscriber):
+            self._sync_subscribers()
+
+    def lose(self, protocol: _Protocol, error: BaseException | str) -> None:
+        if self._protocols.get((protocol.kind, protocol.node)) is not protocol:
+            return  # an old connection: its state went with it
+        del self._protocols[(protocol.kind, protocol.node)]
+        if protocol.transport is not None and not protocol.transport.is_closing():
+            protocol.transport.abort()  # not close(): nothing more may be written on it
+        if protocol.kind == "command":
+            self._links[protocol.node].lost(error, self._clock())
+        else:
+            self._subscribers[protocol.node].lost(self._clock())
+
+    def dispatch(self, protocol: _Protocol) -> None:
+        now = self._clock()
+        while self._protocols.get((protocol.kind, protocol.node)) is protocol:
+            try:
+                reply = protocol.parser.gets()
+            except Exception as error:  # not RESP
+                self.lose(protocol, error)
+                return
+            if reply is False:
+                return
+            if protocol.kind == "subscriber":
+                if not self._subscribers[protocol.node].received(reply, self._waiters):
+                    self.lose(protocol, "refused")
+                continue
+            link = self._links[protocol.node]
+            if not link.in_flight:
+                self.lose(protocol, "a reply nobody asked for")
+                return
+            reaction = link.received(reply, now)
+            if reaction.hang_up:
+                del self._protocols[(protocol.kind, protocol.node)]
+                if protocol.transport is not None:
+                    protocol.transport.abort()
+                return
+            if reaction.resend is not None:
+                protocol.write(encode(reaction.resend.args))
+
+    def _sync_subscribers(self) -> None:
+        now = self._clock()
+        for node, subscriber in enumerate(self._subscribers):
+            if subscriber.wants_connection(self._waiters, now):
+                self._start_connect("subscriber", node, subscriber.generation)
+            protocol = self._protocols.get(("subscriber", node))
+            if protocol is not None:
+                protocol.write(b"".join(encode(command.args) for command in subscriber.changes(self._waiters)))
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-class _ReleaseListener:
-    """Wakes waiting acquires as soon as the lock they wait for is released on any master.
-
-    The asyncio twin of the sync client's listener: one subscriber connection per master,
-    each read by a task of its own; a waiter subscribes (if it is the first for its
-    channel) and waits on an event, with its retry timer as the fallback.
-    """
-
-    RECONNECT_DELAY = 1.0
-
-    def __init__(self, masters: Sequence[_config.MasterAddress], node_timeout: float) -> None:
-        self._masters = masters
-        self._node_timeout = node_timeout
-        self._waiters: Waiters[asyncio.Event] = Waiters()
-        self._connections: list[Any] = []
-        self._subscribed: list[set[str]] = []
-        self._readers: list[asyncio.Task[None]] = []
-        self._closed = False
-
-    async def wait(self, channel: str, seconds: float) -> None:
-        if self._closed:
-            await asyncio.sleep(seconds)
-            return
-        event = asyncio.Event()
-        self._waiters.add(channel, event)
-        try:
-            self._start()
-            await self._update_subscriptions()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), seconds)
-        finally:
-            self._waiters.discard(channel, event)
-
-    async def close(self) -> None:
-        self._closed = True
-        for reader in self._readers:
-            reader.cancel()
-        await asyncio.gather(*self._readers, return_exceptions=True)
-        for connection in self._connections:
-            with contextlib.suppress(Exception):
-                await connection.disconnect()
-        self._readers.clear()
-        self._connections.clear()
-        self._subscribed.clear()
-
-    def _start(self) -> None:
-        if self._readers:
-            return
-        for index, master in enumerate(self._masters):
-            self._connections.append(_connection(master, self._node_timeout))
-            self._subscribed.append(set())
-            self._readers.append(asyncio.ensure_future(self._read(index)))
-
-    async def _update_subscriptions(self) -> None:
-        wanted = self._waiters.channels()
-        for connection, subscribed in zip(self._connections, self._subscribed, strict=True):
-            if not connection.is_connected:
-                continue  # its reader reconnects and subscribes to what is wanted then
-            subscribe, unsubscribe = subscription_changes(wanted, subscribed)
-            try:
-                if subscribe:
-                    await connection.send_command("SUBSCRIBE", *subscribe, check_health=False)
-                if unsubscribe:
-                    await connection.send_command("UNSUBSCRIBE", *unsubscribe, check_health=False)
-            except Exception:
-                continue  # its reader sees the broken connection and starts over
-            subscribed.clear()
-            subscribed.update(wanted)
-
-    async def _read(self, index: int) -> None:
-        connection, subscribed = self._connections[index], self._subscribed[index]
-        while True:
-            try:
-                subscribed.clear()
-                await asyncio.wait_for(connection.connect(), self._node_timeout * 2)
-                await self._update_subscriptions()
-                while True:
-                    message = await connection.read_response(timeout=math.inf)
-                    if isinstance(message, list) and message[0] == b"message":
-                        self._waiters.released(message[1].decode(), message[2])
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                with contextlib.suppress(Exception):
-                    await connection.disconnect()
-                await asyncio.sleep(self.RECONNECT_DELAY)
 
 
 class Redlock(ClusterConfig):
@@ -464,7 +380,13 @@ class Redlock(ClusterConfig):
     _driver: _Driver
 
     def _start_driver(self) -> None:
-        self._driver = _Driver(self.masters, self.node_timeout, self.clock, wake_on_release=self.wake_on_release)
+        self._driver = _Driver(
+            self.masters,
+            node_timeout=self.node_timeout,
+            connect_timeout=self.connect_timeout,
+            clock=self.clock,
+            wake_on_release=self.wake_on_release,
+        )
 
     def lock(
         self,
@@ -490,6 +412,17 @@ class Redlock(ClusterConfig):
         )
         return Lock(self, spec, options)
 
+    async def release_token(self, name: str, token: str) -> None:
+        """Release ``name`` held under ``token`` (acquired by another process, say).
+
+        Only the holder of ``token`` can release: the compare-and-delete runs on every
+        master. LockLost if a majority answered that the token was gone; ReleaseUnconfirmed
+        if no majority answered in time (the lock may stay held until its ttl runs out).
+        """
+        lock = self.lock(name, DEFAULT_TTL)  # a release sets no ttl: any valid one will do
+        lock._adopt(token)
+        await lock.release()
+
     async def aclose(self) -> None:
         """Close every connection; Locks of this client cannot be used afterwards."""
         await self._driver.close()
@@ -513,23 +446,18 @@ class Lock(LockState[Redlock]):
         self._body: asyncio.Task[Any] | None = None
         self._cancelled_body = False
 
-    async def _run(self, flow: Flow) -> Result:
-        return await self._cluster._driver.run(flow)
-
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """See :meth:`redlock.Lock.acquire`. If cancelled, rolls back before re-raising."""
         tokens, flow = self._acquire_flow(blocking, timeout)
-        # Interrupted with SETs possibly landed: ours are taken back, whatever comes next.
-        result = await self._cluster._driver.run(flow, rollback=lambda: self._rollback_flow(tokens))
-        lease = self._acquired(result)
-        if lease is None:
-            return False
-        if self._options.auto_extend:
-            renewer = self._renewer = asyncio.ensure_future(self._renew(lease))
-            renewers = self._cluster._driver.renewers
-            renewers.add(renewer)
-            renewer.add_done_callback(renewers.discard)
-        return True
+        # Interrupted (cancelled) before the lease is recorded, with SETs possibly landed:
+        # ours are taken back, whatever comes next.
+        return await self._cluster._driver.run(flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens))
+
+    def _start_renewer(self, lease: Lease) -> None:
+        renewer = self._renewer = asyncio.ensure_future(self._renew(lease))
+        renewers = self._cluster._driver.renewers
+        renewers.add(renewer)
+        renewer.add_done_callback(renewers.discard)
 
     async def release(self) -> None:
         """See :meth:`redlock.Lock.release`. A cancelled release still completes first."""
@@ -541,19 +469,19 @@ class Lock(LockState[Redlock]):
         async def release_and_record() -> None:
             # The state changes inside the shielded work: a cancelled caller still ends up
             # with the token forgotten exactly when the release is done, not before.
-            self._released(lease, await self._run(flow))
+            await self._cluster._driver.run(flow, lambda result: self._released(lease, result))
 
         await _complete_despite_cancellation(release_and_record())
 
     async def extend(self, ttl: float | None = None) -> float:
         """See :meth:`redlock.Lock.extend`."""
         lease, flow = self._extend_flow(ttl)
-        return self._extended(lease, await self._run(flow))
+        return await self._cluster._driver.run(flow, lambda result: self._extended(lease, result))
 
     async def _renew(self, lease: Lease) -> None:
         error: BaseException | None = None
         try:
-            await self._run(self._renewal_flow(lease))
+            await self._cluster._driver.run(self._renewal_flow(lease), _unchanged)
         except asyncio.CancelledError:
             return  # released, or the client closed
         except Exception as unexpected:
@@ -589,3 +517,7 @@ class Lock(LockState[Redlock]):
             if exc is None:
                 raise
             exc.add_note(f"redlock: {lost}")
+
+
+def _unchanged(result: Result) -> Result:
+    return result

@@ -40,10 +40,16 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redlock._core import release_flow
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
 from redlock._sync import Lock, Redlock
-from redlock.exceptions import LockLost, LockNotAcquired, LockNotHeld, QuorumUnavailable
+from redlock.exceptions import (
+    LockLost,
+    LockNotAcquired,
+    LockNotHeld,
+    MasterMisconfigured,
+    QuorumUnavailable,
+    ReleaseUnconfirmed,
+)
 from redlock.servers import LocalMasters
 
 __all__ = ["ENV_MASTERS", "EXIT_CODES", "ExitCode", "main", "main_entry", "release_token"]
@@ -127,7 +133,7 @@ def _exit_status(error: BaseException) -> tuple[int, str] | None:
     """The exit code and message for an expected failure; None for a bug (which propagates)."""
     if isinstance(error, CliError):
         return error.code, str(error)
-    if isinstance(error, QuorumUnavailable):
+    if isinstance(error, QuorumUnavailable | ReleaseUnconfirmed | MasterMisconfigured):
         return ExitCode.UNAVAILABLE, str(error)
     if isinstance(error, LockNotAcquired):
         return ExitCode.NOT_ACQUIRED, str(error)
@@ -380,22 +386,10 @@ def release_token(rl: Redlock, name: str, token: str) -> None:
     The same compare-and-delete runs on every master, so only the holder of ``token`` can
     release, and a token that expired deletes nothing. Raises :class:`~redlock.LockLost` if a
     majority answered that ``token`` was no longer there, and
-    :class:`~redlock.QuorumUnavailable` if a majority could not be reached (the lock may then
-    still be held until its ttl runs out).
+    :class:`~redlock.ReleaseUnconfirmed` if no majority answered (the lock may then still be
+    held until its ttl runs out).
     """
-    if not isinstance(token, str) or not token:
-        raise ValueError("token must be a non-empty str")
-    spec = rl.lock_spec(name, DEFAULT_TTL)  # a release never sets a ttl; any valid one will do
-    result = rl._driver.run(release_flow(spec, token, rl.clock()))
-    if result.ok:
-        return
-    unreached = sum(1 for outcome in result.outcomes if not outcome.status.answered)
-    kind: type[LockLost | QuorumUnavailable]
-    if unreached > len(result.outcomes) - spec.quorum:
-        kind, message = QuorumUnavailable, f"could not reach a majority of masters to release {name!r}"
-    else:
-        kind, message = LockLost, f"release of {name!r}: a majority no longer held this token (expired or taken)"
-    raise kind(message, resource=name, quorum=spec.quorum, granted=result.granted, outcomes=result.outcomes)
+    rl.release_token(name, token)
 
 
 def _cmd_acquire(args: argparse.Namespace) -> int:

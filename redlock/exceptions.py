@@ -6,10 +6,19 @@
     ├── LockNotAcquired               acquire could not get a majority in time
     │   ├── QuorumUnavailable         fewer than a majority of masters could be reached at all
     │   └── AcquireTimeout            also a TimeoutError: a blocking acquire ran out of time
-    ├── LockLost                      release/extend could not confirm a majority still held
-    │                                 our token: the protected work may have run unprotected
-    └── LockNotHeld                   also a RuntimeError: release/extend of a lock this
-                                      Lock object does not hold (never acquired, or released)
+    ├── MasterMisconfigured           so many masters refuse our credentials, ACL permissions
+    │                                 or TLS that no majority is possible: raised at once,
+    │                                 even by a blocking acquire (retrying cannot help)
+    ├── LockLost                      a majority answered that our token is gone: the lock
+    │                                 expired or was taken, the work may have run unprotected
+    ├── ReleaseUnconfirmed            a release that no majority answered in time: our keys may
+    │                                 still block others until they expire; release() may be
+    │                                 retried, and a retry never reports a loss it cannot prove
+    ├── LockNotHeld                   also a RuntimeError: release/extend of a lock this
+    │                                 Lock object does not hold (never acquired, or released)
+    ├── LockAlreadyHeld               also a RuntimeError: acquire of a Lock object that
+    │                                 already holds the lock (Redlock locks are not reentrant)
+    └── ClientClosed                  also a RuntimeError: the Redlock client was closed
 
 Bad arguments are plain ``ValueError`` / ``TypeError`` raised before any network traffic;
 they are not part of this tree because they are the caller's bug, not the cluster's state.
@@ -35,6 +44,9 @@ class NodeStatus(Enum):
     UNREACHABLE = "unreachable"  # connection refused, reset or closed
     TIMEOUT = "timeout"  # no answer within node_timeout (a hung or slow master)
     ERROR = "error"  # the master answered with an error reply (OOM, READONLY, ...)
+    #: the master refuses us for a reason waiting will not fix: wrong password (WRONGPASS,
+    #: NOAUTH), a missing ACL permission (NOPERM), an untrusted TLS certificate, not RESP
+    MISCONFIGURED = "misconfigured"
     NOT_AWAITED = "not awaited"  # the round was decided before this master's reply was needed
 
     @property
@@ -63,7 +75,7 @@ class RedlockError(Exception):
         self,
         message: str,
         *,
-        resource: str,
+        resource: str = "",
         quorum: int = 0,
         granted: int = 0,
         outcomes: Sequence[NodeOutcome] = (),
@@ -99,3 +111,28 @@ class LockLost(RedlockError):
 
 class LockNotHeld(RedlockError, RuntimeError):
     """``release``/``extend`` called on a Lock that does not hold the lock."""
+
+
+class MasterMisconfigured(RedlockError):
+    """So many masters refuse our credentials, permissions or TLS that no majority is possible.
+
+    Each master's refusal is in :attr:`outcomes` (status ``MISCONFIGURED``, with the master's
+    own reply, e.g. ``WRONGPASS ...`` or ``NOPERM ...``, or the TLS error).
+    """
+
+
+class ReleaseUnconfirmed(RedlockError):
+    """No majority answered a release in time (masters down, hung, or slow).
+
+    Our token may still hold the lock on some masters until it expires, blocking others.
+    The Lock keeps the token: ``release()`` may be retried, and asks only the masters that
+    have not confirmed yet.
+    """
+
+
+class LockAlreadyHeld(RedlockError, RuntimeError):
+    """``acquire`` of a Lock object that already holds the lock: locks are not reentrant."""
+
+
+class ClientClosed(RedlockError, RuntimeError):
+    """The Redlock client was closed: its operations under way stop at their next step."""

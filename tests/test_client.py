@@ -417,4 +417,5 @@ def test_errors_name_the_lock_quorum_and_each_master(client: ClientFactory, fres
     assert isinstance(error.value, RedlockError)
     assert error.value.resource == name
     assert [o.node for o in error.value.outcomes] == [u.removeprefix("redis://") for u in cluster.urls]
-    assert error.value.granted == 0  # decided by the two refusals, before the third reply
+    # The third master may answer before or after the two refusals decide the round.
+    assert error.value.granted in (0, 1)

@@ -14,7 +14,7 @@ import time
 import pytest
 import redis
 
-from redlock import LockLost, QuorumUnavailable, _scripts
+from redlock import LockLost, QuorumUnavailable, ReleaseUnconfirmed, _scripts
 from redlock._core import order_key
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
@@ -183,12 +183,13 @@ def test_a_release_no_majority_answered_keeps_the_token_for_a_retry(
     assert eventually(lambda: all(master.get(lock.name) == token.encode() for master in raw))
     masters[0].kill()
     masters[1].kill()
-    with pytest.raises(LockLost, match="could not reach a majority") as lost:
+    with pytest.raises(ReleaseUnconfirmed, match="not confirmed by a majority") as lost:
         lock.release()
-    assert lost.value.granted == 1
+    # Decided as soon as two refusals made a majority impossible: the third may not be in.
+    assert lost.value.granted in (0, 1)
     assert lock.token == token  # kept for the retry
     assert not lock.locked()  # a release was asked for: the holder may not rely on it now
-    assert raw[2].get(lock.name) is None  # deleted where it could be
+    assert eventually(lambda: raw[2].get(lock.name) is None)  # deleted where it could be
     masters[0].restart()
     masters[1].restart()
     assert [master.get(lock.name) for master in raw[:2]] == [token.encode()] * 2

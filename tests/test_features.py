@@ -276,8 +276,9 @@ def test_asyncio_acquire_cancelled_as_the_client_closes_stays_cancelled(fresh_ma
         rl = redlock.asyncio.Redlock(cluster.urls, node_timeout=0.5, wake_on_release=False)
         task = asyncio.ensure_future(rl.lock(name, ttl=30.0).acquire(blocking=False))
         await asyncio.sleep(0.2)  # the SET round waits for the hung master
-        await rl.aclose()
+        closing = asyncio.ensure_future(rl.aclose())  # lets the acquire finish its clean-up
         task.cancel()
+        await closing
         with pytest.raises(asyncio.CancelledError):
             await task
         assert task.cancelled()

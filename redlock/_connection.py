@@ -1,0 +1,403 @@
+"""The connection policy: one multiplexed, ordered connection per master, without I/O.
+
+Both drivers (``redlock._sync`` over sockets and a thread, ``redlock.asyncio`` over an event
+loop's transports) keep one command connection per master per client, shared by every
+concurrent operation of that client, and one subscriber connection per master for wake-up
+on release. Everything they decide about those connections is written once, here: what a
+round may send to a master now, what waits for a connect, what is skipped as hung, how
+replies are matched to the rounds that asked, what a connection says first, what a failure
+means, and when to reconnect. The drivers only move bytes and wake waiters.
+
+Theory of operation
+-------------------
+A :class:`Link` is one master's command connection. A round *submits* to it; the link
+answers with what the driver must do:
+
+* ``SEND``: the link is ready; the command was recorded as in flight and the driver writes
+  its bytes now.
+* ``CONNECT``: nothing is connected; the command was queued and the driver starts a connect
+  (its own ``connect_timeout``, beside the rounds: connecting is not a round). When the
+  socket is up, :meth:`Link.connected` returns the handshake followed by the queued
+  commands, in order, and the driver writes them all at once.
+* ``QUEUED``: a connect is under way; the command waits behind the ones queued before it.
+* ``SKIPPED``: the round already has this master's outcome (hung, or waiting to reconnect
+  after a failure, or misconfigured): nothing is sent.
+
+**Per-master order is the guarantee that kills orphan keys.** Every command that any
+operation of a client sends to one master travels on that master's single link, after the
+commands submitted before it: queued commands are written in queue order, before anything
+submitted later. So a release or rollback can never overtake the SET it undoes, even when
+the SET's round was decided by the other masters long ago and the SET still waits for a
+slow connect. Nothing ever re-orders a link's queue; a connection that fails takes every
+command not yet written with it (none of them can land), and a new connection starts empty.
+
+Redis answers on one connection strictly in order, so replies are matched to commands
+first-in-first-out (:attr:`Link.in_flight`). A reply whose round has settled (it no
+longer waits for this master) is dropped; a round that waits records it.
+
+A master that owes replies for longer than ``hung_after`` (or too many of them) looks hung:
+rounds skip it rather than pile more commands into a socket nobody reads; clean-ups
+(rollbacks, releases) still go, up to twice the bound, since refusing them would leave our
+keys behind. A failed connect is retried with exponential backoff; meanwhile rounds get the
+last failure at once instead of waiting for their deadline.
+
+Configuration errors are not outages: a wrong password (``WRONGPASS``/``NOAUTH``), a
+missing ACL permission (``NOPERM``), an untrusted TLS certificate or a reply that is not
+RESP make the master :attr:`~redlock.NodeStatus.MISCONFIGURED`, which the lock flows turn
+into :class:`~redlock.MasterMisconfigured` when no majority is left.
+"""
+
+from __future__ import annotations
+
+import enum
+import ssl
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redlock import _scripts
+from redlock._core import Command, ErrorReply, Round, Waiters, subscription_changes
+from redlock.exceptions import NodeStatus
+
+#: Replies a master may owe before it is sent no more (clean-ups get as many again): bounds
+#: what a silent master's socket buffer and our queue hold, whatever the concurrency.
+MAX_IN_FLIGHT = 8192
+
+#: Backoff after a failed connect: first retry at once, then doubling up to the cap.
+RECONNECT_BACKOFF_FIRST = 0.025
+RECONNECT_BACKOFF_MAX = 1.0
+
+#: Error replies that say the client is not allowed, rather than that the master is down.
+_MISCONFIGURED_PREFIXES = ("WRONGPASS", "NOAUTH", "NOPERM", "ERR AUTH", "ERR invalid password", "ERR Client sent AUTH")
+
+
+def encode(args: Sequence[str | bytes | int]) -> bytes:
+    """One command in RESP, as every Redis server reads it."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+def wire_form(round_: Round) -> bytes:
+    """The round's command in RESP, encoded once for all masters of the round."""
+    if round_.wire is None:
+        round_.wire = encode(round_.command.args)
+    return round_.wire
+
+
+def is_misconfiguration(message: str) -> bool:
+    return message.startswith(_MISCONFIGURED_PREFIXES)
+
+
+def failure_status(error: BaseException) -> tuple[NodeStatus, str]:
+    """How a master failed, judging by what its socket raised, and a one-line detail."""
+    detail = str(error) or type(error).__name__
+    if isinstance(error, ssl.SSLError | ssl.CertificateError):
+        # An untrusted certificate, a wrong hostname, a TLS port spoken to in clear (or the
+        # reverse): waiting will not fix it.
+        return NodeStatus.MISCONFIGURED, f"TLS: {detail}"
+    if isinstance(error, ProtocolViolation):
+        return NodeStatus.MISCONFIGURED, detail
+    if isinstance(error, TimeoutError):
+        return NodeStatus.TIMEOUT, detail
+    if isinstance(error, ConnectionError | OSError | EOFError):
+        return NodeStatus.UNREACHABLE, detail
+    return NodeStatus.ERROR, f"{type(error).__name__}: {detail}"
+
+
+class ProtocolViolation(Exception):
+    """The peer's bytes are not RESP: not a Redis server, or a TLS port spoken to in clear."""
+
+
+def reply_parser() -> Any:
+    """An incremental RESP parser: feed bytes, take replies; error replies come as ErrorReply."""
+    import hiredis  # noqa: PLC0415  (the one C extension we need; imported where it is used)
+
+    return hiredis.Reader(replyError=ErrorReply, protocolError=ProtocolViolation)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a new connection says before anything else: who we are and which database."""
+
+    username: str | None = None
+    password: str | None = None
+    db: int = 0
+    client_name: str | None = None
+
+    def handshake(self) -> list[Command]:
+        commands = []
+        if self.password is not None:
+            auth: tuple[str, ...] = (
+                ("AUTH", self.password)
+                if self.username is None
+                else (
+                    "AUTH",
+                    self.username,
+                    self.password,
+                )
+            )
+            commands.append(Command(auth))
+        if self.db:
+            commands.append(Command(("SELECT", self.db)))
+        if self.client_name:
+            commands.append(Command(("CLIENT", "SETNAME", self.client_name)))
+        return commands
+
+
+def script_preloads() -> tuple[Command, ...]:
+    """SCRIPT LOAD for every script, sent first on each new command connection.
+
+    A master that restarted forgot its scripts, and any new connection may be to such a
+    master; loading them up front means EVALSHA works from the first command, and a NOSCRIPT
+    answer (re-sent as EVAL) only follows a SCRIPT FLUSH.
+    """
+    return tuple(Command(("SCRIPT", "LOAD", script.source)) for script in _scripts.ALL)
+
+
+class Submit(enum.Enum):
+    SEND = "send"
+    CONNECT = "connect"
+    QUEUED = "queued"
+    SKIPPED = "skipped"
+
+
+class State(enum.Enum):
+    IDLE = "idle"  # never connected, or lost: the next submit connects at once
+    CONNECTING = "connecting"
+    READY = "ready"
+    BACKING_OFF = "backing off"  # a connect failed: rounds get that failure until retry_at
+
+
+@dataclass
+class InFlight:
+    """A command written on a link whose reply has not been read."""
+
+    command: Command
+    round: Round | None
+    sent_at: float
+    handshake: bool = False
+
+
+@dataclass
+class Link:
+    """The policy of one master's command connection; see the module docstring."""
+
+    node: int
+    name: str
+    credentials: Credentials
+    #: A master owing replies for this long looks hung.
+    hung_after: float
+    state: State = State.IDLE
+    #: Bumped on every new connect, so a driver can tell a stale connect's result from the
+    #: current one's (a connect that finishes after close(), a reset, or a fork).
+    generation: int = 0
+    in_flight: deque[InFlight] = field(default_factory=deque)
+    backlog: list[tuple[Command, Round | None]] = field(default_factory=list)
+    retry_at: float = 0.0
+    failures: int = 0
+    last_failure: tuple[NodeStatus, str] = (NodeStatus.UNREACHABLE, "")
+
+    # --- rounds -----------------------------------------------------------------------------
+
+    def submit(self, round_: Round, now: float) -> Submit:
+        """Take ``round_``'s command for this master; say what the driver must do."""
+        if self.state is State.BACKING_OFF:
+            if now < self.retry_at:
+                status, detail = self.last_failure
+                round_.record(self.node, status, f"{detail} (reconnecting in {self.retry_at - now:.3f}s)")
+                return Submit.SKIPPED
+            self.state = State.IDLE
+        owed = len(self.in_flight) + len(self.backlog)
+        if owed and self._hung(round_, now, owed):
+            round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
+            return Submit.SKIPPED
+        if self.state is State.READY:
+            self.in_flight.append(InFlight(round_.command, round_, now))
+            return Submit.SEND
+        self.backlog.append((round_.command, round_))
+        if self.state is State.CONNECTING:
+            return Submit.QUEUED
+        self.state = State.CONNECTING
+        self.generation += 1
+        return Submit.CONNECT
+
+    def _hung(self, round_: Round, now: float, owed: int) -> bool:
+        limit = 2 * MAX_IN_FLIGHT if round_.cleanup else MAX_IN_FLIGHT
+        if owed >= limit:
+            return True
+        if round_.cleanup:
+            return False  # a clean-up still goes: it is what takes our keys back
+        return bool(self.in_flight) and now - self.in_flight[0].sent_at > self.hung_after
+
+    def connecting(self) -> bool:
+        return self.state is State.CONNECTING
+
+    # --- connection events -------------------------------------------------------------------
+
+    def connected(self, now: float) -> list[Command]:
+        """The socket is up: what to write first, in order (handshake, scripts, the queue)."""
+        self.state = State.READY
+        commands: list[Command] = []
+        for command in (*self.credentials.handshake(), *script_preloads()):
+            self.in_flight.append(InFlight(command, None, now, handshake=True))
+            commands.append(command)
+        for command, round_ in self.backlog:
+            self.in_flight.append(InFlight(command, round_, now))
+            commands.append(command)
+        self.backlog.clear()
+        return commands
+
+    def connect_failed(self, error: BaseException, now: float) -> None:
+        """The connect did not succeed: every queued round learns why, and we back off."""
+        status, detail = failure_status(error)
+        self._fail_all(status, detail)
+        self._back_off(status, detail, now)
+
+    def lost(self, error: BaseException | str, now: float) -> None:
+        """The connection broke: what was in flight on it can no longer be matched.
+
+        A connection that was working reconnects at the next submit (a master closing idle
+        connections, or a restart); one that never finished its handshake backs off.
+        """
+        status, detail = (NodeStatus.UNREACHABLE, error) if isinstance(error, str) else failure_status(error)
+        handshaking = any(entry.handshake for entry in self.in_flight)
+        self._fail_all(status, detail)
+        if handshaking or status is NodeStatus.MISCONFIGURED:
+            self._back_off(status, detail, now)
+        else:
+            self.state = State.IDLE
+
+    def forget(self) -> None:
+        """Drop everything without telling anyone: the state of a parent process, after fork."""
+        self.in_flight.clear()
+        self.backlog.clear()
+        self.state = State.IDLE
+        self.generation += 1
+        self.failures = 0
+
+    def _fail_all(self, status: NodeStatus, detail: str) -> None:
+        rounds = [entry.round for entry in self.in_flight] + [round_ for _, round_ in self.backlog]
+        self.in_flight.clear()
+        self.backlog.clear()
+        for round_ in rounds:
+            if round_ is not None and self.node in round_.pending:
+                round_.record(self.node, status, detail)
+
+    def _back_off(self, status: NodeStatus, detail: str, now: float) -> None:
+        self.failures += 1
+        delay = min(RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_FIRST * 2 ** (self.failures - 1))
+        self.state = State.BACKING_OFF
+        self.retry_at = now + delay
+        self.last_failure = (status, detail)
+        self.generation += 1
+
+    # --- replies ------------------------------------------------------------------------------
+
+    def received(self, reply: object, now: float) -> Reaction:
+        """Match the oldest reply; say whether to re-send something or hang up."""
+        entry = self.in_flight.popleft()
+        round_ = entry.round
+        if isinstance(reply, ErrorReply):
+            if is_misconfiguration(reply.message):
+                if entry.handshake:
+                    # Everything behind a refused AUTH is refused too: hang up, back off,
+                    # and tell every waiting round why.
+                    self._fail_all(NodeStatus.MISCONFIGURED, reply.message)
+                    self._back_off(NodeStatus.MISCONFIGURED, reply.message, now)
+                    return Reaction(hang_up=True)
+                if round_ is not None and self.node in round_.pending:
+                    round_.record(self.node, NodeStatus.MISCONFIGURED, reply.message)
+                return Reaction()
+            if entry.command.script is not None and reply.noscript:
+                # Re-sent whole, for stale commands too: a release nobody waits for must
+                # still delete the key. It goes behind what was sent meanwhile, which is safe:
+                # tokens are fresh per attempt and extends carry their order (see _core).
+                resend = entry.command.without_script_cache()
+                self.in_flight.append(InFlight(resend, round_, now))
+                return Reaction(resend=resend)
+            if round_ is not None and self.node in round_.pending:
+                round_.record(self.node, NodeStatus.ERROR, reply.message)
+            return Reaction()
+        if entry.handshake:
+            self.failures = 0  # a master that answers is no longer a reason to back off
+        elif round_ is not None and self.node in round_.pending:
+            round_.record_reply(self.node, reply)
+        return Reaction()
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """What the driver does after a reply: re-send a script in full, or hang up."""
+
+    resend: Command | None = None
+    hang_up: bool = False
+
+
+@dataclass
+class Subscriber:
+    """The policy of one master's subscriber connection (wake-up on release).
+
+    It says the handshake, then keeps the master's subscriptions equal to the channels
+    somebody waits on. Its replies are not matched to commands: a message wakes a waiter,
+    anything else (subscribe confirmations, handshake OKs) is ignored, and an error reply
+    means the connection is no use (wrong password, no permission) and is hung up.
+    """
+
+    node: int
+    credentials: Credentials
+    state: State = State.IDLE
+    generation: int = 0
+    subscribed: set[str] = field(default_factory=set)
+    retry_at: float = 0.0
+
+    def wants_connection(self, waiters: Waiters[Any], now: float) -> bool:
+        if not waiters.channels() or self.state is State.CONNECTING or self.state is State.READY:
+            return False
+        if self.state is State.BACKING_OFF and now < self.retry_at:
+            return False
+        self.state = State.CONNECTING
+        self.generation += 1
+        return True
+
+    def connected(self) -> list[Command]:
+        self.state = State.READY
+        self.subscribed.clear()
+        return self.credentials.handshake()
+
+    def changes(self, waiters: Waiters[Any]) -> list[Command]:
+        """SUBSCRIBE / UNSUBSCRIBE commands that bring the master in line with the waiters."""
+        if self.state is not State.READY:
+            return []
+        wanted = waiters.channels()
+        subscribe, unsubscribe = subscription_changes(wanted, self.subscribed)
+        self.subscribed = set(wanted)
+        commands = []
+        if subscribe:
+            commands.append(Command(("SUBSCRIBE", *subscribe)))
+        if unsubscribe:
+            commands.append(Command(("UNSUBSCRIBE", *unsubscribe)))
+        return commands
+
+    def received(self, reply: object, waiters: Waiters[Any]) -> bool:
+        """Account for one reply; False when the connection must be hung up."""
+        if isinstance(reply, ErrorReply):
+            return False
+        if isinstance(reply, list) and len(reply) == 3 and reply[0] == b"message":
+            waiters.released(reply[1].decode(), reply[2])
+        return True
+
+    def lost(self, now: float) -> None:
+        """Down: look again after a pause (waiters still retry on their own timers)."""
+        self.state = State.BACKING_OFF
+        self.retry_at = now + RECONNECT_BACKOFF_MAX
+        self.subscribed.clear()
+        self.generation += 1
+
+    def forget(self) -> None:
+        self.state = State.IDLE
+        self.subscribed.clear()
+        self.generation += 1
