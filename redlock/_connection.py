@@ -158,6 +158,20 @@ def script_preloads() -> tuple[Command, ...]:
     return tuple(Command(("SCRIPT", "LOAD", script.source)) for script in _scripts.ALL)
 
 
+def patience_for_connects(links: Sequence[Link], round_: Round, connect_timeout: float) -> float | None:
+    """Past its deadline, how long an undecided round keeps waiting for connects under way.
+
+    A round counts a master that is still connecting as not answering, like a slow one, and
+    is decided without it whenever the others suffice. But when it cannot be decided without
+    them (a fresh client: every master is connecting), failing it would turn a burst of
+    first operations, or a busy event loop that starts the connects late, into a false
+    outage. So it waits for those connects, each bounded by ``connect_timeout``, plus its
+    own timeout for the replies: the stated bound of a first contact. None: wait no more.
+    """
+    due = [links[node].connect_started + connect_timeout for node in round_.pending if links[node].connecting()]
+    return max(due) + round_.timeout if due else None
+
+
 class Submit(enum.Enum):
     SEND = "send"
     CONNECT = "connect"
@@ -200,6 +214,8 @@ class Link:
     retry_at: float = 0.0
     failures: int = 0
     last_failure: tuple[NodeStatus, str] = (NodeStatus.UNREACHABLE, "")
+    #: When the connect under way began (its outcome is due by then + connect_timeout).
+    connect_started: float = 0.0
 
     # --- rounds -----------------------------------------------------------------------------
 
@@ -223,6 +239,7 @@ class Link:
             return Submit.QUEUED
         self.state = State.CONNECTING
         self.generation += 1
+        self.connect_started = now
         return Submit.CONNECT
 
     def _hung(self, round_: Round, now: float, owed: int) -> bool:

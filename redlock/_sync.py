@@ -35,6 +35,7 @@ from redlock._connection import (
     Submit,
     Subscriber,
     encode,
+    patience_for_connects,
     reply_parser,
     wire_form,
 )
@@ -233,6 +234,11 @@ class _Driver:
         with self._lock:
             self._submit(round_, now)
         settled.wait(max(0.0, deadline - self._clock()))
+        while not settled.is_set():
+            with self._lock:
+                extended = patience_for_connects(self._links, round_, self._connect_timeout)
+            if extended is None or not settled.wait(max(0.0, extended - self._clock())):
+                break
         with self._lock:
             round_.waker = None
             if not round_.settled:

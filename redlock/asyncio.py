@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -27,7 +28,15 @@ from typing import Any, Literal, TypeVar
 import redis.asyncio
 
 from redlock import _config
-from redlock._connection import Link, Submit, Subscriber, encode, reply_parser, wire_form
+from redlock._connection import (
+    Link,
+    Submit,
+    Subscriber,
+    encode,
+    patience_for_connects,
+    reply_parser,
+    wire_form,
+)
 from redlock._core import Flow, Lease, LockSpec, Pause, Result, Round, Waiters, release_channel
 from redlock._lock import (
     DEFAULT_TTL,
@@ -101,6 +110,8 @@ class _Protocol(asyncio.Protocol):
         self.node = node
         self.parser = reply_parser()
         self.transport: asyncio.Transport | None = None
+        #: Done once the socket is closed: aclose() returns only then, fds released.
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -111,6 +122,7 @@ class _Protocol(asyncio.Protocol):
         self.driver.dispatch(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        _resolve(self.closed)
         self.driver.lose(self, exc or ConnectionResetError("the master closed the connection"))
 
     def write(self, data: bytes) -> None:
@@ -201,15 +213,20 @@ class _Driver:
         if not round_.cleanup:  # a clean-up still runs: it takes our keys back
             self._raise_if_closed()
         loop = asyncio.get_running_loop()
-        settled: asyncio.Future[None] = loop.create_future()
-        round_.waker = lambda: _resolve(settled)
-        self._submit(round_, self._clock())
-        if not round_.settled:
-            timer = loop.call_later(round_.timeout, _resolve, settled)
+        now = self._clock()
+        self._submit(round_, now)
+        deadline: float | None = now + round_.timeout
+        while not round_.settled and deadline is not None:
+            settled: asyncio.Future[None] = loop.create_future()
+            round_.waker = functools.partial(_resolve, settled)
+            timer = loop.call_later(max(0.0, deadline - self._clock()), _resolve, settled)
             try:
                 await settled
             finally:
                 timer.cancel()
+            deadline = patience_for_connects(self._links, round_, self._connect_timeout)
+            if deadline is not None and deadline <= self._clock():
+                deadline = None
         round_.waker = None
         if not round_.settled:
             for node in round_.pending:
@@ -261,10 +278,13 @@ class _Driver:
         ):
             await asyncio.sleep(0.001)
         self._shut = True
-        for protocol in list(self._protocols.values()):
+        protocols = list(self._protocols.values())
+        for protocol in protocols:
             if protocol.transport is not None:
                 protocol.transport.close()  # writes what is buffered first
             self.lose(protocol, ClientClosed("the client was closed"))
+        if protocols:
+            await asyncio.wait([protocol.closed for protocol in protocols], timeout=self._connect_timeout)
         for link in self._links:
             link.lost("the client was closed", self._clock())
         for task in self._connects:

@@ -1,0 +1,441 @@
+"""The connection layer on real masters: one multiplexed, ordered connection per master.
+
+What production imposes and loopback happy paths hide: bursts of concurrent operations on one
+client, file descriptors that must stay bounded, a master whose traffic is delayed, fork()
+after the client was made, an interrupt at any line of the acquire's critical window,
+credentials and permissions that are wrong, unix sockets, and bad input that must never
+reach the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import linecache
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+import pytest
+import redis
+
+import redlock
+import redlock.asyncio
+from chaos.proxy import ProxyLoop
+from redlock import MasterMisconfigured, NodeStatus, QuorumUnavailable, Redlock
+from redlock.servers import LocalMasters
+
+from .conftest import ClientFactory, MastersFactory, eventually, unique
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def keys_left(masters: LocalMasters, name: str) -> list[bytes | None]:
+    values = []
+    for url in masters.urls:
+        with redis.Redis.from_url(url) as raw:
+            values.append(raw.get(name))
+    return values
+
+
+# --- bursts of concurrency on one fresh client -------------------------------------------------
+
+
+def test_a_thousand_concurrent_asyncio_acquires_on_a_fresh_client_all_succeed(masters: LocalMasters) -> None:
+    async def scenario() -> tuple[int, int, int]:
+        before = open_fds()
+        async with redlock.asyncio.Redlock(masters.urls) as rl:
+            locks = [rl.lock(unique("burst"), ttl=10.0) for _ in range(1000)]
+            acquired = await asyncio.gather(*(lock.acquire(blocking=False) for lock in locks))
+            during = open_fds()
+            await asyncio.gather(*(lock.release() for lock in locks))
+        return sum(acquired), during - before, open_fds() - before
+
+    held, during, after = asyncio.run(scenario())
+    assert held == 1000
+    assert during <= 2 * len(masters) + 4  # one command connection per master (+ a few)
+    assert after <= 2
+
+
+def test_sixty_four_threads_on_a_fresh_client_all_succeed(masters: LocalMasters) -> None:
+    before = open_fds()
+    results: list[bool] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(64)
+    with Redlock(masters.urls) as rl:
+
+        def work() -> None:
+            try:
+                start.wait()
+                for _ in range(5):
+                    lock = rl.lock(unique("threads"), ttl=10.0)
+                    results.append(lock.acquire(blocking=False))
+                    lock.release()
+            except BaseException as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=work) for _ in range(64)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        during = open_fds() - before
+    assert errors == []
+    assert results == [True] * 320
+    assert during <= 2 * len(masters) + 4
+    assert eventually(lambda: open_fds() - before <= 2)
+
+
+def test_many_tasks_on_one_name_never_hold_it_together(masters: LocalMasters) -> None:
+    name = unique("contended")
+    holders = 0
+    most = 0
+    acquisitions = 0
+
+    async def contend(rl: redlock.asyncio.Redlock) -> None:
+        nonlocal holders, most, acquisitions
+        for _ in range(3):
+            lock = rl.lock(name, ttl=10.0)
+            if await lock.acquire(blocking=True, timeout=30):
+                holders += 1
+                most = max(most, holders)
+                acquisitions += 1
+                await asyncio.sleep(0)
+                holders -= 1
+                await lock.release()
+
+    async def scenario() -> None:
+        async with redlock.asyncio.Redlock(masters.urls) as rl:
+            await asyncio.gather(*(contend(rl) for _ in range(50)))
+
+    asyncio.run(scenario())
+    assert most == 1
+    assert acquisitions == 150
+    assert keys_left(masters, name) == [None] * len(masters)
+
+
+# --- per-master order: a release never overtakes the SET it undoes ----------------------------
+
+
+def test_a_delayed_master_is_left_no_orphan_key(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+    """Every byte to master 4 is delayed 300 ms (its connect included): the acquire is decided
+    by the other four and released at once, yet the late SET must not outlive the release."""
+    masters = fresh_masters(5)
+    with ProxyLoop() as proxies:
+        slow = proxies.link(("127.0.0.1", masters[4].port), name="slow")
+        slow.set_latency(to_server=0.3)
+        urls = [*masters.urls[:4], slow.url]
+        rl = client(urls, node_timeout=0.1, wake_on_release=False)
+        names = []
+        for _ in range(5):
+            lock = rl.lock(unique("orphan"), ttl=30.0)
+            assert lock.acquire(blocking=False)
+            lock.release()
+            names.append(lock.name)
+        time.sleep(1.0)  # everything sent to master 4 has arrived, in order, by now
+        with redis.Redis.from_url(masters.urls[4]) as raw:
+            assert [raw.get(name) for name in names] == [None] * 5
+
+
+# --- fork ----------------------------------------------------------------------------------------
+
+
+#: What a forked pool worker inherits: the client made before the fork, and the resource.
+_INHERITED: dict[str, Any] = {}
+
+
+def _count_under_the_lock(cycles: int) -> int:
+    """In a forked pool worker: a non-atomic read-modify-write under the shared client's lock."""
+    shared: Redlock = _INHERITED["client"]
+    with redis.Redis.from_url(_INHERITED["counter_url"]) as resource:
+        for _ in range(cycles):
+            with shared.lock("fork:counter", ttl=10.0, timeout=60):
+                value = int(resource.get("fork:counter:value") or 0)
+                resource.set("fork:counter:value", value + 1)
+    return cycles
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork is what gunicorn --preload and Celery prefork do on Linux")
+def test_a_client_made_before_fork_serves_a_pool_of_forked_workers(fresh_masters: MastersFactory) -> None:
+    masters = fresh_masters(5)
+    counter_url = _INHERITED["counter_url"] = masters.urls[0]
+    shared = _INHERITED["client"] = Redlock(masters.urls)
+    try:
+        # The parent uses it first, so there are sockets and threads to inherit.
+        with shared.lock(unique("parent"), ttl=5.0):
+            pass
+        context = multiprocessing.get_context("fork")
+        with context.Pool(4) as pool:
+            done = pool.map(_count_under_the_lock, [50] * 4, chunksize=1)
+        assert done == [50] * 4
+        with redis.Redis.from_url(counter_url) as resource:
+            assert int(resource.get("fork:counter:value") or 0) == 200  # no lost update
+        with shared.lock(unique("parent-after"), ttl=5.0) as lock:  # the parent still works
+            assert lock.locked()
+    finally:
+        shared.close()
+        _INHERITED.clear()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="os.fork")
+def test_a_forked_child_never_reads_the_parents_replies(masters: LocalMasters) -> None:
+    """Parent and child use the same client at the same time: each gets its own answers."""
+    with Redlock(masters.urls) as rl:
+        names = [unique("forked") for _ in range(200)]
+        with rl.lock(unique("warm"), ttl=5.0):
+            pass
+        pid = os.fork()
+        if pid == 0:  # the child: exit status says whether every grant was really ours
+            status = 0
+            try:
+                for name in names[100:]:
+                    lock = rl.lock(name, ttl=10.0)
+                    if not lock.acquire(blocking=False):
+                        status = 3
+                    token = lock.token
+                    with redis.Redis.from_url(masters.urls[0]) as raw:
+                        if raw.get(name) != (token or "").encode():
+                            status = 4  # a grant we never got
+                    lock.release()
+            except BaseException:
+                status = 5
+            os._exit(status)
+        for name in names[:100]:
+            lock = rl.lock(name, ttl=10.0)
+            assert lock.acquire(blocking=False)
+            lock.release()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+
+
+# --- an interrupt at any line of the acquire's critical window ----------------------------------
+
+
+_PACKAGE = os.path.dirname(redlock.__file__)
+
+
+class _InterruptAt:
+    """A trace function that raises KeyboardInterrupt at the k-th line our package executes.
+
+    Two kinds of line event are not counted, because no real signal can land there and any
+    Python code (the threading module's own) would break if one did: lines outside our
+    package, and the second visit of a ``with`` line, which CPython reports as the block
+    exits. A signal handler runs only where the interpreter checks for one (function entry,
+    backward jumps, after a call returns), never between a block's last line and the call to
+    its ``__exit__``, which is what a trace-raised exception there would simulate.
+    """
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.lines = 0
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if not frame.f_code.co_filename.startswith(_PACKAGE):
+            return None
+        last = [0]
+
+        def local(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "line":
+                revisit = frame.f_lineno < last[0]
+                last[0] = frame.f_lineno
+                if revisit and linecache.getline(frame.f_code.co_filename, frame.f_lineno).lstrip().startswith("with "):
+                    return local
+                self.lines += 1
+                if self.lines == self.k:
+                    raise KeyboardInterrupt
+            return local
+
+        return local(frame, event, arg)
+
+
+def _count_lines(lock: redlock.Lock) -> int:
+    counter = _InterruptAt(10**9)
+    sys.settrace(counter)
+    try:
+        assert lock.acquire(blocking=False)
+    finally:
+        sys.settrace(None)
+    lock.release()
+    return counter.lines
+
+
+def test_an_interrupt_at_any_line_of_an_acquire_leaves_nothing_behind(masters: LocalMasters) -> None:
+    """KeyboardInterrupt at each line the acquire runs, swept: either the acquire raised and
+    no master keeps our key, or it returned and the Lock holds (and can release) the lock."""
+    with Redlock(masters.urls, node_timeout=0.5, wake_on_release=False) as rl:
+        lines = _count_lines(rl.lock(unique("count"), ttl=10.0))
+        assert lines > 20
+        raised = 0
+        for k in range(1, lines + 1):
+            lock = rl.lock(unique("interrupt"), ttl=10.0)
+            trace = _InterruptAt(k)
+            sys.settrace(trace)
+            try:
+                acquired = lock.acquire(blocking=False)
+            except KeyboardInterrupt:
+                acquired = None
+            finally:
+                sys.settrace(None)
+            if acquired is None and lock.token is None:
+                raised += 1
+                assert eventually(lambda name=lock.name: keys_left(masters, name) == [None] * 5), f"key at line {k}"
+            else:
+                # Returned, or interrupted after the lease was recorded (leaving run()): then
+                # the Lock holds it and can release it; never a key that nobody knows of.
+                assert lock.locked(), f"line {k}"
+                lock.release()
+                assert eventually(lambda name=lock.name: keys_left(masters, name) == [None] * 5), f"line {k}"
+            # The client is still healthy after every interruption.
+            probe = rl.lock(unique("probe"), ttl=10.0)
+            assert probe.acquire(blocking=False), f"client broken after an interrupt at line {k}"
+            probe.release()
+        assert raised > lines // 2  # the trace did interrupt the acquire, nearly everywhere
+
+
+def test_a_cancel_at_any_step_of_an_asyncio_acquire_leaves_nothing_behind(masters: LocalMasters) -> None:
+    """Cancelled after k turns of the event loop, k swept across the whole acquire."""
+
+    async def scenario() -> int:
+        cancelled = 0
+        async with redlock.asyncio.Redlock(masters.urls, node_timeout=0.5, wake_on_release=False) as rl:
+            for k in range(0, 40):
+                lock = rl.lock(unique("cancel"), ttl=10.0)
+                task = asyncio.ensure_future(lock.acquire(blocking=False))
+                for _ in range(k):
+                    await asyncio.sleep(0)
+                task.cancel()
+                try:
+                    acquired = await task
+                except asyncio.CancelledError:
+                    cancelled += 1
+                    assert lock.token is None
+                    assert eventually(lambda name=lock.name: keys_left(masters, name) == [None] * 5), f"step {k}"
+                else:
+                    assert acquired and lock.locked()
+                    await lock.release()
+        return cancelled
+
+    assert asyncio.run(scenario()) > 0
+
+
+# --- configuration errors are not outages -----------------------------------------------------------
+
+
+@pytest.fixture
+def guarded_masters(fresh_masters: MastersFactory) -> LocalMasters:
+    """Three masters with a password, and a user 'reader' that may not run scripts."""
+    cluster = fresh_masters(3, extra_args=["--requirepass", "s3cret"])
+    for url in cluster.urls:
+        with redis.Redis.from_url(url, password="s3cret") as admin:
+            admin.acl_setuser(
+                "reader", enabled=True, passwords=["+readerpw"], keys=["*"], commands=["+@all", "-@scripting"]
+            )
+    return cluster
+
+
+def _with_credentials(url: str, credentials: str) -> str:
+    return url.replace("redis://", f"redis://{credentials}@")
+
+
+def test_a_wrong_password_fails_at_once_even_when_blocking(
+    client: ClientFactory, guarded_masters: LocalMasters
+) -> None:
+    rl = client([_with_credentials(url, ":wrong") for url in guarded_masters.urls], unavailable_timeout=30.0)
+    started = time.monotonic()
+    with pytest.raises(MasterMisconfigured) as error:
+        rl.lock(unique()).acquire(blocking=True)
+    assert time.monotonic() - started < 10  # not the 30 s of an outage (generous: loaded CI)
+    assert {outcome.status for outcome in error.value.outcomes} <= {NodeStatus.MISCONFIGURED, NodeStatus.NOT_AWAITED}
+    assert any("WRONGPASS" in outcome.detail or "invalid" in outcome.detail for outcome in error.value.outcomes)
+
+
+def test_a_user_without_permission_to_run_scripts_is_misconfigured(
+    client: ClientFactory, guarded_masters: LocalMasters
+) -> None:
+    rl = client([_with_credentials(url, "reader:readerpw") for url in guarded_masters.urls], unavailable_timeout=30.0)
+    with pytest.raises(MasterMisconfigured) as error:
+        rl.lock(unique(), fencing=True).acquire(blocking=True)
+    assert any("NOPERM" in outcome.detail for outcome in error.value.outcomes)
+
+
+def test_the_right_password_works(client: ClientFactory, guarded_masters: LocalMasters) -> None:
+    rl = client([_with_credentials(url, ":s3cret") for url in guarded_masters.urls])
+    with rl.lock(unique(), ttl=5.0) as lock:
+        assert lock.locked()
+
+
+def test_one_misconfigured_master_of_five_is_a_minority(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+    cluster = fresh_masters(5)
+    with redis.Redis.from_url(cluster.urls[0]) as admin:
+        admin.config_set("requirepass", "s3cret")
+    rl = client(cluster.urls)
+    with rl.lock(unique(), ttl=5.0) as lock:
+        assert lock.locked()
+
+
+# --- unix sockets ---------------------------------------------------------------------------------
+
+
+def test_unix_socket_masters(client: ClientFactory, fresh_masters: MastersFactory, tmp_path: Any) -> None:
+    paths = [str(tmp_path / f"m{i}.sock") for i in range(3)]
+    cluster = fresh_masters(3)
+    for master, path in zip(cluster, paths, strict=True):
+        with redis.Redis.from_url(master.url) as admin:
+            # unixsocket cannot be set at run time: restart the master with it.
+            del admin
+        master.extra_args = (*master.extra_args, "--unixsocket", path, "--unixsocketperm", "700")
+        master.restart()
+    rl = client([f"unix://{path}" for path in paths])
+    with rl.lock(unique(), ttl=5.0) as lock:
+        assert lock.locked()
+        with redis.Redis(unix_socket_path=paths[0]) as raw:
+            assert raw.get(lock.name) == lock.token.encode()
+
+
+# --- bad input never reaches the network ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["sync", "asyncio"])
+@pytest.mark.parametrize(
+    ("name", "ttl", "match"),
+    [("ok", 1e16, "ttl must be at most"), ("ok", 4e8, "ttl must be at most"), ("bad\udcff", 10.0, "UTF-8")],
+)
+def test_bad_input_is_refused_before_any_traffic(api: str, name: str, ttl: float, match: str) -> None:
+    # Port 1 on loopback: any attempt to connect would show as a refused master, not this.
+    urls = ["redis://127.0.0.1:1", "redis://127.0.0.1:2", "redis://127.0.0.1:3"]
+    rl: Any = Redlock(urls) if api == "sync" else redlock.asyncio.Redlock(urls)
+    with pytest.raises(ValueError, match=match):
+        rl.lock(name, ttl=ttl)
+
+
+def test_bad_timeouts_are_refused(masters: LocalMasters) -> None:
+    with Redlock(masters.urls) as rl:
+        lock = rl.lock(unique())
+        with pytest.raises(ValueError, match="timeout must be at most"):
+            lock.acquire(timeout=1e12)
+
+
+def test_localhost_and_127_0_0_1_are_the_same_master() -> None:
+    with pytest.raises(ValueError, match="same server twice"):
+        Redlock(["redis://localhost:7001", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])
+
+
+def test_unreadable_tls_files_are_refused_when_the_client_is_made(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="ssl_ca_certs"):
+        Redlock([f"rediss://127.0.0.1:7001?ssl_ca_certs={tmp_path}/missing.pem"])
+
+
+def test_a_down_quorum_is_still_an_outage_not_a_misconfiguration(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    cluster = fresh_masters(3)
+    cluster[0].kill()
+    cluster[1].kill()
+    with pytest.raises(QuorumUnavailable) as error:
+        client(cluster.urls).lock(unique()).acquire(blocking=False)
+    assert not isinstance(error.value, MasterMisconfigured)
