@@ -22,6 +22,7 @@ from redis.retry import Retry
 from redlock.servers import (
     SERVER_KINDS,
     AclUser,
+    LocalMaster,
     LocalMasters,
     RedisServerNotFound,
     ServerVersion,
@@ -194,6 +195,21 @@ def test_mutual_tls_refuses_a_certificate_from_another_ca(mutual_tls_masters: Lo
         r.ping()
 
 
+def test_a_lone_master_makes_its_own_certificates(server_kind: str, server_binary: str, tmp_path: pathlib.Path) -> None:
+    if not supports_tls(server_binary):
+        pytest.skip(f"server {server_kind!r} ({server_version(server_binary)}) is built without TLS")
+    master = LocalMaster(0, tmp_path / "node", tls="mutual", binary=server_binary)
+    try:
+        master.start()
+        assert master.tls_files is not None
+        assert master.tls_files.dir == tmp_path / "node" / "tls"
+        assert stat.S_IMODE(master.tls_files.client_key.stat().st_mode) == 0o600
+        with client(master.url) as r:
+            assert r.ping()
+    finally:
+        master.stop()
+
+
 # --- unix sockets ---------------------------------------------------------------------------
 
 
@@ -210,6 +226,16 @@ def test_unix_socket_masters_answer_on_socket_and_port(unix_masters: LocalMaster
         assert master.tcp_url == f"redis://127.0.0.1:{master.port}"
         with client(master.tcp_url) as r:
             assert r.info("server")["process_id"] == master.pid
+
+
+def test_unix_socket_url_carries_credentials(matrix_masters: MastersFactory) -> None:
+    master = matrix_masters(1, unix_socket=True, password="pw", acl_users=[AclUser("app", "app-pw")])[0]
+    assert master.url == f"unix://:pw@{master.unix_socket_path}"
+    assert master.user_url("app") == f"unix://app:app-pw@{master.unix_socket_path}"
+    with client(master.user_url("app")) as r:
+        assert r.acl_whoami() == "app"
+    with client(master.url_as()) as r, pytest.raises(redis.AuthenticationError):
+        r.ping()
 
 
 # --- ACLs -----------------------------------------------------------------------------------
@@ -262,6 +288,8 @@ MODES = {
     "mutual-tls": {"tls": "mutual"},
     "unix": {"unix_socket": True},
     "acl": {"password": "pw", "acl_users": [AclUser("app", "app-pw")]},
+    "unix-acl": {"unix_socket": True, "password": "pw"},
+    "mutual-tls-acl": {"tls": "mutual", "password": "pw"},
 }
 
 
