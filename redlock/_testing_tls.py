@@ -16,7 +16,7 @@ import dataclasses
 import os
 import pathlib
 
-__all__ = ["TLSFiles", "make_tls_files"]
+__all__ = ["TLSFiles", "TrustmeMissing", "make_tls_files"]
 
 # Every address a local master answers on (redlock.servers binds 127.0.0.1 only). A client
 # that checks host names (redis-py does by default) accepts either spelling.
