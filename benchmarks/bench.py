@@ -1,6 +1,6 @@
 """Redlock against the physical floor, measured side by side in one run.
 
-    python benchmarks/bench.py [--quick] [--out benchmarks/out]
+    python benchmarks/bench.py [--quick] [--out benchmarks/out] [--only latency|contention|scale ...]
 
 Starts its own masters (redlock.servers) and prints p50/p99 for:
 
@@ -11,7 +11,16 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
 * contended throughput, 8 clients on one name, against redis-py's single-node Lock in the
   same run, with each client's share;
 * handoff: from the start of a release to the next holder's acquire returning, 8 waiters,
-  with wake-up on release and with plain polling.
+  with wake-up on release and with plain polling;
+* scale: lock+unlock on distinct names with C = 1, 10, 100, 1000 asyncio tasks and C = 1, 8,
+  32 threads on ONE client (5 masters, default settings), each case a fresh client, a warm-up
+  (its first burst) and then a fixed duration (3 s, 1 s with --quick): ops/s, errors (any
+  exception or a False acquire), p50/p99 per op, peak open fds of the process (sampled every
+  10 ms from /proc/self/fd) and client CPU per op (process_time / ops); beside each, the floor
+  at the same C in the same run: redis-py (a BlockingConnectionPool of C) / redis.asyncio (a
+  pool of C) on ONE master doing SET NX PX + the compare-and-delete script. Also the 5-master
+  "send all, then read all" floor of client CPU (one thread, 5 raw redis-py connections), and
+  the ratios and targets of issue 9. About a minute (20 s with --quick).
 
 Writes bench.json and bench.png to --out. On a machine with 2 or more CPUs the servers are
 pinned to one CPU and this process to another (sched_setaffinity, as taskset does), since a
@@ -22,14 +31,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import math
 import os
 import platform
+import resource
+import secrets
 import statistics
 import sys
+import textwrap
 import threading
 import time
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +52,7 @@ import matplotlib
 import redis
 import redis.asyncio
 from redis.lock import Lock as RedisPyLock
+from redis.utils import HIREDIS_AVAILABLE
 
 matplotlib.use("Agg")  # files only, no display; must precede pyplot
 import matplotlib.pyplot as plt
@@ -49,6 +65,7 @@ UNLOCK = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
 """
+TOKEN_BYTES = 20  # random bytes in a token, as redlock's own
 
 
 def percentiles(samples: Sequence[float]) -> dict[str, float]:
@@ -241,96 +258,589 @@ def handoff_latencies(events: list[tuple[float, str, int]]) -> list[float]:
     return latencies
 
 
+# --- scale: many concurrent operations on one client ----------------------------------------
+
+SCALE_TASKS = (1, 10, 100, 1000)
+SCALE_THREADS = (1, 8, 32)
+# "2N + a few": N command and N pub/sub connections, plus the driver's own wake-up fds.
+FD_SLACK = 4
+
+
+class Refused(Exception):
+    """An operation that did not raise but did not do its job (a False acquire, a lost delete)."""
+
+
+def raise_fd_limit() -> str:
+    """Soft RLIMIT_NOFILE up to the hard limit, before any server starts (they inherit it):
+    the 1,000-task floor holds 1,000 sockets, and redis-server lowers its maxclients to fit
+    the limit it starts with."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return f"RLIMIT_NOFILE soft {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}"
+
+
+def open_fds() -> int:
+    """Open file descriptors of this process, not counting the one that lists them."""
+    return len(os.listdir("/proc/self/fd")) - 1
+
+
+class FdPeak:
+    """The most file descriptors this process held at once, sampled every ``interval`` s."""
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval = interval
+        self.baseline = open_fds()
+        self.peak = self.baseline
+        self.end = self.baseline  # set by the caller just before it closes the client
+        self.after = self.baseline  # once the client is closed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="fd-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, open_fds())
+
+    def __enter__(self) -> FdPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.after = open_fds()
+        self.peak = max(self.peak, self.end, self.after)
+
+
+class Tally:
+    """What one phase of a scale case did: latency of every op, failures by kind."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.failures: dict[str, int] = {}
+        self.first: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def fail(self, error: BaseException) -> None:
+        kind = type(error).__name__
+        with self._lock:
+            self.failures[kind] = self.failures.get(kind, 0) + 1
+            if kind not in self.first:
+                self.first[kind] = "".join(traceback.format_exception(error)).rstrip()
+
+    @property
+    def errors(self) -> int:
+        return sum(self.failures.values())
+
+
+def scale_row(tally: Tally, warmup: Tally, elapsed: float, cpu: float, fds: FdPeak) -> dict[str, Any]:
+    done = len(tally.latencies) - tally.errors
+    return {
+        "ops_per_s": done / elapsed,
+        "ops": done,
+        "errors": tally.errors,
+        "errors_by_kind": tally.failures,
+        "first_error": tally.first,
+        "warmup_errors": warmup.errors,
+        "warmup_errors_by_kind": warmup.failures,
+        "warmup_first_error": warmup.first,
+        **(percentiles(tally.latencies) if tally.latencies else {"p50_ms": math.nan, "p99_ms": math.nan, "n": 0}),
+        "fds_baseline": fds.baseline,
+        "fds_peak": fds.peak,
+        "fds_end": fds.end,
+        "fds_after_close": fds.after,
+        "cpu_us_per_op": cpu / max(1, len(tally.latencies)) * 1e6,
+        "seconds": elapsed,
+    }
+
+
+async def run_tasks(op: Callable[[str], Awaitable[None]], tasks: int, seconds: float, prefix: str) -> Tally:
+    """``tasks`` tasks, each doing ``op`` on a name of its own, again and again, for ``seconds``."""
+    tally = Tally()
+    until = time.perf_counter() + seconds
+
+    async def worker(index: int) -> None:
+        done = 0
+        while time.perf_counter() < until:
+            started = time.perf_counter()
+            try:
+                await op(f"{prefix}:{index}:{done}")
+            except Exception as error:
+                tally.fail(error)
+            tally.latencies.append(time.perf_counter() - started)
+            done += 1
+
+    await asyncio.gather(*(worker(i) for i in range(tasks)))
+    return tally
+
+
+def scale_async(
+    open_client: Callable[[int], Any],
+    op: Callable[[Any, str], Awaitable[None]],
+    tasks: int,
+    seconds: float,
+    warmup: float,
+) -> dict[str, Any]:
+    """One client for ``tasks`` concurrent tasks: a warm-up (the fresh client's burst), then
+    ``seconds`` measured."""
+
+    async def run() -> dict[str, Any]:
+        prefix = f"scale:{secrets.token_hex(4)}"
+        with FdPeak() as fds:
+            client = open_client(tasks)
+            try:
+                warm = await run_tasks(lambda name: op(client, name), tasks, warmup, f"{prefix}:warm")
+                cpu = time.process_time()
+                started = time.perf_counter()
+                tally = await run_tasks(lambda name: op(client, name), tasks, seconds, prefix)
+                elapsed = time.perf_counter() - started
+                cpu = time.process_time() - cpu
+            finally:
+                fds.end = open_fds()
+                await client.aclose()
+                await asyncio.sleep(0.01)  # a closed transport lets go of its socket on a later loop turn
+        return scale_row(tally, warm, elapsed, cpu, fds)
+
+    return asyncio.run(run())
+
+
+def run_threads(op: Callable[[str], None], threads: int, seconds: float, prefix: str) -> tuple[Tally, float, float]:
+    """``threads`` threads, each doing ``op`` on a name of its own, again and again, for
+    ``seconds``; returns the tally, the elapsed time and the process CPU time it took."""
+    tally = Tally()
+    go = threading.Event()
+    until = [0.0]
+
+    def worker(index: int) -> None:
+        go.wait()
+        done = 0
+        while time.perf_counter() < until[0]:
+            started = time.perf_counter()
+            try:
+                op(f"{prefix}:{index}:{done}")
+            except Exception as error:
+                tally.fail(error)
+            tally.latencies.append(time.perf_counter() - started)
+            done += 1
+
+    pool = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    cpu = time.process_time()
+    started = time.perf_counter()
+    until[0] = started + seconds
+    go.set()
+    for thread in pool:
+        thread.join()
+    return tally, time.perf_counter() - started, time.process_time() - cpu
+
+
+def scale_sync(
+    open_client: Callable[[int], Any], op: Callable[[Any, str], None], threads: int, seconds: float, warmup: float
+) -> dict[str, Any]:
+    prefix = f"scale:{secrets.token_hex(4)}"
+    with FdPeak() as fds:
+        client = open_client(threads)
+        try:
+            warm, _, _ = run_threads(lambda name: op(client, name), threads, warmup, f"{prefix}:warm")
+            tally, elapsed, cpu = run_threads(lambda name: op(client, name), threads, seconds, prefix)
+        finally:
+            fds.end = open_fds()
+            client.close()
+    return scale_row(tally, warm, elapsed, cpu, fds)
+
+
+def redlock_op_sync(rl: Redlock, name: str) -> None:
+    lock = rl.lock(name, ttl=10)
+    if not lock.acquire(blocking=False):
+        raise Refused("acquire returned False")
+    lock.release()
+
+
+async def redlock_op_async(rl: redlock.asyncio.Redlock, name: str) -> None:
+    lock = rl.lock(name, ttl=10)
+    if not await lock.acquire(blocking=False):
+        raise Refused("acquire returned False")
+    await lock.release()
+
+
+class FloorSync:
+    """The floor: redis-py on ONE master, SET NX PX then the compare-and-delete script."""
+
+    def __init__(self, url: str, connections: int) -> None:
+        self.client = redis.Redis(
+            connection_pool=redis.BlockingConnectionPool.from_url(url, max_connections=connections)
+        )
+        self.unlock = self.client.register_script(UNLOCK)
+
+    def op(self, name: str) -> None:
+        token = secrets.token_hex(TOKEN_BYTES)
+        if not self.client.set(name, token, nx=True, px=10_000):
+            raise Refused("SET NX refused")
+        if self.unlock(keys=[name], args=[token]) != 1:
+            raise Refused("compare-and-delete deleted nothing")
+
+    def close(self) -> None:
+        self.client.close()
+        self.client.connection_pool.disconnect()
+
+
+class FloorAsync:
+    """The asyncio floor: redis.asyncio on ONE master, SET NX PX then the compare-and-delete."""
+
+    def __init__(self, url: str, connections: int) -> None:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(url, max_connections=connections)
+        self.client = redis.asyncio.Redis(connection_pool=pool)
+        self.unlock = self.client.register_script(UNLOCK)
+
+    async def op(self, name: str) -> None:
+        token = secrets.token_hex(TOKEN_BYTES)
+        if not await self.client.set(name, token, nx=True, px=10_000):
+            raise Refused("SET NX refused")
+        if await self.unlock(keys=[name], args=[token]) != 1:
+            raise Refused("compare-and-delete deleted nothing")
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        await self.client.connection_pool.disconnect()
+
+
+def send(conn: redis.Connection, *command: str | int) -> None:
+    """Write one command, no reply read (redis-py leaves ``send_command`` untyped)."""
+    conn.send_command(*command)  # type: ignore[no-untyped-call]
+
+
+def send_all_floor(urls: list[str], seconds: float, warmup: float) -> dict[str, Any]:
+    """The least client CPU a 5-master lock+unlock can cost with redis-py's parser: one
+    thread, one raw connection per master; write the SET to all, then read every reply;
+    the same for the compare-and-delete."""
+    pools = [redis.ConnectionPool.from_url(url) for url in urls]
+    conns = [pool.get_connection() for pool in pools]
+    try:
+        shas = []
+        for conn in conns:
+            send(conn, "SCRIPT", "LOAD", UNLOCK)
+            shas.append(conn.read_response())
+        prefix = f"scale:{secrets.token_hex(4)}"
+
+        def op(name: str) -> None:
+            token = secrets.token_hex(TOKEN_BYTES)
+            for conn in conns:
+                send(conn, "SET", name, token, "NX", "PX", 10_000)
+            if sum(conn.read_response() is not None for conn in conns) != len(conns):
+                raise Refused("SET NX refused")
+            for conn, sha in zip(conns, shas, strict=True):
+                send(conn, "EVALSHA", sha, 1, name, token)
+            if sum(conn.read_response() for conn in conns) != len(conns):
+                raise Refused("compare-and-delete deleted nothing")
+
+        with FdPeak() as fds:
+            warm, _, _ = run_threads(op, 1, warmup, f"{prefix}:warm")
+            tally, elapsed, cpu = run_threads(op, 1, seconds, prefix)
+            fds.end = open_fds()
+        return scale_row(tally, warm, elapsed, cpu, fds)
+    finally:
+        for pool, conn in zip(pools, conns, strict=True):
+            pool.release(conn)
+            pool.disconnect()
+
+
+def scale(cluster: LocalMasters, seconds: float, warmup: float) -> dict[str, Any]:
+    urls, one = cluster.urls, cluster.urls[0]
+    result: dict[str, Any] = {
+        "masters": len(urls),
+        "seconds": seconds,
+        "warmup_seconds": warmup,
+        "hiredis": HIREDIS_AVAILABLE,
+        "asyncio": {},
+        "sync": {},
+    }
+    for tasks in SCALE_TASKS:
+        row: dict[str, Any] = {}
+        result["asyncio"][str(tasks)] = row
+        row["redlock"] = scale_async(lambda _: redlock.asyncio.Redlock(urls), redlock_op_async, tasks, seconds, warmup)
+        row["floor"] = scale_async(lambda c: FloorAsync(one, c), lambda f, name: f.op(name), tasks, seconds, warmup)
+        print_scale_pair("asyncio", tasks, row, flush=True)
+    # On a shared machine one window's CPU time can be inflated by neighbours: measured before
+    # and after the sync cases, the lower CPU/op is the floor (the conservative ratio).
+    send_all_runs = [send_all_floor(urls, seconds, warmup)]
+    for threads in SCALE_THREADS:
+        row = {}
+        result["sync"][str(threads)] = row
+        row["redlock"] = scale_sync(lambda _: Redlock(urls), redlock_op_sync, threads, seconds, warmup)
+        row["floor"] = scale_sync(lambda c: FloorSync(one, c), lambda f, name: f.op(name), threads, seconds, warmup)
+        print_scale_pair("sync", threads, row, flush=True)
+    send_all_runs.append(send_all_floor(urls, seconds, warmup))
+    result["send_all_floor_runs"] = send_all_runs
+    result["send_all_floor"] = min(send_all_runs, key=lambda row: float(row["cpu_us_per_op"]))
+    result["ratios"] = scale_ratios(result)
+    return result
+
+
+def scale_ratios(result: dict[str, Any]) -> dict[str, Any]:
+    def ops(api: str, c: int, client: str = "redlock") -> float:
+        return float(result[api][str(c)][client]["ops_per_s"])
+
+    send_all = result["send_all_floor"]["cpu_us_per_op"]
+    return {
+        "ops_vs_floor": {
+            api: {str(c): ops(api, c) / ops(api, c, "floor") for c in counts}
+            for api, counts in (("asyncio", SCALE_TASKS), ("sync", SCALE_THREADS))
+        },
+        "asyncio_1000_vs_100": ops("asyncio", 1000) / ops("asyncio", 100),
+        "floor_asyncio_1000_vs_100": ops("asyncio", 1000, "floor") / ops("asyncio", 100, "floor"),
+        "sync_vs_1_thread": {str(c): ops("sync", c) / ops("sync", 1) for c in SCALE_THREADS},
+        "p50_c1_vs_floor": {
+            api: result[api]["1"]["redlock"]["p50_ms"] / result[api]["1"]["floor"]["p50_ms"]
+            for api in ("asyncio", "sync")
+        },
+        "cpu_vs_send_all_floor": {
+            api: {str(c): result[api][str(c)]["redlock"]["cpu_us_per_op"] / send_all for c in counts}
+            for api, counts in (("asyncio", SCALE_TASKS), ("sync", SCALE_THREADS))
+        },
+    }
+
+
+SCALE_HEADER = (
+    f"{'api':8s} {'C':>5s} {'client':8s} {'ops/s':>8s} {'errors':>6s} {'warm-up':>7s} {'p50 ms':>8s} {'p99 ms':>8s}"
+    f" {'fds peak':>8s} {'(+base)':>7s} {'end':>5s} {'closed':>6s} {'CPU us/op':>9s} {'vs floor':>8s}"
+)
+
+
+def scale_line(api: str, c: int | str, client: str, row: dict[str, Any], versus: str = "") -> str:
+    return (
+        f"{api:8s} {c!s:>5s} {client:8s} {row['ops_per_s']:8.0f} {row['errors']:6d} {row['warmup_errors']:7d}"
+        f" {row['p50_ms']:8.3f} {row['p99_ms']:8.2f} {row['fds_peak']:8d} {row['fds_peak'] - row['fds_baseline']:+7d}"
+        f" {row['fds_end']:5d} {row['fds_after_close']:6d} {row['cpu_us_per_op']:9.1f} {versus:>8s}"
+    )
+
+
+def print_scale_pair(api: str, c: int, pair: dict[str, Any], *, flush: bool = False) -> None:
+    ratio = pair["redlock"]["ops_per_s"] / pair["floor"]["ops_per_s"] if pair["floor"]["ops_per_s"] else math.nan
+    print(scale_line(api, c, "redlock", pair["redlock"], f"x{ratio:.2f}"), flush=flush)
+    print(scale_line(api, c, "floor", pair["floor"]), flush=flush)
+
+
+def print_scale_summary(result: dict[str, Any]) -> None:
+    ratios = result["ratios"]
+    send_all = result["send_all_floor"]
+    masters = result["masters"]
+    for run in result["send_all_floor_runs"]:
+        print(scale_line("sync", 1, "send-all", run, "(5 m.)"))
+    print(
+        f"send-all-then-read-all floor ({masters} masters, 1 thread, raw redis-py connections, the lower of"
+        f" {len(result['send_all_floor_runs'])} runs): {send_all['cpu_us_per_op']:.1f} us CPU/op,"
+        f" {send_all['ops_per_s']:.0f} ops/s, p50 {send_all['p50_ms']:.3f} ms"
+    )
+    for api in ("asyncio", "sync"):
+        cpu = ", ".join(f"C={c}: x{r:.2f}" for c, r in ratios["cpu_vs_send_all_floor"][api].items())
+        print(f"  redlock {api} client CPU/op vs that floor: {cpu}")
+    for api in ("asyncio", "sync"):
+        versus = ", ".join(f"C={c}: x{r:.2f}" for c, r in ratios["ops_vs_floor"][api].items())
+        print(f"redlock {api} ops/s vs one-master floor: {versus}")
+    print(
+        f"redlock asyncio C=1000 vs C=100: x{ratios['asyncio_1000_vs_100']:.2f}"
+        f" (floor: x{ratios['floor_asyncio_1000_vs_100']:.2f})"
+    )
+    print(
+        "redlock sync ops/s vs 1 thread: "
+        + ", ".join(f"C={c}: x{r:.2f}" for c, r in ratios["sync_vs_1_thread"].items())
+    )
+    p50 = ratios["p50_c1_vs_floor"]
+    print(f"single-op p50 (C=1) acquire+release vs floor: asyncio x{p50['asyncio']:.2f}, sync x{p50['sync']:.2f}")
+
+    rows = [(api, c, result[api][c]["redlock"]) for api in ("asyncio", "sync") for c in result[api]]
+    everything = [
+        (f"{client} {api}", c, result[api][c][client]) for api, c, _ in rows for client in ("redlock", "floor")
+    ]
+    fd_bound = 2 * masters + FD_SLACK
+    checks = [
+        (
+            "zero errors at every C (warm-up included)",
+            all(r["errors"] == 0 and r["warmup_errors"] == 0 for *_, r in rows),
+        ),
+        (
+            f"open fds at most 2N+{FD_SLACK} = {fd_bound} over the baseline at every C",
+            all(r["fds_peak"] - r["fds_baseline"] <= fd_bound for *_, r in rows),
+        ),
+        ("asyncio C=100 at least the floor's ops/s", ratios["ops_vs_floor"]["asyncio"]["100"] >= 1.0),
+        ("asyncio C=1000 at least 80 % of C=100", ratios["asyncio_1000_vs_100"] >= 0.8),
+        ("single-op p50 within 1.5x of the floor", max(p50.values()) <= 1.5),
+        (
+            "sync client CPU/op within 1.5x of the send-all floor (C=1)",
+            ratios["cpu_vs_send_all_floor"]["sync"]["1"] <= 1.5,
+        ),
+    ]
+    print("targets (issue 9):")
+    for label, met in checks:
+        print(f"  [{'met' if met else 'MISSED'}] {label}")
+    for label, c, row in everything:
+        for kind, text in {**row["warmup_first_error"], **row["first_error"]}.items():
+            count = row["errors_by_kind"].get(kind, 0) + row["warmup_errors_by_kind"].get(kind, 0)
+            print(f"first {kind} of {label} C={c} ({count} in all):\n{textwrap.indent(text, '    ')}")
+
+
 # --- report ---------------------------------------------------------------------------------
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
-    latency = results["latency"]
-    names = list(latency)
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.8))
-    positions = range(len(names))
-    left.barh([p - 0.2 for p in positions], [latency[n]["p50_ms"] for n in names], height=0.4, label="p50")
-    left.barh([p + 0.2 for p in positions], [latency[n]["p99_ms"] for n in names], height=0.4, label="p99")
-    left.set_yticks(list(positions), names, fontsize=8)
-    left.set_xlabel("ms per acquire+release (hung: acquire only)")
-    left.legend()
-    contention = results["contention"]
-    labels = list(contention)
-    middle.bar(labels, [contention[k]["throughput_per_s"] for k in labels])
-    middle.set_ylabel("acquisitions/s, 8 clients, one name")
-    middle.tick_params(axis="x", rotation=15, labelsize=8)
-    handoff = results["handoff"]
-    labels = list(handoff)
-    spots = range(len(labels))
-    right.bar([p - 0.2 for p in spots], [handoff[k]["handoff"]["p50_ms"] for k in labels], width=0.4, label="p50")
-    right.bar([p + 0.2 for p in spots], [handoff[k]["handoff"]["p99_ms"] for k in labels], width=0.4, label="p99")
-    right.set_xticks(list(spots), labels, rotation=15, fontsize=8)
-    right.set_ylabel("handoff ms: release -> next holder")
-    right.legend()
-    fig.suptitle(f"redlock-quorum benchmark: {results['machine']['summary']}", fontsize=10)
+    panels: list[Callable[[Any], None]] = []
+    if "latency" in results:
+        panels.append(lambda ax: latency_panel(ax, results["latency"]))
+    if "contention" in results:
+        panels.append(lambda ax: contention_panel(ax, results["contention"]))
+        panels.append(lambda ax: handoff_panel(ax, results["handoff"]))
+    if "scale" in results:
+        panels.append(lambda ax: scale_panel(ax, results["scale"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.4 * len(panels) + 0.6, 4.8), squeeze=False)
+    for panel, ax in zip(panels, axes[0], strict=True):
+        panel(ax)
+    title = f"redlock-quorum benchmark: {results['machine']['summary']}"
+    fig.suptitle(textwrap.fill(title, width=70 * len(panels)), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
+def latency_panel(ax: Any, latency: dict[str, Any]) -> None:
+    names = list(latency)
+    positions = range(len(names))
+    ax.barh([p - 0.2 for p in positions], [latency[n]["p50_ms"] for n in names], height=0.4, label="p50")
+    ax.barh([p + 0.2 for p in positions], [latency[n]["p99_ms"] for n in names], height=0.4, label="p99")
+    ax.set_yticks(list(positions), names, fontsize=8)
+    ax.set_xlabel("ms per acquire+release (hung: acquire only)")
+    ax.legend()
+
+
+def contention_panel(ax: Any, contention: dict[str, Any]) -> None:
+    labels = list(contention)
+    ax.bar(labels, [contention[k]["throughput_per_s"] for k in labels])
+    ax.set_ylabel("acquisitions/s, 8 clients, one name")
+    ax.tick_params(axis="x", rotation=15, labelsize=8)
+
+
+def handoff_panel(ax: Any, handoff: dict[str, Any]) -> None:
+    labels = list(handoff)
+    spots = range(len(labels))
+    ax.bar([p - 0.2 for p in spots], [handoff[k]["handoff"]["p50_ms"] for k in labels], width=0.4, label="p50")
+    ax.bar([p + 0.2 for p in spots], [handoff[k]["handoff"]["p99_ms"] for k in labels], width=0.4, label="p99")
+    ax.set_xticks(list(spots), labels, rotation=15, fontsize=8)
+    ax.set_ylabel("handoff ms: release -> next holder")
+    ax.legend()
+
+
+def scale_panel(ax: Any, scale_result: dict[str, Any]) -> None:
+    for api, style in (("asyncio", "o"), ("sync", "s")):
+        counts = [int(c) for c in scale_result[api]]
+        for client, line in (("redlock", "-"), ("floor", ":")):
+            label = f"{client} {api}" + (" (1 master)" if client == "floor" else "")
+            ops = [scale_result[api][str(c)][client]["ops_per_s"] for c in counts]
+            ax.plot(counts, ops, line + style, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("concurrent tasks / threads on one client")
+    ax.set_ylabel("lock+unlock ops/s, distinct names")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+
+
+SECTIONS = ("latency", "contention", "scale")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer samples, shorter contention runs")
+    parser.add_argument("--quick", action="store_true", help="fewer samples, shorter contention and scale runs")
     parser.add_argument("--out", default="benchmarks/out")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=SECTIONS,
+        help="run only this section (repeatable); default: all. contention includes handoff",
+    )
     args = parser.parse_args(argv)
+    sections = set(args.only or SECTIONS)
     count = 300 if args.quick else 2000
     seconds = 2.0 if args.quick else 6.0
+    scale_seconds, scale_warmup = (1.0, 0.25) if args.quick else (3.0, 0.5)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    limit = raise_fd_limit()  # before the servers start: they inherit it
 
+    results: dict[str, Any] = {"samples": count}
     with LocalMasters(5) as cluster:
         pinning = pin(cluster)
         machine = {
             "summary": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {pinning}",
             "redis_server": cluster[0].binary,
+            "hiredis": HIREDIS_AVAILABLE,
+            "fd_limit": limit,
         }
-        print(f"machine: {machine['summary']}", flush=True)
-        latency: dict[str, Any] = {}
-        latency["floor sync (1 master)"] = percentiles(floor_sync(cluster.urls[0], count))
-        latency["floor asyncio (1 master)"] = percentiles(floor_async(cluster.urls[0], count))
-        latency["redlock sync (5 masters)"] = percentiles(redlock_sync(cluster.urls, count))
-        latency["redlock asyncio (5 masters)"] = percentiles(redlock_async(cluster.urls, count))
-        latency["redlock sync, 1 of 5 hung (acquire)"] = acquire_with_hung_master(cluster, max(50, count // 10))
-        floor = latency["floor sync (1 master)"]["p50_ms"]
-        for name, row in latency.items():
-            ratio = row["p50_ms"] / floor
-            print(f"{name:40s} p50 {row['p50_ms']:8.3f} ms  p99 {row['p99_ms']:8.3f} ms  x{ratio:5.2f} floor")
-
-        contention: dict[str, Any] = {}
-        handoff: dict[str, Any] = {}
-        single = redis.Redis.from_url(cluster.urls[0])
-        redis_py_lock = lambda: RedisPyLock(single, "bench:redis-py", timeout=10)  # noqa: E731
-        contention["redis-py Lock (1 node)"] = contended(redis_py_lock, 8, seconds)
-        handoff["redis-py Lock (1 node)"] = contended(redis_py_lock, 8, seconds, think=0.005)
-        for label, wake in (("redlock wake-up", True), ("redlock polling", False)):
-            rl = Redlock(cluster.urls, wake_on_release=wake)
-            contention[label] = contended(lambda rl=rl: rl.lock("bench:contended", ttl=10.0), 8, seconds)  # type: ignore[misc]
-            handoff[label] = contended(lambda rl=rl: rl.lock("bench:handoff", ttl=10.0), 8, seconds, think=0.005)  # type: ignore[misc]
-            rl.close()
-        single.close()
-        print("contended, 8 clients on one name, no pause between turns:")
-        for name, row in contention.items():
-            share = row["min_share_of_mean"]
-            failed = f"  ({row['failed']} failed)" if row["failed"] else ""
-            print(f"  {name:26s} {row['throughput_per_s']:8.1f} acq/s  min share {share:.2f} of mean{failed}")
-        print("handoff, 8 clients, 5 ms between a client's turns (release start -> next holder's acquire returns):")
-        for name, row in handoff.items():
-            h = row["handoff"]
+        results["machine"] = machine
+        print(f"machine: {machine['summary']}; hiredis {HIREDIS_AVAILABLE}; {limit}", flush=True)
+        if "latency" in sections:
+            results["latency"] = latency_section(cluster, count)
+        if "contention" in sections:
+            results["contention"], results["handoff"] = contention_section(cluster, seconds)
+        if "scale" in sections:
             print(
-                f"  {name:26s} p50 {h['p50_ms']:7.2f} ms  p99 {h['p99_ms']:7.2f} ms  ({h['n']} handoffs,"
-                f" {row['throughput_per_s']:.0f} acq/s, min share {row['min_share_of_mean']:.2f})"
+                f"scale: lock+unlock on distinct names, redlock on {len(cluster.urls)} masters, floor on 1 master"
+                f" with a pool of C connections; {scale_seconds:g} s per case after a {scale_warmup:g} s warm-up"
+                " on a fresh client",
+                flush=True,
             )
+            print(SCALE_HEADER, flush=True)
+            started = time.perf_counter()
+            results["scale"] = scale(cluster, scale_seconds, scale_warmup)
+            print_scale_summary(results["scale"])
+            print(f"scale section took {time.perf_counter() - started:.0f} s")
 
-    results = {"machine": machine, "latency": latency, "contention": contention, "handoff": handoff, "samples": count}
     (out / "bench.json").write_text(json.dumps(results, indent=2))
     chart(results, out / "bench.png")
     print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
     return 0
+
+
+def latency_section(cluster: LocalMasters, count: int) -> dict[str, Any]:
+    latency: dict[str, Any] = {}
+    latency["floor sync (1 master)"] = percentiles(floor_sync(cluster.urls[0], count))
+    latency["floor asyncio (1 master)"] = percentiles(floor_async(cluster.urls[0], count))
+    latency["redlock sync (5 masters)"] = percentiles(redlock_sync(cluster.urls, count))
+    latency["redlock asyncio (5 masters)"] = percentiles(redlock_async(cluster.urls, count))
+    latency["redlock sync, 1 of 5 hung (acquire)"] = acquire_with_hung_master(cluster, max(50, count // 10))
+    floor = latency["floor sync (1 master)"]["p50_ms"]
+    for name, row in latency.items():
+        ratio = row["p50_ms"] / floor
+        print(f"{name:40s} p50 {row['p50_ms']:8.3f} ms  p99 {row['p99_ms']:8.3f} ms  x{ratio:5.2f} floor")
+    return latency
+
+
+def contention_section(cluster: LocalMasters, seconds: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    contention: dict[str, Any] = {}
+    handoff: dict[str, Any] = {}
+    single = redis.Redis.from_url(cluster.urls[0])
+    redis_py_lock = lambda: RedisPyLock(single, "bench:redis-py", timeout=10)  # noqa: E731
+    contention["redis-py Lock (1 node)"] = contended(redis_py_lock, 8, seconds)
+    handoff["redis-py Lock (1 node)"] = contended(redis_py_lock, 8, seconds, think=0.005)
+    for label, wake in (("redlock wake-up", True), ("redlock polling", False)):
+        rl = Redlock(cluster.urls, wake_on_release=wake)
+        contention[label] = contended(lambda rl=rl: rl.lock("bench:contended", ttl=10.0), 8, seconds)  # type: ignore[misc]
+        handoff[label] = contended(lambda rl=rl: rl.lock("bench:handoff", ttl=10.0), 8, seconds, think=0.005)  # type: ignore[misc]
+        rl.close()
+    single.close()
+    print("contended, 8 clients on one name, no pause between turns:")
+    for name, row in contention.items():
+        share = row["min_share_of_mean"]
+        failed = f"  ({row['failed']} failed)" if row["failed"] else ""
+        print(f"  {name:26s} {row['throughput_per_s']:8.1f} acq/s  min share {share:.2f} of mean{failed}")
+    print("handoff, 8 clients, 5 ms between a client's turns (release start -> next holder's acquire returns):")
+    for name, row in handoff.items():
+        h = row["handoff"]
+        print(
+            f"  {name:26s} p50 {h['p50_ms']:7.2f} ms  p99 {h['p99_ms']:7.2f} ms  ({h['n']} handoffs,"
+            f" {row['throughput_per_s']:.0f} acq/s, min share {row['min_share_of_mean']:.2f})"
+        )
+    return contention, handoff
 
 
 if __name__ == "__main__":
