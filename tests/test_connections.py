@@ -25,7 +25,7 @@ import redis
 import redlock
 import redlock.asyncio
 from chaos.proxy import ProxyLoop
-from redlock import MasterMisconfigured, NodeStatus, QuorumUnavailable, Redlock
+from redlock import MasterMisconfigured, QuorumUnavailable, Redlock
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
@@ -316,7 +316,8 @@ def test_a_cancel_at_any_step_of_an_asyncio_acquire_leaves_nothing_behind(master
                     assert lock.token is None
                     assert eventually(lambda name=lock.name: keys_left(masters, name) == [None] * 5), f"step {k}"
                 else:
-                    assert acquired and lock.locked()
+                    assert acquired
+                    assert lock.locked()
                     await lock.release()
         return cancelled
 
@@ -326,47 +327,35 @@ def test_a_cancel_at_any_step_of_an_asyncio_acquire_leaves_nothing_behind(master
 # --- configuration errors are not outages -----------------------------------------------------------
 
 
-@pytest.fixture
-def guarded_masters(fresh_masters: MastersFactory) -> LocalMasters:
-    """Three masters with a password, and a user 'reader' that may not run scripts."""
-    cluster = fresh_masters(3, extra_args=["--requirepass", "s3cret"])
-    for url in cluster.urls:
-        with redis.Redis.from_url(url, password="s3cret") as admin:
-            admin.acl_setuser(
-                "reader", enabled=True, passwords=["+readerpw"], keys=["*"], commands=["+@all", "-@scripting"]
-            )
-    return cluster
-
-
-def _with_credentials(url: str, credentials: str) -> str:
-    return url.replace("redis://", f"redis://{credentials}@")
-
-
-def test_a_wrong_password_fails_at_once_even_when_blocking(
-    client: ClientFactory, guarded_masters: LocalMasters
-) -> None:
-    rl = client([_with_credentials(url, ":wrong") for url in guarded_masters.urls], unavailable_timeout=30.0)
+def test_a_wrong_password_fails_at_once_even_when_blocking(client: ClientFactory, acl_masters: LocalMasters) -> None:
+    rl = client([master.url_as(password="wrong") for master in acl_masters], unavailable_timeout=30.0)
     started = time.monotonic()
     with pytest.raises(MasterMisconfigured) as error:
         rl.lock(unique()).acquire(blocking=True)
     assert time.monotonic() - started < 10  # not the 30 s of an outage (generous: loaded CI)
-    assert {outcome.status for outcome in error.value.outcomes} <= {NodeStatus.MISCONFIGURED, NodeStatus.NOT_AWAITED}
-    assert any("WRONGPASS" in outcome.detail or "invalid" in outcome.detail for outcome in error.value.outcomes)
+    assert any("WRONGPASS" in outcome.detail for outcome in error.value.outcomes)
+
+
+def test_no_password_where_one_is_required_is_misconfigured(client: ClientFactory, acl_masters: LocalMasters) -> None:
+    rl = client([master.url_as() for master in acl_masters], unavailable_timeout=30.0)
+    with pytest.raises(MasterMisconfigured, match="NOAUTH"):
+        rl.lock(unique()).acquire(blocking=True)
 
 
 def test_a_user_without_permission_to_run_scripts_is_misconfigured(
-    client: ClientFactory, guarded_masters: LocalMasters
+    client: ClientFactory, acl_masters: LocalMasters
 ) -> None:
-    rl = client([_with_credentials(url, "reader:readerpw") for url in guarded_masters.urls], unavailable_timeout=30.0)
+    rl = client([master.user_url("no-scripts") for master in acl_masters], unavailable_timeout=30.0)
     with pytest.raises(MasterMisconfigured) as error:
         rl.lock(unique(), fencing=True).acquire(blocking=True)
     assert any("NOPERM" in outcome.detail for outcome in error.value.outcomes)
 
 
-def test_the_right_password_works(client: ClientFactory, guarded_masters: LocalMasters) -> None:
-    rl = client([_with_credentials(url, ":s3cret") for url in guarded_masters.urls])
-    with rl.lock(unique(), ttl=5.0) as lock:
-        assert lock.locked()
+def test_the_right_credentials_work(client: ClientFactory, acl_masters: LocalMasters) -> None:
+    for urls in ([master.url for master in acl_masters], [master.user_url("locker") for master in acl_masters]):
+        rl = client(urls)
+        with rl.lock(unique(), ttl=5.0, fencing=True) as lock:
+            assert lock.locked()
 
 
 def test_one_misconfigured_master_of_five_is_a_minority(client: ClientFactory, fresh_masters: MastersFactory) -> None:
@@ -378,23 +367,49 @@ def test_one_misconfigured_master_of_five_is_a_minority(client: ClientFactory, f
         assert lock.locked()
 
 
-# --- unix sockets ---------------------------------------------------------------------------------
+# --- unix sockets and TLS (on every server of the matrix that has them) ----------------------------
 
 
-def test_unix_socket_masters(client: ClientFactory, fresh_masters: MastersFactory, tmp_path: Any) -> None:
-    paths = [str(tmp_path / f"m{i}.sock") for i in range(3)]
-    cluster = fresh_masters(3)
-    for master, path in zip(cluster, paths, strict=True):
-        with redis.Redis.from_url(master.url) as admin:
-            # unixsocket cannot be set at run time: restart the master with it.
-            del admin
-        master.extra_args = (*master.extra_args, "--unixsocket", path, "--unixsocketperm", "700")
-        master.restart()
-    rl = client([f"unix://{path}" for path in paths])
+def test_unix_socket_masters(client: ClientFactory, unix_masters: LocalMasters) -> None:
+    rl = client([master.url for master in unix_masters])
+    with rl.lock(unique(), ttl=5.0) as lock:
+        assert lock.token is not None
+        with redis.Redis.from_url(unix_masters[0].url) as raw:
+            assert raw.get(lock.name) == lock.token.encode()
+
+
+def test_tls_masters_with_server_authentication(client: ClientFactory, tls_masters: LocalMasters) -> None:
+    rl = client([master.url for master in tls_masters])
+    with rl.lock(unique(), ttl=5.0, fencing=True) as lock:
+        assert lock.locked()
+
+
+def test_mutual_tls_masters(client: ClientFactory, mutual_tls_masters: LocalMasters) -> None:
+    rl = client([master.url for master in mutual_tls_masters])
     with rl.lock(unique(), ttl=5.0) as lock:
         assert lock.locked()
-        with redis.Redis(unix_socket_path=paths[0]) as raw:
-            assert raw.get(lock.name) == lock.token.encode()
+
+
+def test_an_untrusted_certificate_fails_at_once_as_misconfigured(
+    client: ClientFactory, tls_masters: LocalMasters
+) -> None:
+    files = tls_masters[0].tls_files
+    assert files is not None
+    urls = [master.url.replace(str(files.ca_cert), str(files.untrusted_ca_cert)) for master in tls_masters]
+    rl = client(urls, unavailable_timeout=30.0)
+    started = time.monotonic()
+    with pytest.raises(MasterMisconfigured, match="TLS"):
+        rl.lock(unique()).acquire(blocking=True)
+    assert time.monotonic() - started < 10
+
+
+def test_mutual_tls_without_a_client_certificate_is_not_held(
+    client: ClientFactory, mutual_tls_masters: LocalMasters
+) -> None:
+    urls = [master.url.split("&ssl_certfile")[0] for master in mutual_tls_masters]
+    rl = client(urls, unavailable_timeout=2.0)
+    with pytest.raises((MasterMisconfigured, QuorumUnavailable)):
+        rl.lock(unique()).acquire(blocking=True)
 
 
 # --- bad input never reaches the network ------------------------------------------------------------
