@@ -39,7 +39,7 @@ A master that owes replies for longer than ``hung_after`` (or too many of them) 
 rounds skip it rather than pile more commands into a socket nobody reads; clean-ups
 (rollbacks, releases) still go, up to twice the bound, since refusing them would leave our
 keys behind. A failed connect is retried with exponential backoff; meanwhile rounds get the
-last failure at once instead of waiting for their deadline.
+last failure at once instead of waiting for their deadline (clean-ups try at once anyway).
 
 Configuration errors are not outages: a wrong password (``WRONGPASS``/``NOAUTH``), a
 missing ACL permission (``NOPERM``), an untrusted TLS certificate or a reply that is not
@@ -158,18 +158,26 @@ def script_preloads() -> tuple[Command, ...]:
     return tuple(Command(("SCRIPT", "LOAD", script.source)) for script in _scripts.ALL)
 
 
-def patience_for_connects(links: Sequence[Link], round_: Round, connect_timeout: float) -> float | None:
-    """Past its deadline, how long an undecided round keeps waiting for connects under way.
+def overtime_deadline(links: Sequence[Link], round_: Round, connect_timeout: float, deadline: float) -> float | None:
+    """A round's timeout has passed: until when it still waits, or None if no longer.
 
-    A round counts a master that is still connecting as not answering, like a slow one, and
-    is decided without it whenever the others suffice. But when it cannot be decided without
-    them (a fresh client: every master is connecting), failing it would turn a burst of
-    first operations, or a busy event loop that starts the connects late, into a false
-    outage. So it waits for those connects, each bounded by ``connect_timeout``, plus its
-    own timeout for the replies: the stated bound of a first contact. None: wait no more.
+    Overtime, a round that waits for every master settles once its outcome is decided. One
+    still undecided waits on for its ``patience`` (a release), and for connects under way:
+    a round counts a master still connecting as not answering, like a slow one, and is
+    decided without it whenever the others suffice; but when it cannot be (a fresh client:
+    every master is connecting), failing it would turn a burst of first operations, or a busy
+    event loop that starts the connects late, into a false outage. So it waits for those
+    connects, each bounded by ``connect_timeout``, plus its own timeout for the replies: the
+    stated bound of a first contact.
     """
+    round_.overtime = True
+    if round_.settled:
+        return None
     due = [links[node].connect_started + connect_timeout for node in round_.pending if links[node].connecting()]
-    return max(due) + round_.timeout if due else None
+    candidates = [max(due) + round_.timeout] if due else []
+    if round_.patience:
+        candidates.append(deadline + round_.patience)
+    return max(candidates) if candidates else None
 
 
 class Submit(enum.Enum):
@@ -222,7 +230,9 @@ class Link:
     def submit(self, round_: Round, now: float) -> Submit:
         """Take ``round_``'s command for this master; say what the driver must do."""
         if self.state is State.BACKING_OFF:
-            if now < self.retry_at:
+            # A clean-up (release, rollback) tries at once anyway: it is what takes our keys
+            # back, it is rare, and a caller retrying a release has a reason to.
+            if now < self.retry_at and not round_.cleanup:
                 status, detail = self.last_failure
                 round_.record(self.node, status, f"{detail} (reconnecting in {self.retry_at - now:.3f}s)")
                 return Submit.SKIPPED

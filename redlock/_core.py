@@ -166,6 +166,11 @@ class Round:
     wait_for_all: bool = False
     #: Grants counted before this round (a retried release: the masters that confirmed it).
     credited: int = 0
+    #: Beyond ``timeout``, how long a round still undecided goes on waiting (a release: a
+    #: slow reply must not turn into a reported loss). Past ``timeout`` the round is
+    #: ``overtime``: it settles as soon as its outcome is decided, even if it waits for all.
+    patience: float = 0.0
+    overtime: bool = False
     #: A clean-up (rollback, release): sent even to a master that owes many replies, up to
     #: a second allowance, since refusing it would leave our key behind.
     cleanup: bool = False
@@ -218,7 +223,7 @@ class Round:
     def settled(self) -> bool:
         if not self.pending:
             return True
-        if self.wait_for_all:
+        if self.wait_for_all and not self.overtime:
             return False
         return self.majority_granted or self.majority_impossible
 
@@ -682,14 +687,19 @@ def release_flow(
     maybe_landed = {
         node for round_ in earlier for node in round_.targets if not round_.outcomes.get(node, _UNKNOWN).status.answered
     } - confirmed
+    timeout = spec.node_timeout if timeout is None else timeout
     release = Round(
         command=command,
         targets=tuple(node for node in spec.all_nodes if node not in confirmed),
         node_names=spec.node_names,
         quorum=spec.quorum,
-        timeout=spec.node_timeout if timeout is None else timeout,
+        # Every master is waited for up to node_timeout (so that, normally, nothing of ours
+        # is left anywhere once release returns); then only while no majority has answered.
+        timeout=min(spec.node_timeout, timeout),
+        wait_for_all=True,
         cleanup=True,
         credited=len(confirmed),
+        patience=max(0.0, timeout - spec.node_timeout),
     )
     yield release
     denied = {node for node, outcome in release.outcomes.items() if outcome.status is NodeStatus.DENIED}

@@ -35,7 +35,7 @@ from redlock._connection import (
     Submit,
     Subscriber,
     encode,
-    patience_for_connects,
+    overtime_deadline,
     reply_parser,
     wire_form,
 )
@@ -236,7 +236,7 @@ class _Driver:
         settled.wait(max(0.0, deadline - self._clock()))
         while not settled.is_set():
             with self._lock:
-                extended = patience_for_connects(self._links, round_, self._connect_timeout)
+                extended = overtime_deadline(self._links, round_, self._connect_timeout, deadline)
             if extended is None or not settled.wait(max(0.0, extended - self._clock())):
                 break
         with self._lock:

@@ -33,7 +33,7 @@ from redlock._connection import (
     Submit,
     Subscriber,
     encode,
-    patience_for_connects,
+    overtime_deadline,
     reply_parser,
     wire_form,
 )
@@ -215,7 +215,8 @@ class _Driver:
         loop = asyncio.get_running_loop()
         now = self._clock()
         self._submit(round_, now)
-        deadline: float | None = now + round_.timeout
+        first_deadline = now + round_.timeout
+        deadline: float | None = first_deadline
         while not round_.settled and deadline is not None:
             settled: asyncio.Future[None] = loop.create_future()
             round_.waker = functools.partial(_resolve, settled)
@@ -224,7 +225,9 @@ class _Driver:
                 await settled
             finally:
                 timer.cancel()
-            deadline = patience_for_connects(self._links, round_, self._connect_timeout)
+            if round_.settled:
+                break
+            deadline = overtime_deadline(self._links, round_, self._connect_timeout, first_deadline)
             if deadline is not None and deadline <= self._clock():
                 deadline = None
         round_.waker = None
