@@ -54,7 +54,7 @@ import ssl
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from redlock import _scripts
 from redlock._core import Command, ErrorReply, Round, Waiters, subscription_changes
@@ -428,3 +428,163 @@ class Subscriber:
         self.state = State.IDLE
         self.subscribed.clear()
         self.generation += 1
+
+
+Kind = Literal["command", "subscriber"]
+
+
+@dataclass(frozen=True)
+class Write:
+    """Write ``data`` on the ``kind`` connection of master ``node``."""
+
+    kind: Kind
+    node: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Connect:
+    """Open the ``kind`` connection of master ``node``; hand the result to ``connected``."""
+
+    kind: Kind
+    node: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class ReadOutcome:
+    """What a driver does after feeding received bytes: write, then hang up or lose it."""
+
+    write: bytes = b""
+    #: The master refused us in the handshake: close the socket, the policy knows why.
+    hang_up: bool = False
+    #: The connection is no use (not RESP, a reply nobody asked for): lose it with this.
+    failure: BaseException | str | None = None
+
+
+class Connections:
+    """Every connection of one client, as policy: what both drivers ask and are told.
+
+    A driver owns the sockets (or transports) and the waiting; it asks this object what to
+    do at each event (a round to send, a connect that finished, bytes that arrived, a
+    connection lost) and carries out the :class:`Write` and :class:`Connect` it is given.
+    Not thread-safe: the sync driver holds its lock around every call.
+    """
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        credentials: Sequence[Credentials],
+        *,
+        node_timeout: float,
+        connect_timeout: float,
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        hung_after = max(connect_timeout, 4 * node_timeout)
+        self.links = [Link(node, name, credentials[node], hung_after) for node, name in enumerate(names)]
+        self.subscribers = [Subscriber(node, credentials[node]) for node in range(len(names))]
+        #: Who waits for which release; the drivers make the events.
+        self.waiters: Waiters[Any] = Waiters()
+
+    def submit(self, round_: Round, node: int, now: float) -> Write | Connect | None:
+        """Take ``round_``'s command for master ``node``: what to do now, if anything."""
+        link = self.links[node]
+        action = link.submit(round_, now)
+        if action is Submit.SEND:
+            return Write("command", node, wire_form(round_))
+        if action is Submit.CONNECT:
+            return Connect("command", node, link.generation)
+        return None
+
+    def time_out(self, round_: Round) -> None:
+        """The round's time is up: each master it still waits for failed to answer (one it
+        no longer needs, in a decided round, stays "not awaited")."""
+        if round_.settled:
+            return
+        for node in round_.pending:
+            waited_for = "connection" if self.links[node].connecting() else "reply"
+            round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {round_.timeout}s")
+
+    def overtime(self, round_: Round, deadline: float) -> float | None:
+        return overtime_deadline(self.links, round_, self.connect_timeout, deadline)
+
+    def is_current(self, connect: Connect) -> bool:
+        policy = self.links[connect.node] if connect.kind == "command" else self.subscribers[connect.node]
+        return policy.generation == connect.generation
+
+    def connected(self, connect: Connect, error: BaseException | None, now: float) -> Write | None:
+        """A connect finished (``error`` None: the socket is up). What to write first on it.
+
+        The driver only calls this for a current connect (:meth:`is_current`); a stale one's
+        socket is closed without asking.
+        """
+        if connect.kind == "command":
+            link = self.links[connect.node]
+            if error is not None:
+                link.connect_failed(error, now)
+                return None
+            return Write("command", connect.node, b"".join(encode(c.args) for c in link.connected(now)))
+        subscriber = self.subscribers[connect.node]
+        if error is not None:
+            subscriber.lost(now)
+            return None
+        commands = [*subscriber.connected(), *subscriber.changes(self.waiters)]
+        return Write("subscriber", connect.node, b"".join(encode(c.args) for c in commands))
+
+    def lost(self, kind: Kind, node: int, error: BaseException | str, now: float) -> None:
+        if kind == "command":
+            self.links[node].lost(error, now)
+        else:
+            self.subscribers[node].lost(now)
+
+    def received(self, kind: Kind, node: int, parser: Any, now: float) -> ReadOutcome:
+        """Take every whole reply the parser holds; say what to write or whether to hang up."""
+        writes: list[bytes] = []
+        while True:
+            try:
+                reply = parser.gets()
+            except ProtocolViolation as error:
+                return ReadOutcome(b"".join(writes), failure=error)
+            if reply is False:
+                return ReadOutcome(b"".join(writes))
+            if kind == "subscriber":
+                if not self.subscribers[node].received(reply, self.waiters):
+                    return ReadOutcome(b"".join(writes), failure="refused")
+                continue
+            link = self.links[node]
+            if not link.in_flight:
+                return ReadOutcome(b"".join(writes), failure=ProtocolViolation("a reply nobody asked for"))
+            reaction = link.received(reply, now)
+            if reaction.hang_up:
+                return ReadOutcome(b"".join(writes), hang_up=True)
+            if reaction.resend is not None:
+                writes.append(encode(reaction.resend.args))
+
+    def subscriptions(self, enabled: bool, now: float) -> list[Write | Connect]:
+        """Bring the subscriber connections in line with who waits: connect, (un)subscribe."""
+        if not enabled:
+            return []
+        actions: list[Write | Connect] = []
+        for node, subscriber in enumerate(self.subscribers):
+            if subscriber.wants_connection(self.waiters, now):
+                actions.append(Connect("subscriber", node, subscriber.generation))
+            changes = subscriber.changes(self.waiters)
+            if changes:
+                actions.append(Write("subscriber", node, b"".join(encode(c.args) for c in changes)))
+        return actions
+
+    def delivering(self) -> bool:
+        """Whether a connect under way still owes its master commands (close() waits)."""
+        return any(link.connecting() and link.backlog for link in self.links)
+
+    def close(self, now: float) -> None:
+        for link in self.links:
+            link.lost("the client was closed", now)
+
+    def forget(self) -> None:
+        """In a fork's child: drop the parent's state without telling anyone."""
+        for link in self.links:
+            link.forget()
+        for subscriber in self.subscribers:
+            subscriber.forget()
+        self.waiters = Waiters()

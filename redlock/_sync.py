@@ -25,36 +25,26 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import redis
 
 from redlock import _config
-from redlock._connection import (
-    Link,
-    Submit,
-    Subscriber,
-    encode,
-    overtime_deadline,
-    reply_parser,
-    wire_form,
-)
-from redlock._core import Flow, Lease, LockSpec, Pause, Result, Round, Waiters, release_channel
+from redlock._connection import Connect, Connections, Kind, Write, reply_parser
+from redlock._core import Flow, Lease, LockSpec, Pause, Result, Round, release_channel
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
     LockOptions,
     LockState,
 )
-from redlock.exceptions import ClientClosed, LockLost, NodeStatus
+from redlock.exceptions import ClientClosed, LockLost
 
 T = TypeVar("T")
 
 _READ_SIZE = 65536
 #: How often the I/O thread looks at subscribers waiting to reconnect, with nothing to read.
 _HOUSEKEEPING = 0.5
-
-Kind = Literal["command", "subscriber"]
 
 
 def open_socket(address: _config.MasterAddress, timeout: float) -> socket.socket:
@@ -130,9 +120,12 @@ class _Driver:
         self._connect_timeout = connect_timeout
         self._clock = clock
         self._wake_on_release = wake_on_release
-        hung_after = max(connect_timeout, 4 * node_timeout)
-        self._links = [Link(node, m.name, m.credentials, hung_after) for node, m in enumerate(masters)]
-        self._subscribers = [Subscriber(node, m.credentials) for node, m in enumerate(masters)]
+        self._policy = Connections(
+            [m.name for m in masters],
+            [m.credentials for m in masters],
+            node_timeout=node_timeout,
+            connect_timeout=connect_timeout,
+        )
         #: close() was called: no new operations; clean-ups under way still run.
         self._closed = False
         #: The sockets are torn down: a connect that finishes now hangs up at once.
@@ -145,7 +138,6 @@ class _Driver:
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._sockets: dict[tuple[Kind, int], _Socket] = {}
-        self._waiters: Waiters[threading.Event] = Waiters()
         #: The stop events of flows that pause long (renewers): close() sets them.
         self._interrupts: set[threading.Event] = set()
         self._io_thread: threading.Thread | None = None
@@ -166,10 +158,7 @@ class _Driver:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        for link in self._links:
-            link.forget()
-        for subscriber in self._subscribers:
-            subscriber.forget()
+        self._policy.forget()
         self._fresh_process_state()
 
     # --- running flows ----------------------------------------------------------------------
@@ -236,29 +225,21 @@ class _Driver:
         settled.wait(max(0.0, deadline - self._clock()))
         while not settled.is_set():
             with self._lock:
-                extended = overtime_deadline(self._links, round_, self._connect_timeout, deadline)
+                extended = self._policy.overtime(round_, deadline)
             if extended is None or not settled.wait(max(0.0, extended - self._clock())):
                 break
         with self._lock:
             round_.waker = None
-            if not round_.settled:
-                for node in round_.pending:
-                    waited_for = "connection" if self._links[node].connecting() else "reply"
-                    round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {round_.timeout}s")
+            self._policy.time_out(round_)
 
     def _submit(self, round_: Round, now: float) -> None:
         """Under the lock: send, queue or skip the round's command on every target."""
         self._ensure_io_thread()
-        wire = wire_form(round_)
         sending: int | None = None
         try:
             for node in round_.targets:
                 sending = node
-                action = self._links[node].submit(round_, now)
-                if action is Submit.SEND:
-                    self._write(self._sockets[("command", node)], wire)
-                elif action is Submit.CONNECT:
-                    self._start_connect("command", node, self._links[node].generation)
+                self._carry_out(self._policy.submit(round_, node, now))
                 sending = None
         except BaseException as interruption:
             # Between recording a command as in flight and writing all of its bytes: the
@@ -280,14 +261,14 @@ class _Driver:
         """Sleep until ``channel`` announces a release (one waiter per release) or time runs out."""
         event = threading.Event()
         with self._lock:
-            self._waiters.add(channel, event)
+            self._policy.waiters.add(channel, event)
             self._ensure_io_thread()
-        self._poke()
+        self._poke()  # the I/O thread subscribes
         try:
             event.wait(seconds)
         finally:
             with self._lock:
-                self._waiters.discard(channel, event)
+                self._policy.waiters.discard(channel, event)
 
     def _raise_if_closed(self) -> None:
         if self._closed:
@@ -297,7 +278,7 @@ class _Driver:
         with self._lock:
             self._closed = True
             interrupts = list(self._interrupts)
-            for event in self._waiters.all_events():
+            for event in self._policy.waiters.all_events():
                 event.set()  # waiting acquires look again, find the client closed, and stop
         for interrupt in interrupts:
             interrupt.set()  # renewers stop at their next step
@@ -309,9 +290,7 @@ class _Driver:
         while time.monotonic() < give_up:
             with self._lock:
                 busy = (
-                    self._active > 0
-                    or any(link.connecting() and link.backlog for link in self._links)
-                    or any(conn.outbuf for conn in self._sockets.values())
+                    self._active > 0 or self._policy.delivering() or any(conn.outbuf for conn in self._sockets.values())
                 )
             if not busy:
                 break
@@ -322,8 +301,7 @@ class _Driver:
             self._io_thread = None
             for kind, node in list(self._sockets):
                 self._lose(kind, node, ClientClosed("the client was closed"))
-            for link in self._links:
-                link.lost("the client was closed", self._clock())
+            self._policy.close(self._clock())
         if thread is not None:
             self._poke()
             thread.join(timeout=5)
@@ -333,37 +311,33 @@ class _Driver:
 
     # --- sockets (all under self._lock) -----------------------------------------------------
 
-    def _start_connect(self, kind: Kind, node: int, generation: int) -> None:
-        thread = threading.Thread(
-            target=self._connect, args=(kind, node, generation), name=f"redlock-connect-{node}", daemon=True
-        )
-        thread.start()
+    def _carry_out(self, action: Write | Connect | None) -> None:
+        if isinstance(action, Write):
+            conn = self._sockets.get((action.kind, action.node))
+            if conn is not None:
+                self._write(conn, action.data)
+        elif isinstance(action, Connect):
+            thread = threading.Thread(
+                target=self._connect, args=(action,), name=f"redlock-connect-{action.node}", daemon=True
+            )
+            thread.start()
 
-    def _connect(self, kind: Kind, node: int, generation: int) -> None:
+    def _connect(self, connect: Connect) -> None:
         """In a connect thread: open the socket, then hand it over (or report why not)."""
         sock: socket.socket | None = None
         error: BaseException | None = None
         try:
-            sock = open_socket(self._masters[node], self._connect_timeout)
+            sock = open_socket(self._masters[connect.node], self._connect_timeout)
         except Exception as failure:
             error = failure
         with self._lock:
-            policy = self._links[node] if kind == "command" else self._subscribers[node]
-            if self._shut or policy.generation != generation or os.getpid() != self._pid:
+            if self._shut or not self._policy.is_current(connect) or os.getpid() != self._pid:
                 if sock is not None:
                     sock.close()
                 return
-            now = self._clock()
-            if sock is None:
-                assert error is not None
-                if isinstance(policy, Link):
-                    policy.connect_failed(error, now)
-                else:
-                    policy.lost(now)
-                return
-            conn = self._sockets[(kind, node)] = _Socket(kind, node, sock)
-            commands = policy.connected(now) if isinstance(policy, Link) else policy.connected()
-            self._write(conn, b"".join(encode(command.args) for command in commands))
+            if sock is not None:
+                self._sockets[(connect.kind, connect.node)] = _Socket(connect.kind, connect.node, sock)
+            self._carry_out(self._policy.connected(connect, error, self._clock()))
         self._poke()  # the I/O thread has a new socket to read
 
     def _write(self, conn: _Socket, data: bytes) -> None:
@@ -397,13 +371,10 @@ class _Driver:
         conn = self._sockets.pop((kind, node), None)
         if conn is not None:
             conn.abandon()
-        now = self._clock()
-        if kind == "command":
-            self._links[node].lost(error, now)
-        else:
-            self._subscribers[node].lost(now)
+        self._policy.lost(kind, node, error, self._clock())
 
     def _read(self, conn: _Socket) -> None:
+        failure: BaseException | str | None = None
         try:
             while True:
                 data = conn.sock.recv(_READ_SIZE)
@@ -415,48 +386,14 @@ class _Driver:
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             pass
         except Exception as error:
-            self._dispatch(conn)  # what arrived before the failure still counts
-            self._lose(conn.kind, conn.node, error)
-            return
-        self._dispatch(conn)
-
-    def _dispatch(self, conn: _Socket) -> None:
-        now = self._clock()
-        while (conn.kind, conn.node) in self._sockets:
-            try:
-                reply = conn.parser.gets()
-            except Exception as error:  # not RESP
-                self._lose(conn.kind, conn.node, error)
-                return
-            if reply is False:
-                return
-            if conn.kind == "subscriber":
-                if not self._subscribers[conn.node].received(reply, self._waiters):
-                    self._lose(conn.kind, conn.node, "refused")
-                continue
-            link = self._links[conn.node]
-            if not link.in_flight:
-                self._lose(conn.kind, conn.node, "a reply nobody asked for")
-                return
-            reaction = link.received(reply, now)
-            if reaction.hang_up:
-                conn = self._sockets.pop((conn.kind, conn.node))
-                conn.abandon()
-                return
-            if reaction.resend is not None:
-                self._write(conn, encode(reaction.resend.args))
-
-    def _sync_subscribers(self, now: float) -> None:
-        if not self._wake_on_release:
-            return
-        for node, subscriber in enumerate(self._subscribers):
-            if subscriber.wants_connection(self._waiters, now):
-                self._start_connect("subscriber", node, subscriber.generation)
-            conn = self._sockets.get(("subscriber", node))
-            if conn is not None:
-                changes = subscriber.changes(self._waiters)
-                if changes:
-                    self._write(conn, b"".join(encode(command.args) for command in changes))
+            failure = error  # what arrived before the failure still counts
+        outcome = self._policy.received(conn.kind, conn.node, conn.parser, self._clock())
+        self._write(conn, outcome.write)
+        if outcome.hang_up:
+            del self._sockets[(conn.kind, conn.node)]
+            conn.abandon()
+        elif outcome.failure is not None or failure is not None:
+            self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
 
     # --- the I/O thread -------------------------------------------------------------------
 
@@ -479,7 +416,8 @@ class _Driver:
             with self._lock:
                 if self._io_thread is not me:
                     return
-                self._sync_subscribers(self._clock())
+                for action in self._policy.subscriptions(self._wake_on_release, self._clock()):
+                    self._carry_out(action)
                 poller = select.poll()
                 poller.register(poke, select.POLLIN)
                 watched = {}
@@ -500,7 +438,10 @@ class _Driver:
                         continue  # lost meanwhile
                     if events & select.POLLOUT:
                         self._flush(conn)
-                    if events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                    if (
+                        events & (select.POLLIN | select.POLLHUP | select.POLLERR)
+                        and self._sockets.get((conn.kind, conn.node)) is conn
+                    ):
                         self._read(conn)
 
 

@@ -23,21 +23,13 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import redis.asyncio
 
 from redlock import _config
-from redlock._connection import (
-    Link,
-    Submit,
-    Subscriber,
-    encode,
-    overtime_deadline,
-    reply_parser,
-    wire_form,
-)
-from redlock._core import Flow, Lease, LockSpec, Pause, Result, Round, Waiters, release_channel
+from redlock._connection import Connect, Connections, Kind, Write, reply_parser
+from redlock._core import Flow, Lease, LockSpec, Pause, Result, Round, release_channel
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
@@ -77,7 +69,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Kind = Literal["command", "subscriber"]
 
 
 async def _complete_despite_cancellation(work: Awaitable[T]) -> T:
@@ -119,7 +110,7 @@ class _Protocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.parser.feed(data)
-        self.driver.dispatch(self)
+        self.driver.received(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         _resolve(self.closed)
@@ -147,9 +138,12 @@ class _Driver:
         self._connect_timeout = connect_timeout
         self._clock = clock
         self._wake_on_release = wake_on_release
-        hung_after = max(connect_timeout, 4 * node_timeout)
-        self._links = [Link(node, m.name, m.credentials, hung_after) for node, m in enumerate(masters)]
-        self._subscribers = [Subscriber(node, m.credentials) for node, m in enumerate(masters)]
+        self._policy = Connections(
+            [m.name for m in masters],
+            [m.credentials for m in masters],
+            node_timeout=node_timeout,
+            connect_timeout=connect_timeout,
+        )
         #: close() was called: no new operations; clean-ups under way still run.
         self._closed = False
         #: The connections are torn down: a connect that finishes now hangs up at once.
@@ -159,7 +153,6 @@ class _Driver:
     def _fresh_process_state(self) -> None:
         self._pid = os.getpid()
         self._protocols: dict[tuple[Kind, int], _Protocol] = {}
-        self._waiters: Waiters[asyncio.Event] = Waiters()
         #: Connects under way; kept so they are not collected, and awaited by close().
         self._connects: set[asyncio.Task[None]] = set()
         #: Renewer tasks, cancelled by close().
@@ -171,10 +164,7 @@ class _Driver:
         """In a fork's child: forget the parent's connections without touching them (their
         transports belong to the parent's event loop) and start over lazily."""
         if os.getpid() != self._pid:
-            for link in self._links:
-                link.forget()
-            for subscriber in self._subscribers:
-                subscriber.forget()
+            self._policy.forget()
             self._fresh_process_state()
 
     async def run(self, flow: Flow, commit: Callable[[Result], T], *, rollback: Callable[[], Flow] | None = None) -> T:
@@ -214,7 +204,9 @@ class _Driver:
             self._raise_if_closed()
         loop = asyncio.get_running_loop()
         now = self._clock()
-        self._submit(round_, now)
+        # No await between here and the wait: nothing can interleave with the submission.
+        for node in round_.targets:
+            self._carry_out(self._policy.submit(round_, node, now))
         first_deadline = now + round_.timeout
         deadline: float | None = first_deadline
         while not round_.settled and deadline is not None:
@@ -227,40 +219,27 @@ class _Driver:
                 timer.cancel()
             if round_.settled:
                 break
-            deadline = overtime_deadline(self._links, round_, self._connect_timeout, first_deadline)
+            deadline = self._policy.overtime(round_, first_deadline)
             if deadline is not None and deadline <= self._clock():
                 deadline = None
         round_.waker = None
-        if not round_.settled:
-            for node in round_.pending:
-                waited_for = "connection" if self._links[node].connecting() else "reply"
-                round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {round_.timeout}s")
-
-    def _submit(self, round_: Round, now: float) -> None:
-        wire = wire_form(round_)
-        for node in round_.targets:
-            link = self._links[node]
-            action = link.submit(round_, now)
-            if action is Submit.SEND:
-                self._protocols[("command", node)].write(wire)
-            elif action is Submit.CONNECT:
-                self._start_connect("command", node, link.generation)
+        self._policy.time_out(round_)
 
     async def _pause(self, pause: Pause) -> None:
         # A renewer's pause needs no interrupt here: release cancels the renewer task.
         self._raise_if_closed()
-        if pause.wake_on is not None and self._wake_on_release:
-            event = asyncio.Event()
-            channel = release_channel(pause.wake_on)
-            self._waiters.add(channel, event)
-            try:
-                self._sync_subscribers()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), pause.seconds)
-            finally:
-                self._waiters.discard(channel, event)
-        else:
+        if pause.wake_on is None or not self._wake_on_release:
             await asyncio.sleep(pause.seconds)
+            return
+        event = asyncio.Event()
+        channel = release_channel(pause.wake_on)
+        self._policy.waiters.add(channel, event)
+        try:
+            self._subscribe()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), pause.seconds)
+        finally:
+            self._policy.waiters.discard(channel, event)
 
     def _raise_if_closed(self) -> None:
         if self._closed:
@@ -270,15 +249,13 @@ class _Driver:
         self._closed = True
         for renewer in list(self.renewers):
             renewer.cancel()
-        for event in self._waiters.all_events():
+        for event in self._policy.waiters.all_events():
             event.set()  # waiting acquires look again, find the client closed, and stop
         # See the sync driver: operations under way finish their clean-ups, connects under
         # way deliver their backlog, within bounds; then we hang up.
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self._connect_timeout + 2 * self._node_timeout
-        while loop.time() < give_up and (
-            self._active > 0 or any(link.connecting() and link.backlog for link in self._links)
-        ):
+        while loop.time() < give_up and (self._active > 0 or self._policy.delivering()):
             await asyncio.sleep(0.001)
         self._shut = True
         protocols = list(self._protocols.values())
@@ -286,24 +263,28 @@ class _Driver:
             if protocol.transport is not None:
                 protocol.transport.close()  # writes what is buffered first
             self.lose(protocol, ClientClosed("the client was closed"))
-        if protocols:
-            await asyncio.wait([protocol.closed for protocol in protocols], timeout=self._connect_timeout)
-        for link in self._links:
-            link.lost("the client was closed", self._clock())
+        self._policy.close(self._clock())
         for task in self._connects:
             task.cancel()
+        if protocols:
+            await asyncio.wait([protocol.closed for protocol in protocols], timeout=self._connect_timeout)
 
     # --- connections ---------------------------------------------------------------------
 
-    def _start_connect(self, kind: Kind, node: int, generation: int) -> None:
-        task = asyncio.ensure_future(self._connect(kind, node, generation))
-        self._connects.add(task)
-        task.add_done_callback(self._connects.discard)
+    def _carry_out(self, action: Write | Connect | None) -> None:
+        if isinstance(action, Write):
+            protocol = self._protocols.get((action.kind, action.node))
+            if protocol is not None:
+                protocol.write(action.data)
+        elif isinstance(action, Connect):
+            task = asyncio.ensure_future(self._connect(action))
+            self._connects.add(task)
+            task.add_done_callback(self._connects.discard)
 
-    async def _connect(self, kind: Kind, node: int, generation: int) -> None:
-        address = self._masters[node]
+    async def _connect(self, connect: Connect) -> None:
+        address = self._masters[connect.node]
         loop = asyncio.get_running_loop()
-        protocol = _Protocol(self, kind, node)
+        protocol = _Protocol(self, connect.kind, connect.node)
         error: BaseException | None = None
         try:
             async with asyncio.timeout(self._connect_timeout):
@@ -321,70 +302,38 @@ class _Driver:
                     )
         except Exception as failure:
             error = failure
-        policy = self._links[node] if kind == "command" else self._subscribers[node]
-        if self._shut or policy.generation != generation or os.getpid() != self._pid:
+        if self._shut or not self._policy.is_current(connect) or os.getpid() != self._pid:
             if protocol.transport is not None:
                 protocol.transport.close()
             return
-        now = self._clock()
-        if error is not None:
-            if isinstance(policy, Link):
-                policy.connect_failed(error, now)
-            else:
-                policy.lost(now)
-            return
-        self._protocols[(kind, node)] = protocol
-        commands = policy.connected(now) if isinstance(policy, Link) else policy.connected()
-        protocol.write(b"".join(encode(command.args) for command in commands))
-        if isinstance(policy, Subscriber):
-            self._sync_subscribers()
+        if error is None:
+            self._protocols[(connect.kind, connect.node)] = protocol
+        self._carry_out(self._policy.connected(connect, error, self._clock()))
 
     def lose(self, protocol: _Protocol, error: BaseException | str) -> None:
         if self._protocols.get((protocol.kind, protocol.node)) is not protocol:
             return  # an old connection: its state went with it
+        self._hang_up(protocol)
+        self._policy.lost(protocol.kind, protocol.node, error, self._clock())
+
+    def _hang_up(self, protocol: _Protocol) -> None:
         del self._protocols[(protocol.kind, protocol.node)]
         if protocol.transport is not None and not protocol.transport.is_closing():
             protocol.transport.abort()  # not close(): nothing more may be written on it
-        if protocol.kind == "command":
-            self._links[protocol.node].lost(error, self._clock())
-        else:
-            self._subscribers[protocol.node].lost(self._clock())
 
-    def dispatch(self, protocol: _Protocol) -> None:
-        now = self._clock()
-        while self._protocols.get((protocol.kind, protocol.node)) is protocol:
-            try:
-                reply = protocol.parser.gets()
-            except Exception as error:  # not RESP
-                self.lose(protocol, error)
-                return
-            if reply is False:
-                return
-            if protocol.kind == "subscriber":
-                if not self._subscribers[protocol.node].received(reply, self._waiters):
-                    self.lose(protocol, "refused")
-                continue
-            link = self._links[protocol.node]
-            if not link.in_flight:
-                self.lose(protocol, "a reply nobody asked for")
-                return
-            reaction = link.received(reply, now)
-            if reaction.hang_up:
-                del self._protocols[(protocol.kind, protocol.node)]
-                if protocol.transport is not None:
-                    protocol.transport.abort()
-                return
-            if reaction.resend is not None:
-                protocol.write(encode(reaction.resend.args))
+    def received(self, protocol: _Protocol) -> None:
+        if self._protocols.get((protocol.kind, protocol.node)) is not protocol:
+            return
+        outcome = self._policy.received(protocol.kind, protocol.node, protocol.parser, self._clock())
+        protocol.write(outcome.write)
+        if outcome.hang_up:
+            self._hang_up(protocol)
+        elif outcome.failure is not None:
+            self.lose(protocol, outcome.failure)
 
-    def _sync_subscribers(self) -> None:
-        now = self._clock()
-        for node, subscriber in enumerate(self._subscribers):
-            if subscriber.wants_connection(self._waiters, now):
-                self._start_connect("subscriber", node, subscriber.generation)
-            protocol = self._protocols.get(("subscriber", node))
-            if protocol is not None:
-                protocol.write(b"".join(encode(command.args) for command in subscriber.changes(self._waiters)))
+    def _subscribe(self) -> None:
+        for action in self._policy.subscriptions(self._wake_on_release, self._clock()):
+            self._carry_out(action)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -389,3 +389,13 @@ def acl_masters(server_binary: str) -> Iterator[LocalMasters]:
     of ACL_USERS, ``url_as(...)`` with any credentials (or none)."""
     with LocalMasters(3, password=ACL_PASSWORD, acl_users=ACL_USERS, binary=server_binary) as started:
         yield started
+
+
+@pytest.fixture(scope="session")
+def matrix_cluster(server_binary: str) -> Iterator[LocalMasters]:
+    """Five shared masters of the server under test: ``masters`` for every kind of the matrix.
+
+    Shared like ``masters``: no faults, keys of your own.
+    """
+    with LocalMasters(5, binary=server_binary) as started:
+        yield started

@@ -46,7 +46,9 @@ def keys_left(masters: LocalMasters, name: str) -> list[bytes | None]:
 # --- bursts of concurrency on one fresh client -------------------------------------------------
 
 
-def test_a_thousand_concurrent_asyncio_acquires_on_a_fresh_client_all_succeed(masters: LocalMasters) -> None:
+def test_a_thousand_concurrent_asyncio_acquires_on_a_fresh_client_all_succeed(matrix_cluster: LocalMasters) -> None:
+    masters = matrix_cluster
+
     async def scenario() -> tuple[int, int, int]:
         before = open_fds()
         async with redlock.asyncio.Redlock(masters.urls) as rl:
@@ -62,7 +64,8 @@ def test_a_thousand_concurrent_asyncio_acquires_on_a_fresh_client_all_succeed(ma
     assert after <= 2
 
 
-def test_sixty_four_threads_on_a_fresh_client_all_succeed(masters: LocalMasters) -> None:
+def test_sixty_four_threads_on_a_fresh_client_all_succeed(matrix_cluster: LocalMasters) -> None:
+    masters = matrix_cluster
     before = open_fds()
     results: list[bool] = []
     errors: list[BaseException] = []
@@ -91,7 +94,8 @@ def test_sixty_four_threads_on_a_fresh_client_all_succeed(masters: LocalMasters)
     assert eventually(lambda: open_fds() - before <= 2)
 
 
-def test_many_tasks_on_one_name_never_hold_it_together(masters: LocalMasters) -> None:
+def test_many_tasks_on_one_name_never_hold_it_together(matrix_cluster: LocalMasters) -> None:
+    masters = matrix_cluster
     name = unique("contended")
     holders = 0
     most = 0
@@ -122,10 +126,10 @@ def test_many_tasks_on_one_name_never_hold_it_together(masters: LocalMasters) ->
 # --- per-master order: a release never overtakes the SET it undoes ----------------------------
 
 
-def test_a_delayed_master_is_left_no_orphan_key(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+def test_a_delayed_master_is_left_no_orphan_key(client: ClientFactory, matrix_masters: MastersFactory) -> None:
     """Every byte to master 4 is delayed 300 ms (its connect included): the acquire is decided
     by the other four and released at once, yet the late SET must not outlive the release."""
-    masters = fresh_masters(5)
+    masters = matrix_masters(5)
     with ProxyLoop() as proxies:
         slow = proxies.link(("127.0.0.1", masters[4].port), name="slow")
         slow.set_latency(to_server=0.3)
@@ -161,8 +165,8 @@ def _count_under_the_lock(cycles: int) -> int:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="fork is what gunicorn --preload and Celery prefork do on Linux")
-def test_a_client_made_before_fork_serves_a_pool_of_forked_workers(fresh_masters: MastersFactory) -> None:
-    masters = fresh_masters(5)
+def test_a_client_made_before_fork_serves_a_pool_of_forked_workers(matrix_masters: MastersFactory) -> None:
+    masters = matrix_masters(5)
     counter_url = _INHERITED["counter_url"] = masters.urls[0]
     shared = _INHERITED["client"] = Redlock(masters.urls)
     try:
@@ -183,8 +187,9 @@ def test_a_client_made_before_fork_serves_a_pool_of_forked_workers(fresh_masters
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="os.fork")
-def test_a_forked_child_never_reads_the_parents_replies(masters: LocalMasters) -> None:
+def test_a_forked_child_never_reads_the_parents_replies(matrix_cluster: LocalMasters) -> None:
     """Parent and child use the same client at the same time: each gets its own answers."""
+    masters = matrix_cluster
     with Redlock(masters.urls) as rl:
         names = [unique("forked") for _ in range(200)]
         with rl.lock(unique("warm"), ttl=5.0):
@@ -264,9 +269,10 @@ def _count_lines(lock: redlock.Lock) -> int:
     return counter.lines
 
 
-def test_an_interrupt_at_any_line_of_an_acquire_leaves_nothing_behind(masters: LocalMasters) -> None:
+def test_an_interrupt_at_any_line_of_an_acquire_leaves_nothing_behind(matrix_cluster: LocalMasters) -> None:
     """KeyboardInterrupt at each line the acquire runs, swept: either the acquire raised and
     no master keeps our key, or it returned and the Lock holds (and can release) the lock."""
+    masters = matrix_cluster
     with Redlock(masters.urls, node_timeout=0.5, wake_on_release=False) as rl:
         lines = _count_lines(rl.lock(unique("count"), ttl=10.0))
         assert lines > 20
@@ -297,8 +303,9 @@ def test_an_interrupt_at_any_line_of_an_acquire_leaves_nothing_behind(masters: L
         assert raised > lines // 2  # the trace did interrupt the acquire, nearly everywhere
 
 
-def test_a_cancel_at_any_step_of_an_asyncio_acquire_leaves_nothing_behind(masters: LocalMasters) -> None:
+def test_a_cancel_at_any_step_of_an_asyncio_acquire_leaves_nothing_behind(matrix_cluster: LocalMasters) -> None:
     """Cancelled after k turns of the event loop, k swept across the whole acquire."""
+    masters = matrix_cluster
 
     async def scenario() -> int:
         cancelled = 0
@@ -358,8 +365,8 @@ def test_the_right_credentials_work(client: ClientFactory, acl_masters: LocalMas
             assert lock.locked()
 
 
-def test_one_misconfigured_master_of_five_is_a_minority(client: ClientFactory, fresh_masters: MastersFactory) -> None:
-    cluster = fresh_masters(5)
+def test_one_misconfigured_master_of_five_is_a_minority(client: ClientFactory, matrix_masters: MastersFactory) -> None:
+    cluster = matrix_masters(5)
     with redis.Redis.from_url(cluster.urls[0]) as admin:
         admin.config_set("requirepass", "s3cret")
     rl = client(cluster.urls)
@@ -446,9 +453,9 @@ def test_unreadable_tls_files_are_refused_when_the_client_is_made(tmp_path: Any)
 
 
 def test_a_down_quorum_is_still_an_outage_not_a_misconfiguration(
-    client: ClientFactory, fresh_masters: MastersFactory
+    client: ClientFactory, matrix_masters: MastersFactory
 ) -> None:
-    cluster = fresh_masters(3)
+    cluster = matrix_masters(3)
     cluster[0].kill()
     cluster[1].kill()
     with pytest.raises(QuorumUnavailable) as error:

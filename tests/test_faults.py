@@ -20,10 +20,10 @@ from redlock._core import order_key
 from .conftest import ClientFactory, MastersFactory, eventually, unique
 
 
-def test_connections_closed_by_idle_masters_are_replaced(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+def test_connections_closed_by_idle_masters_are_replaced(client: ClientFactory, matrix_masters: MastersFactory) -> None:
     """Redis's ``timeout`` setting closes idle connections; the next round must reconnect
     them rather than write into a dead socket and count those masters as failed."""
-    masters = fresh_masters(3)
+    masters = matrix_masters(3)
     raw = [redis.Redis.from_url(url) for url in masters.urls]
     for master in raw:
         master.config_set("timeout", 1)
@@ -39,12 +39,12 @@ def test_connections_closed_by_idle_masters_are_replaced(client: ClientFactory, 
 
 
 def test_a_master_owing_many_replies_still_gets_the_rollbacks(
-    client: ClientFactory, fresh_masters: MastersFactory
+    client: ClientFactory, matrix_masters: MastersFactory
 ) -> None:
     """Attempts that fail while a hung master owes replies must not leave our key on it
     once it resumes: each SET sent to it is followed by its rollback, even past the limit
     of unanswered commands after which it is sent no new SETs."""
-    masters = fresh_masters(3)
+    masters = matrix_masters(3)
     a, b, c = (redis.Redis.from_url(url) for url in masters.urls)
     rl = client(masters.urls, wake_on_release=False)
     name = unique()
@@ -63,8 +63,8 @@ def test_a_master_owing_many_replies_still_gets_the_rollbacks(
     assert c.get(name) is None
 
 
-def test_close_stops_auto_extension(client: ClientFactory, fresh_masters: MastersFactory) -> None:
-    masters = fresh_masters(3)
+def test_close_stops_auto_extension(client: ClientFactory, matrix_masters: MastersFactory) -> None:
+    masters = matrix_masters(3)
     raw = [redis.Redis.from_url(url) for url in masters.urls]
     rl = client(masters.urls, wake_on_release=False)
     lost: list[object] = []
@@ -79,8 +79,8 @@ def test_close_stops_auto_extension(client: ClientFactory, fresh_masters: Master
     assert [len(master.client_list()) for master in raw] == [1, 1, 1]  # only our raw client
 
 
-def test_extend_of_a_lost_lock_sends_nothing(client: ClientFactory, fresh_masters: MastersFactory) -> None:
-    masters = fresh_masters(3)
+def test_extend_of_a_lost_lock_sends_nothing(client: ClientFactory, matrix_masters: MastersFactory) -> None:
+    masters = matrix_masters(3)
     raw = [redis.Redis.from_url(url) for url in masters.urls]
     rl = client(masters.urls, wake_on_release=False)
     lock = rl.lock(unique(), ttl=0.5, auto_extend=True)
@@ -98,11 +98,11 @@ def test_extend_of_a_lost_lock_sends_nothing(client: ClientFactory, fresh_master
 
 
 def test_a_decided_round_does_not_count_a_hung_master_as_unreachable(
-    client: ClientFactory, fresh_masters: MastersFactory
+    client: ClientFactory, matrix_masters: MastersFactory
 ) -> None:
     """Two of three deny; the third, hung, is not awaited: the answer is "held by others",
     never QuorumUnavailable (which would say the cluster is down)."""
-    masters = fresh_masters(3)
+    masters = matrix_masters(3)
     a, b = (redis.Redis.from_url(url) for url in masters.urls[:2])
     rl = client(masters.urls, wake_on_release=False)
     name = unique()
@@ -121,10 +121,10 @@ def test_a_decided_round_does_not_count_a_hung_master_as_unreachable(
     assert results == [False] * 20
 
 
-def test_close_during_an_acquire_still_rolls_it_back(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+def test_close_during_an_acquire_still_rolls_it_back(client: ClientFactory, matrix_masters: MastersFactory) -> None:
     """close() from another thread while an acquire waits on a hung master: the attempt
     fails, and its rollback still runs, so our key is left on no master."""
-    masters = fresh_masters(3)
+    masters = matrix_masters(3)
     raw = [redis.Redis.from_url(url) for url in masters.urls]
     name = unique()
     raw[0].set(name, "someone-else", px=30_000)  # denies, so the attempt fails
@@ -146,10 +146,10 @@ def test_close_during_an_acquire_still_rolls_it_back(client: ClientFactory, fres
     assert [master.get(name) for master in raw] == [b"someone-else", None, None]
 
 
-def test_a_late_extend_never_undoes_a_newer_one(fresh_masters: MastersFactory) -> None:
+def test_a_late_extend_never_undoes_a_newer_one(matrix_masters: MastersFactory) -> None:
     """The EXTEND script itself: a master applies an extend only if it is newer than the
     last one of the same holding it applied, and release takes the order key away too."""
-    (master,) = (redis.Redis.from_url(url) for url in fresh_masters(1).urls)
+    (master,) = (redis.Redis.from_url(url) for url in matrix_masters(1).urls)
     name = unique()
     master.set(name, "me", px=5_000)
 
@@ -168,11 +168,11 @@ def test_a_late_extend_never_undoes_a_newer_one(fresh_masters: MastersFactory) -
 
 
 def test_a_release_no_majority_answered_keeps_the_token_for_a_retry(
-    client: ClientFactory, fresh_masters: MastersFactory
+    client: ClientFactory, matrix_masters: MastersFactory
 ) -> None:
     """With a majority down, release can neither confirm nor refuse: our keys may still
     block everyone, so the token stays and a later release() takes them back."""
-    masters = fresh_masters(3, persistence="aof-always")  # the restarted masters keep our key
+    masters = matrix_masters(3, persistence="aof-always")  # the restarted masters keep our key
     raw = [redis.Redis.from_url(url) for url in masters.urls]
     # fsync stalls on a shared disk, not latency, are what a generous node_timeout covers.
     rl = client(masters.urls, node_timeout=2.0, wake_on_release=False)
