@@ -225,12 +225,25 @@ class _Driver:
         settled.wait(max(0.0, deadline - self._clock()))
         while not settled.is_set():
             with self._lock:
+                self._last_look(round_)
                 extended = self._policy.overtime(round_, deadline)
             if extended is None or not settled.wait(max(0.0, extended - self._clock())):
                 break
         with self._lock:
             round_.waker = None
             self._policy.time_out(round_)
+
+    def _last_look(self, round_: Round) -> None:
+        """Read what the round's masters have sent by now, before calling them late.
+
+        A reply already in our socket buffer was in time: only our own process (the I/O
+        thread waiting for the GIL behind busy threads) kept it from being read, and that
+        must not count against the master as a timeout.
+        """
+        for node in round_.pending:
+            conn = self._sockets.get(("command", node))
+            if conn is not None:
+                self._read(conn)
 
     def _submit(self, round_: Round, now: float) -> None:
         """Under the lock: send, queue or skip the round's command on every target."""
