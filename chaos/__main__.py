@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator, Sequence
 from types import FrameType
 
-from redlock._extras import install_hint
+from redlock._extras import install_hint, redis_server_hint
 from redlock.servers import RedisServerNotFound
 
 from .clock import LibfaketimeNotFound
@@ -146,7 +146,10 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if results:
             print(text_table(results))
         return EXIT_INTERRUPTED
-    except (RedisServerNotFound, LibfaketimeNotFound) as exc:
+    except RedisServerNotFound:
+        print(f"error: {redis_server_hint()}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    except LibfaketimeNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     write_summary(results, args.out, command=f"{command}  # seed {seed}")
