@@ -15,9 +15,9 @@ foreground of a terminal, it hands the terminal to that group while the command 
 shell does for a job: keyboard signals and terminal input then go to the command directly.
 When the command stops (Ctrl-Z), ``exec`` stops its own job too, so that the shell gets
 control back and the lock is not extended for a stopped job; on continue it checks the
-lock before the command goes on (:class:`_Supervisor`). The command dies with ``exec``
-(:mod:`redlock._lifeline`): without ``exec`` nothing extends the lock. Everything from the
-command's first word on is the command's, options included (:func:`_split_exec`).
+lock before the command goes on. The command dies with ``exec`` (redlock/_lifeline.py):
+without ``exec`` nothing extends the lock. Everything from the command's first word on is
+the command's, options included. docs/cli.md tells all of this to users.
 """
 
 from __future__ import annotations
