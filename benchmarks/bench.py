@@ -7,7 +7,8 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
 * floor: one SET NX PX + one Lua compare-and-delete on ONE master with plain redis-py
   (sync and asyncio): what any lock costs at the least;
 * acquire+release on 5 masters, sync and asyncio, and the ratio to the floor;
-* acquire while one of the 5 masters is SIGSTOPped (about node_timeout at worst, never a hang);
+* acquire+release while one of the 5 masters is SIGSTOPped, against the same floor (a round
+  is decided by the other four; about node_timeout at worst, never a hang);
 * contended throughput, 8 clients on one name, against redis-py's single-node Lock in the
   same run, with each client's share;
 * handoff: from the start of a release to the next holder's acquire returning, 8 waiters,
@@ -22,7 +23,8 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
   "send all, then read all" floor of client CPU (one thread, 5 raw redis-py connections), and
   the ratios and targets of issue 9. About a minute (20 s with --quick).
 
-Writes bench.json and bench.png to --out. On a machine with 2 or more CPUs the servers are
+Writes bench.json and bench.png to --out (bench.png needs matplotlib, from the [bench]
+extra; without it the run says so once and writes bench.json alone). On a machine with 2 or more CPUs the servers are
 pinned to one CPU and this process to another (sched_setaffinity, as taskset does), since a
 same-CPU round trip and a cross-CPU one can differ several times.
 """
@@ -48,18 +50,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import redis
 import redis.asyncio
 from redis.lock import Lock as RedisPyLock
 from redis.utils import HIREDIS_AVAILABLE
 
-matplotlib.use("Agg")  # files only, no display; must precede pyplot
-import matplotlib.pyplot as plt
-
 import redlock.asyncio
 from redlock import Redlock, RedlockError
-from redlock.servers import LocalMasters
+from redlock._extras import install_hint, redis_server_hint
+from redlock.servers import LocalMasters, RedisServerNotFound
+
+EXIT_NO_REDIS_SERVER = 3
 
 UNLOCK = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
@@ -171,7 +172,9 @@ def redlock_async(urls: list[str], count: int) -> list[float]:
     return asyncio.run(run())
 
 
-def acquire_with_hung_master(cluster: LocalMasters, count: int) -> dict[str, Any]:
+def hung_master(cluster: LocalMasters, count: int) -> dict[str, Any]:
+    """acquire+release with one master SIGSTOPped: the same operation as the floor's and the
+    other rows', so that its ratio to the floor compares like with like."""
     with Redlock(cluster.urls) as rl:
         rl.lock("warm").acquire(blocking=False)
         cluster[4].pause()
@@ -182,6 +185,7 @@ def acquire_with_hung_master(cluster: LocalMasters, count: int) -> dict[str, Any
                 started = time.perf_counter()
                 if not lock.acquire(blocking=False):
                     raise RuntimeError("acquire with one hung master failed")
+                lock.release()
                 samples.append(time.perf_counter() - started)
         finally:
             cluster[4].resume()
@@ -685,7 +689,22 @@ def print_scale_summary(result: dict[str, Any]) -> None:
 # --- report ---------------------------------------------------------------------------------
 
 
+def can_chart() -> bool:
+    try:
+        import matplotlib  # noqa: F401, PLC0415
+    except ModuleNotFoundError as missing:
+        if missing.name is None or missing.name.split(".")[0] != "matplotlib":
+            raise
+        return False
+    return True
+
+
 def chart(results: dict[str, Any], path: Path) -> None:
+    import matplotlib  # noqa: PLC0415 (optional: see can_chart)
+
+    matplotlib.use("Agg")  # files only, no display; must precede pyplot
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
     panels: list[Callable[[Any], None]] = []
     if "latency" in results:
         panels.append(lambda ax: latency_panel(ax, results["latency"]))
@@ -765,6 +784,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale_seconds, scale_warmup = (1.0, 0.25) if args.quick else (3.0, 0.5)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    plot = can_chart()
+    if not plot:
+        print(f"bench.png skipped: matplotlib is not installed; {install_hint('bench')}", file=sys.stderr)
+    try:
+        return run(sections, count, seconds, (scale_seconds, scale_warmup), out, plot=plot)
+    except RedisServerNotFound:
+        print(f"bench.py: {redis_server_hint()}", file=sys.stderr)
+        return EXIT_NO_REDIS_SERVER
+
+
+def run(
+    sections: set[str], count: int, seconds: float, scale_times: tuple[float, float], out: Path, *, plot: bool
+) -> int:
+    scale_seconds, scale_warmup = scale_times
     limit = raise_fd_limit()  # before the servers start: they inherit it
 
     results: dict[str, Any] = {"samples": count}
@@ -796,8 +829,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"scale section took {time.perf_counter() - started:.0f} s")
 
     (out / "bench.json").write_text(json.dumps(results, indent=2))
-    chart(results, out / "bench.png")
-    print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+    if plot:
+        chart(results, out / "bench.png")
+        print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+    else:
+        print(f"wrote {out / 'bench.json'}")
     return 0
 
 
@@ -807,7 +843,7 @@ def latency_section(cluster: LocalMasters, count: int) -> dict[str, Any]:
     latency["floor asyncio (1 master)"] = percentiles(floor_async(cluster.urls[0], count))
     latency["redlock sync (5 masters)"] = percentiles(redlock_sync(cluster.urls, count))
     latency["redlock asyncio (5 masters)"] = percentiles(redlock_async(cluster.urls, count))
-    latency["redlock sync, 1 of 5 hung (acquire)"] = acquire_with_hung_master(cluster, max(50, count // 10))
+    latency["redlock sync (5 masters, 1 hung)"] = hung_master(cluster, max(50, count // 10))
     floor = latency["floor sync (1 master)"]["p50_ms"]
     for name, row in latency.items():
         ratio = row["p50_ms"] / floor

@@ -1,5 +1,7 @@
 """``python -m chaos``: list the scenarios, run them, report expected against observed.
 
+From a checkout, ``python -m chaos``; installed (as ``redlock_chaos``), ``redlock-chaos``:
+
     python -m chaos list
     python -m chaos run restart-empty --seed 7 --out chaos-out
     python -m chaos run --all --quick
@@ -24,20 +26,26 @@ import time
 from collections.abc import Iterator, Sequence
 from types import FrameType
 
-from chaos.clock import LibfaketimeNotFound
-from chaos.report import details, text_table, write_summary
-from chaos.runner import Params, ScenarioResult, run_scenario
-from chaos.scenarios import CATALOGUE, find
+from redlock._extras import install_hint, redis_server_hint
 from redlock.servers import RedisServerNotFound
+
+from .clock import LibfaketimeNotFound
+from .report import details, text_table, write_summary
+from .runner import Params, ScenarioResult, run_scenario
+from .scenarios import CATALOGUE, find
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
+# The source tree is chaos/, the installed package redlock_chaos: name the command the way
+# it was started, so that the command a report records can be run again as it stands.
+PROG = "python -m chaos" if __package__ == "chaos" else "redlock-chaos"
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m chaos",
+        prog=PROG,
         description="Fault injection on real Redis masters: run Redlock's scenarios and check their verdicts.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -81,6 +89,17 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _can_plot() -> bool:
+    """Whether matplotlib can be imported; the pictures are optional, the verdicts are not."""
+    try:
+        import matplotlib  # noqa: F401, PLC0415 (about a second: only when pictures are wanted)
+    except ModuleNotFoundError as missing:
+        if missing.name is None or missing.name.split(".")[0] != "matplotlib":
+            raise
+        return False
+    return True
+
+
 def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.all == bool(args.names):
         print("error: give scenario names, or --all", file=sys.stderr)
@@ -96,10 +115,15 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return EXIT_USAGE
+    plot = not args.no_plot
+    if plot and not _can_plot():
+        # Said once, before anything runs, so that a run's exit status stays its verdict's.
+        print(f"timelines skipped: matplotlib is not installed; {install_hint('chaos')}", file=sys.stderr)
+        plot = False
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
     params = Params(seed=seed, quick=args.quick, duration=args.duration, nodes=args.nodes)
     mode = "quick" if args.quick else "full"
-    command = shlex.join(["python", "-m", "chaos", *argv])
+    command = shlex.join([*PROG.split(), *argv])
     print(f"seed {seed}, {mode} mode, {args.nodes} masters, output in {args.out}", file=sys.stderr, flush=True)
     started = time.monotonic()
     results: list[ScenarioResult] = []
@@ -113,7 +137,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                         print(f"{time.monotonic() - started:7.1f}s {prefix}: {message}", file=sys.stderr, flush=True)
 
                 progress(f"{scenario.title} (expected {scenario.expected})")
-                result = run_scenario(scenario, params, args.out, progress=progress, plot=not args.no_plot)
+                result = run_scenario(scenario, params, args.out, progress=progress, plot=plot)
                 results.append(result)
                 outcome = "ok" if result.passed else "MISMATCH"
                 progress(f"observed {result.observed}: {outcome} ({result.elapsed:.1f}s)")
@@ -122,7 +146,10 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if results:
             print(text_table(results))
         return EXIT_INTERRUPTED
-    except (RedisServerNotFound, LibfaketimeNotFound) as exc:
+    except RedisServerNotFound:
+        print(f"error: {redis_server_hint()}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    except LibfaketimeNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     write_summary(results, args.out, command=f"{command}  # seed {seed}")

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from chaos.history import (
+from .history import (
     AcquireInvoked,
     AcquireReturned,
     Event,

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import IO, Any
 
-from chaos.worker import PARENT_ENV
+from .worker import PARENT_ENV
 
 __all__ = ["ClientError", "ClientProcess", "Pending", "process_state", "wait_for_state"]
 
@@ -135,7 +135,7 @@ class ClientProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed by close())
         proc = subprocess.Popen(
-            [sys.executable, "-m", "chaos.worker"],
+            [sys.executable, "-m", f"{__package__}.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

@@ -46,6 +46,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from redlock._extras import install_hint
+
 __all__ = ["SPEC_FILE", "ClockControl", "LibfaketimeNotFound", "libfaketime_path"]
 
 SPEC_FILE = "faketime.rc"
@@ -69,10 +71,7 @@ def libfaketime_path() -> str:
         candidate = os.path.join(location, "vendor", "libfaketime", "src", "libfaketime.so.1")
         if os.path.isfile(candidate):
             return candidate
-    raise LibfaketimeNotFound(
-        "libfaketime.so.1 not found: install the `libfaketime` wheel "
-        "(`pip install 'redlock-quorum[dev]'` or `pip install libfaketime`)"
-    )
+    raise LibfaketimeNotFound(f"libfaketime.so.1 not found (the libfaketime wheel ships it): {install_hint('chaos')}")
 
 
 def _format_absolute(seconds: float) -> str:

@@ -27,11 +27,12 @@ from typing import Any
 
 import redis
 
-from chaos.clients import ClientProcess
-from chaos.clock import ClockControl
-from chaos.proxy import Link, ProxyLoop
-from chaos.workload import direct_client
 from redlock.servers import LocalMaster, LocalMasters, Persistence
+
+from .clients import ClientProcess
+from .clock import ClockControl
+from .proxy import Link, ProxyLoop
+from .workload import direct_client
 
 __all__ = ["Cluster", "master_label"]
 

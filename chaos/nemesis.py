@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from chaos.cluster import Cluster
-from chaos.history import Recorder
-from chaos.proxy import Link
+from .cluster import Cluster
+from .history import Recorder
+from .proxy import Link
 
 __all__ = ["AofSnapshot", "Nemesis"]
 

@@ -14,7 +14,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
-from chaos.runner import ScenarioResult
+from .runner import ScenarioResult
 
 __all__ = ["details", "markdown_table", "rows", "text_table", "write_summary"]
 

@@ -30,14 +30,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from chaos.checkers import Verdict, check_all
-from chaos.clients import ClientProcess
-from chaos.cluster import Cluster
-from chaos.history import FaultWindow, History, Recorder, merge_files
-from chaos.nemesis import Nemesis
-from chaos.workload import RESOURCE_PREFIX, direct_client
 from redlock import quorum_size
 from redlock.servers import Persistence
+
+from .checkers import Verdict, check_all
+from .clients import ClientProcess
+from .cluster import Cluster
+from .history import FaultWindow, History, Recorder, merge_files
+from .nemesis import Nemesis
+from .workload import RESOURCE_PREFIX, direct_client
 
 __all__ = [
     "Check",
@@ -401,7 +402,7 @@ def run_scenario(
     _write_history(result, history)
     if plot:
         # matplotlib takes about a second to import: only when a picture is wanted.
-        from chaos.timeline import plot_timeline  # noqa: PLC0415
+        from .timeline import plot_timeline  # noqa: PLC0415
 
         result.plot_path = out / f"{scenario.slug}.png"
         plot_timeline(history, verdict, result.plot_path, title=_plot_title(result))

@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from chaos.checkers import Verdict
-from chaos.clients import ClientProcess, Pending
-from chaos.history import AcquireInvoked, AcquireReturned, History
-from chaos.nemesis import AofSnapshot
-from chaos.runner import Run, Scenario, fault_window
+from .checkers import Verdict
+from .clients import ClientProcess, Pending
+from .history import AcquireInvoked, AcquireReturned, History
+from .nemesis import AofSnapshot
+from .runner import Run, Scenario, fault_window
 
 __all__ = ["CATALOGUE", "LOCK", "find"]
 

@@ -29,8 +29,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from chaos.checkers import Verdict
-from chaos.history import AcquireReturned, History, ResourceWrite
+from .checkers import Verdict
+from .history import AcquireReturned, History, ResourceWrite
 
 __all__ = ["plot_timeline"]
 

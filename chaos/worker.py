@@ -34,8 +34,9 @@ import traceback
 from typing import IO, Any
 
 import redlock
-from chaos.history import Recorder
-from chaos.workload import ClientSession, LoopSpec, Resource, direct_client
+
+from .history import Recorder
+from .workload import ClientSession, LoopSpec, Resource, direct_client
 
 __all__ = ["PARENT_ENV", "main"]
 

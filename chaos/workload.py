@@ -33,8 +33,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import redlock
-from chaos.history import Recorder
 from redlock.fencing import FencedStore
+
+from .history import Recorder
 
 __all__ = [
     "RESOURCE_PREFIX",

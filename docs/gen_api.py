@@ -1,7 +1,7 @@
 """Generate docs/api.md, the API reference, from the public API's docstrings.
 
-    python docs/gen_api.py           rewrite docs/api.md
-    python docs/gen_api.py --check   exit 1 if docs/api.md is not what the docstrings say
+    .venv/bin/python docs/gen_api.py           rewrite docs/api.md
+    .venv/bin/python docs/gen_api.py --check   exit 1 if docs/api.md is not what the docstrings say
 
 The docstrings are the source; api.md is a rendering of them, checked in so it can be read
 on any forge. tests/test_docs.py fails when the two drift apart, as httpcore's CI does for
@@ -50,7 +50,7 @@ def render() -> str:
     """The whole of api.md, as the docstrings say it today."""
     parts = [
         "# API reference\n",
-        "Generated from the docstrings by `python docs/gen_api.py`; do not edit by hand "
+        "Generated from the docstrings by `.venv/bin/python docs/gen_api.py`; do not edit by hand "
         "(tests/test_docs.py checks that it is current). Examples inside docstrings are shown "
         "as text; the runnable examples are in the other pages.\n",
     ]
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         if API_MD.exists() and API_MD.read_text() == text:
             return 0
-        print(f"{API_MD} is not current: run `python docs/gen_api.py`", file=sys.stderr)
+        print(f"{API_MD} is not current: run `.venv/bin/python docs/gen_api.py`", file=sys.stderr)
         return 1
     API_MD.write_text(text)
     return 0

@@ -8,6 +8,8 @@
 The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 """
 
+import importlib.metadata
+
 from redlock._core import quorum_size, validity_left
 from redlock._sync import Lock, Redlock
 from redlock.exceptions import (
@@ -24,6 +26,12 @@ from redlock.exceptions import (
     RedlockError,
     ReleaseUnconfirmed,
 )
+
+try:
+    #: The installed distribution's version (``redlock --version`` prints it).
+    __version__ = importlib.metadata.version("redlock-quorum")
+except importlib.metadata.PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AcquireTimeout",

@@ -13,6 +13,11 @@ everything the command started (a shell's children too), not only its first proc
 every signal forwarded to it reaches the whole group. When ``redlock`` runs in the
 foreground of a terminal, it hands the terminal to that group while the command runs, as a
 shell does for a job: keyboard signals and terminal input then go to the command directly.
+When the command stops (Ctrl-Z), ``exec`` stops its own job too, so that the shell gets
+control back and the lock is not extended for a stopped job; on continue it checks the
+lock before the command goes on. The command dies with ``exec`` (redlock/_lifeline.py):
+without ``exec`` nothing extends the lock. Everything from the command's first word on is
+the command's, options included. docs/cli.md tells all of this to users.
 """
 
 from __future__ import annotations
@@ -34,12 +39,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from types import FrameType
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+import redlock
+from redlock._extras import redis_server_hint
+from redlock._lifeline import Guard, die_with_parent
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
 from redlock._sync import Lock, Redlock
 from redlock.exceptions import (
@@ -50,11 +58,28 @@ from redlock.exceptions import (
     QuorumUnavailable,
     ReleaseUnconfirmed,
 )
-from redlock.servers import LocalMasters
+from redlock.servers import LocalMasters, RedisServerNotFound
 
-__all__ = ["ENV_MASTERS", "EXIT_CODES", "ExitCode", "main", "main_entry", "release_token"]
+__all__ = [
+    "ENV_MASTERS",
+    "ENV_SERVERS_PID",
+    "EXEC_ENVIRONMENT",
+    "EXIT_CODES",
+    "ExitCode",
+    "main",
+    "main_entry",
+    "release_token",
+]
 
 ENV_MASTERS = "REDLOCK_MASTERS"
+#: Set by ``eval "$(redlock servers --detach)"``: the process that keeps the masters running.
+ENV_SERVERS_PID = "REDLOCK_SERVERS_PID"
+
+#: What ``redlock exec`` tells its command, as ``etcdctl lock`` passes ETCD_LOCK_KEY: the
+#: lock's name, our token, the wall-clock Unix time (seconds, 3 decimals) until which the
+#: lock is valid as acquired (auto-extension moves the real end later while exec runs), and
+#: with ``--fencing`` the fencing token.
+EXEC_ENVIRONMENT = ("REDLOCK_NAME", "REDLOCK_TOKEN", "REDLOCK_VALIDITY_DEADLINE", "REDLOCK_FENCING_TOKEN")
 
 #: Once the lock is lost, how long ``redlock exec`` lets the command stop after SIGTERM
 #: before SIGKILL. Short, because the command runs unprotected meanwhile.
@@ -169,7 +194,15 @@ def main_entry() -> NoReturn:
     # The library logs a lost lock when it happens (exec reports it again on exit); in a
     # process of our own, say so in the same one-line form as our errors.
     logging.basicConfig(level=logging.WARNING, format="redlock: %(message)s")
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Whoever read our output stopped reading (`redlock status NAME | head -1`): that is
+        # theirs to decide, not a failure worth a traceback. Python would flush again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = ExitCode.SIGNALLED + signal.SIGPIPE
+    sys.exit(code)
 
 
 # --- arguments --------------------------------------------------------------------------------
@@ -222,6 +255,7 @@ def _build_parser() -> _Parser:
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {redlock.__version__}")
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND", parser_class=_Parser)
 
     cluster = _Parser(add_help=False)
@@ -248,6 +282,11 @@ def _build_parser() -> _Parser:
         help="how long to wait for the lock; 0 makes one attempt (default: until acquired, or "
         "until a majority has been unreachable for 10 s)",
     )
+    holding.add_argument(
+        "--fencing",
+        action="store_true",
+        help="also take a fencing token, larger than every earlier holder's (see docs/cli.md)",
+    )
 
     run = commands.add_parser(
         "exec",
@@ -255,8 +294,12 @@ def _build_parser() -> _Parser:
         help="run a command while holding the lock, like flock(1) across machines",
         description="Acquire NAME, run CMD while the lock is extended in the background, then "
         "release it. Exits with CMD's exit code, 75 if the lock was not acquired, 76 if it was "
-        "lost while CMD ran. CMD sees REDLOCK_LOCK_NAME and REDLOCK_LOCK_TOKEN.",
-        usage="redlock exec NAME [options] -- CMD [ARGS...]",
+        "lost while CMD ran. Options go before NAME or between NAME and CMD: from CMD's first "
+        "word on, every argument is CMD's (a `--` before CMD is accepted). CMD sees "
+        f"{', '.join(EXEC_ENVIRONMENT)} (the last with --fencing).",
+        usage="redlock exec [options] NAME [options] [--] CMD [ARGS...]",
+        # An abbreviated option could not be told from the command's first word.
+        allow_abbrev=False,
     )
     run.add_argument("name", metavar="NAME")
     run.add_argument(
@@ -266,7 +309,6 @@ def _build_parser() -> _Parser:
         metavar="S",
         help=f"once the lock is lost, the time between SIGTERM and SIGKILL (default {DEFAULT_GRACE} s)",
     )
-    run.add_argument("argv", nargs="*", metavar="CMD", help="the command and its arguments, after --")
     run.set_defaults(handler=_cmd_exec)
 
     status = commands.add_parser(
@@ -284,7 +326,8 @@ def _build_parser() -> _Parser:
         "acquire",
         parents=[cluster, holding],
         help="acquire NAME; print its token and validity",
-        description="Acquire NAME and print `TOKEN VALIDITY` (seconds the lock may be relied on). "
+        description="Acquire NAME and print its token alone on the first line, the validity (seconds "
+        "the lock may be relied on) on the second, and with --fencing the fencing token on the third. "
         "It is not extended: it expires after --ttl unless released with `redlock release NAME TOKEN`.",
     )
     acquire.add_argument("name", metavar="NAME")
@@ -306,7 +349,9 @@ def _build_parser() -> _Parser:
         "servers",
         help="run N local masters in the foreground until Ctrl-C",
         description=f"Start N independent local redis-server masters, print `export {ENV_MASTERS}=...` "
-        "for them, and stop them on Ctrl-C or SIGTERM.",
+        "for them, and stop them on Ctrl-C or SIGTERM. With --detach they run in the background: "
+        f'`eval "$(redlock servers --detach)"` sets {ENV_MASTERS} and {ENV_SERVERS_PID}, and '
+        f'`kill "${ENV_SERVERS_PID}"` stops them.',
     )
     servers.add_argument("-n", type=_count, default=5, metavar="N", help="how many masters (default 5)")
     servers.add_argument(
@@ -315,31 +360,73 @@ def _build_parser() -> _Parser:
         default="none",
         help="what each master keeps on disk (default none)",
     )
+    servers.add_argument(
+        "--detach",
+        action="store_true",
+        help=f"run them in the background; print `export {ENV_MASTERS}=...` and `export {ENV_SERVERS_PID}=...` "
+        "for eval once every master answers",
+    )
+    # Internal: how a detached `servers` reports to the command that started it.
+    servers.add_argument("--report-fd", type=int, help=argparse.SUPPRESS)
     servers.set_defaults(handler=_cmd_servers)
     return parser
 
 
 def _parse(argv: list[str]) -> argparse.Namespace | int:
     """The parsed arguments, or the exit code when argparse already did what was asked (--help)."""
-    # `exec NAME [options] -- CMD ARGS`: everything after the first `--` is the command, its
-    # options included. argparse's REMAINDER would also swallow exec's own options when they
-    # come after NAME, so the split is made here, and only for exec.
-    command: list[str] | None = None
-    head = argv
-    if "--" in argv and "exec" in argv[: argv.index("--")]:
-        split = argv.index("--")
-        head, command = argv[:split], argv[split + 1 :]
+    parser = _build_parser()
+    head, command = _split_exec(parser, argv)
     try:
-        args = _build_parser().parse_args(head)
+        args = parser.parse_args(head)
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else ExitCode.USAGE
     if args.subcommand == "exec":
-        if command is not None and args.argv:
-            raise CliError(ExitCode.USAGE, f"exec: unexpected {args.argv[0]!r} before `--`")
-        args.argv = command if command is not None else args.argv
-        if not args.argv:
-            raise CliError(ExitCode.USAGE, "exec: no command given (redlock exec NAME -- CMD ARGS...)")
+        if not command:
+            raise CliError(ExitCode.USAGE, "exec: no command given (redlock exec [options] NAME [--] CMD [ARGS...])")
+        args.argv = command
     return args
+
+
+def _split_exec(parser: _Parser, argv: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` cut where exec's command begins: (what argparse parses, the command).
+
+    ``exec [options] NAME [options] [--] CMD [ARGS...]``: exec's options may come before NAME
+    and between NAME and CMD; from CMD's first word on, everything is the command's, even
+    words that look like exec's options (``redlock exec backup ./backup.sh --timeout 3600``
+    must pass ``--timeout 3600`` to the script). argparse alone would take any option it
+    knows wherever it stands, so the cut is made here, knowing which options take a value.
+    """
+    # The command is the first word that is not an option: the top level has none with a value.
+    position = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
+    if position is None or argv[position] != "exec":
+        return argv, []
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = subparsers.choices["exec"]._option_string_actions
+    head = argv[: position + 1]
+    words = argv[position + 1 :]
+    named = False
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word == "--":
+            index += 1
+            break
+        if word.startswith("-") and word != "-":
+            head.append(word)
+            index += 1
+            action = options.get(word)
+            # An option with its value attached (--ttl=5) or unknown (argparse says so) takes no
+            # further word; --ttl 5 takes the next one, whatever it looks like.
+            if action is not None and action.nargs != 0 and index < len(words):
+                head.append(words[index])
+                index += 1
+            continue
+        if named:
+            break
+        head.append(word)
+        named = True
+        index += 1
+    return head, words[index:]
 
 
 def _master_urls(args: argparse.Namespace) -> list[str]:
@@ -367,10 +454,27 @@ def _client(args: argparse.Namespace) -> Redlock:
         return Redlock(urls, node_timeout=args.node_timeout or DEFAULT_NODE_TIMEOUT)
 
 
-def _lock(rl: Redlock, name: str, ttl: float, *, on_lost: Callable[[Lock], None] | None = None) -> Lock:
-    """A Lock on ``name``; with ``on_lost``, one that auto-extends and reports a loss to it."""
+#: The longest ttl a lock of ours can have: auto-extension waits about ttl/3 in a thread, and a
+#: thread cannot wait longer than this (OverflowError). The library's own bound, checked
+#: first, may be lower.
+MAX_TTL = threading.TIMEOUT_MAX
+
+
+def _lock(
+    rl: Redlock, name: str, ttl: float, *, fencing: bool = False, on_lost: Callable[[Lock], None] | None = None
+) -> Lock:
+    """A Lock on ``name``; with ``on_lost``, one that auto-extends and reports a loss to it.
+
+    Built before anything talks to a master, so that the library's argument checks (and
+    ours) turn a bad name or ttl into a usage error before any traffic.
+    """
     with _usage_errors():
-        return rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+        lock = rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost, fencing=fencing)
+    if ttl > MAX_TTL:
+        raise CliError(
+            ExitCode.USAGE, f"--ttl {ttl:g} is more than {MAX_TTL:.0f} seconds, the longest lock we can hold"
+        )
+    return lock
 
 
 def _not_acquired(lock: Lock, timeout: float | None) -> LockNotAcquired:
@@ -394,14 +498,21 @@ def release_token(rl: Redlock, name: str, token: str) -> None:
 
 def _cmd_acquire(args: argparse.Namespace) -> int:
     with _client(args) as rl:
-        lock = _lock(rl, args.name, args.ttl)
+        lock = _lock(rl, args.name, args.ttl, fencing=args.fencing)
         if not lock.acquire(blocking=True, timeout=args.timeout):
             raise _not_acquired(lock, args.timeout)
-        token, validity = lock.token, lock.validity
+        token, validity, fencing_token = lock.token, lock.validity, lock.fencing_token
     if args.json:
-        print(json.dumps({"name": args.name, "token": token, "validity": round(validity, 3), "ttl": args.ttl}))
+        acquired = {"name": args.name, "token": token, "validity": round(validity, 3), "ttl": args.ttl}
+        if fencing_token is not None:
+            acquired["fencing_token"] = fencing_token
+        print(json.dumps(acquired))
     else:
-        print(f"{token} {validity:.3f}")
+        # The token alone on the first line: `token=$(redlock acquire NAME | head -1)`.
+        lines = [str(token), f"{validity:.3f}"]
+        if fencing_token is not None:
+            lines.append(str(fencing_token))
+        print("\n".join(lines))
     return ExitCode.OK
 
 
@@ -506,8 +617,64 @@ def _cmd_status(args: argparse.Namespace) -> int:
 # --- exec -------------------------------------------------------------------------------------------
 
 
+class _Terminal:
+    """The controlling terminal on stdin, if ``redlock`` has one, and what job control needs of it.
+
+    In a job-control shell each job is a process group, and the group in the terminal's
+    foreground gets the keyboard's signals (Ctrl-C, Ctrl-Z) and may read. ``exec`` runs its
+    command in a group of its own, so it acts for that group as a shell does for a job: it
+    hands the terminal over while the command runs, and when the command stops (Ctrl-Z), it
+    takes the terminal back and stops its own job, so that the shell it was started from
+    sees a stopped job and gets control back; on ``fg`` or ``bg`` it continues the command.
+    """
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        #: Whether a job-control shell runs us as a job: a terminal of our session, and a
+        #: process group other than the session leader's (a shell without job control runs
+        #: its commands in its own group, and could not continue a stopped one).
+        self.job_control = False
+        try:
+            fd = sys.stdin.fileno()
+            # tcgetpgrp answers only for the controlling terminal of our session.
+            if os.isatty(fd) and os.tcgetpgrp(fd) > 0:
+                self.fd = fd
+                self.job_control = os.getpgrp() != os.getsid(0)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def foreground(self) -> int | None:
+        if self.fd is None:
+            return None
+        try:
+            return os.tcgetpgrp(self.fd)
+        except OSError:
+            return None
+
+    def hand_to(self, pgid: int) -> None:
+        """Make ``pgid`` the foreground group, if ours is the foreground group now."""
+        if self.fd is not None and self.foreground() == os.getpgrp():
+            _set_foreground(self.fd, pgid)
+
+    def take_back(self, pgid: int) -> None:
+        """Make our group the foreground again, if ``pgid`` (the command's) has it."""
+        if self.fd is not None and self.foreground() == pgid:
+            _set_foreground(self.fd, os.getpgrp())
+
+
+def _set_foreground(fd: int, pgid: int) -> None:
+    # Taking the terminal back from the background raises SIGTTOU, which would stop us.
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(fd, pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
 class _Supervisor:
-    """Runs the command for ``exec``: forwards signals to it, and stops it if the lock is lost.
+    """Runs the command for ``exec``: forwards signals to it, follows its job control, and
+    stops it if the lock is lost.
 
     Signal handlers run in the main thread between bytecodes, so they take no lock; the
     lock-lost callback runs in the library's extension thread.
@@ -515,19 +682,22 @@ class _Supervisor:
 
     def __init__(self, grace: float) -> None:
         self.grace = grace
+        self.lock: Lock | None = None
         self.child: subprocess.Popen[bytes] | None = None
         self.lost = threading.Event()
+        self.lost_while_stopped = False
         # While we wait for the lock, a terminating signal interrupts the wait (_Interrupted);
         # once the lock is held it is forwarded to the command, or kept until it has started.
         self._interruptible = True
         self._pending: list[int] = []
+        self._stop_asked: int | None = None
         self._stopper: threading.Thread | None = None
         self._stop_lock = threading.Lock()
         self._previous: dict[int, Any] = {}
 
     @contextlib.contextmanager
     def handling_signals(self) -> Iterator[None]:
-        for signum in _FORWARDED_SIGNALS:
+        for signum in (*_FORWARDED_SIGNALS, signal.SIGTSTP):
             previous = signal.getsignal(signum)
             # An ignored signal stays ignored, for us and for the command that inherits it
             # (nohup, or a script's background job): whoever ignored it meant it.
@@ -542,6 +712,16 @@ class _Supervisor:
                 signal.signal(forwarded, handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGTSTP:
+            child = self.child
+            if child is None or child.returncode is not None:
+                _stop_self(signum)  # waiting for the lock, or releasing it: as if we did not catch it
+            else:
+                # A stop for us is a stop for the command; we follow it once it has stopped
+                # (in _wait()), so that the lock is not extended for a stopped command.
+                self._stop_asked = signum
+                _signal_group(child, signum)
+            return
         if self._interruptible:
             self._interruptible = False  # a second signal must not cut the rollback short
             raise _Interrupted(signum)
@@ -569,27 +749,87 @@ class _Supervisor:
         if self.lost.is_set():
             return None
         try:
-            # A group of its own: the lost-lock SIGTERM and forwarded signals reach everything
-            # the command starts, and the command's job control stays its own.
-            child = subprocess.Popen(argv, env=env, process_group=0)
-        except FileNotFoundError:
-            raise CliError(ExitCode.NOT_FOUND, f"exec: {argv[0]}: command not found") from None
+            guard = Guard()
         except OSError as error:
-            raise CliError(ExitCode.CANNOT_EXECUTE, f"exec: {argv[0]}: {error.strerror or error}") from None
-        self.child = child
-        while self._pending:
-            _signal_group(child, self._pending.pop(0))
-        if self.lost.is_set():
-            self._stop(child)
-        with _terminal_handed_to(child.pid):
-            returncode = child.wait()
-        with self._stop_lock:
-            stopper = self._stopper
-        if stopper is not None:
-            # The lock was lost: the rest of the command's group gets its grace and its
-            # SIGKILL before we exit, or it would work on unprotected after we are gone.
-            stopper.join()
+            raise CliError(ExitCode.CANNOT_EXECUTE, f"exec: cannot start the guard process: {error}") from None
+        child: subprocess.Popen[bytes] | None = None
+        try:
+            try:
+                # A group of its own: the lost-lock SIGTERM and forwarded signals reach everything
+                # the command starts, and the command's job control stays its own. It dies with
+                # us (see redlock._lifeline): without us nothing extends the lock. The preexec_fn
+                # is safe beside the extension thread: it takes no lock, imports nothing and
+                # only makes system calls (prctl, getppid).
+                child = subprocess.Popen(
+                    argv,
+                    env=env,
+                    process_group=0,
+                    preexec_fn=die_with_parent(),  # noqa: PLW1509
+                )
+            except FileNotFoundError:
+                raise CliError(ExitCode.NOT_FOUND, f"exec: {argv[0]}: command not found") from None
+            except OSError as error:
+                raise CliError(ExitCode.CANNOT_EXECUTE, f"exec: {argv[0]}: {error.strerror or error}") from None
+            guard.watch(child.pid)
+            self.child = child
+            while self._pending:
+                _signal_group(child, self._pending.pop(0))
+            if self.lost.is_set():
+                self._stop(child)
+            returncode = self._wait(child)
+            with self._stop_lock:
+                stopper = self._stopper
+            if stopper is not None:
+                # The lock was lost: the rest of the command's group gets its grace and its
+                # SIGKILL before we exit, or it would work on unprotected after we are gone.
+                stopper.join()
+        finally:
+            # Only a command we saw to its end is let go; otherwise its group goes with us.
+            guard.done(kill_group=child is not None and child.returncode is None)
         return returncode if returncode >= 0 else ExitCode.SIGNALLED - returncode
+
+    def _wait(self, child: subprocess.Popen[bytes]) -> int:
+        terminal = _Terminal()
+        terminal.hand_to(child.pid)
+        # The command may have touched the terminal before it was handed over and been
+        # stopped for it (SIGTTIN/SIGTTOU); it can go on now.
+        _signal_group(child, signal.SIGCONT)
+        try:
+            while True:
+                # WUNTRACED: a stopped command is reported too, not only a finished one.
+                _, status = os.waitpid(child.pid, os.WUNTRACED)
+                if not os.WIFSTOPPED(status):
+                    child.returncode = os.waitstatus_to_exitcode(status)
+                    return child.returncode
+                self._follow_stop(child, os.WSTOPSIG(status), terminal)
+        finally:
+            terminal.take_back(child.pid)
+
+    def _follow_stop(self, child: subprocess.Popen[bytes], signum: int, terminal: _Terminal) -> None:
+        """The command stopped: stop our own job too, as a shell's job would, and continue it after."""
+        asked, self._stop_asked = self._stop_asked, None
+        if not terminal.job_control and asked is None:
+            # No shell to give control back to, nor anyone who asked us to stop: the command
+            # was stopped from outside, and we hold its lock until it ends (see docs/cli.md).
+            return
+        terminal.take_back(child.pid)
+        if terminal.job_control:
+            # Our whole group, as the terminal would stop it: a pipeline's other commands too.
+            _stop_self(
+                signum if signum in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU) else signal.SIGSTOP, group=True
+            )
+        else:
+            _stop_self(signal.SIGSTOP)
+        # Continued (fg, bg, or SIGCONT). While we were stopped nothing extended the lock:
+        # if its validity ran out, the command must not go on as if it still held it.
+        assert self.lock is not None
+        if not self.lock.locked():
+            self.lost_while_stopped = True
+            self.lost.set()
+            self._stop(child)
+            return
+        terminal.hand_to(child.pid)
+        _signal_group(child, signal.SIGCONT)
 
     def _stop(self, child: subprocess.Popen[bytes]) -> None:
         with self._stop_lock:
@@ -602,6 +842,8 @@ class _Supervisor:
 
     def _terminate(self, child: subprocess.Popen[bytes]) -> None:
         _signal_group(child, signal.SIGTERM)
+        # A stopped command could not act on its SIGTERM until continued.
+        _signal_group(child, signal.SIGCONT)
         deadline = time.monotonic() + self.grace
         # The whole group, not only its leader: a child of the command that ignores SIGTERM
         # would otherwise go on working without the lock.
@@ -609,6 +851,20 @@ class _Supervisor:
             time.sleep(0.02)
         if _group_alive(child):
             _signal_group(child, signal.SIGKILL)
+
+
+def _stop_self(signum: int, *, group: bool = False) -> None:
+    """Stop this process (or its whole group) by ``signum``; returns once continued."""
+    # A stop signal we catch would only call our handler again: its default action stops.
+    previous = signal.signal(signum, signal.SIG_DFL) if signum != signal.SIGSTOP else None
+    try:
+        if group:
+            os.killpg(os.getpgrp(), signum)
+        else:
+            os.kill(os.getpid(), signum)
+    finally:
+        if previous is not None:
+            signal.signal(signum, previous)
 
 
 def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -628,49 +884,29 @@ def _group_alive(child: subprocess.Popen[bytes]) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _terminal_handed_to(pgid: int) -> Iterator[None]:
-    """Make ``pgid`` the terminal's foreground group while the block runs, if we have the terminal."""
-    try:
-        fd = sys.stdin.fileno()
-        ours = os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
-    except (OSError, ValueError, AttributeError):
-        ours = False
-    if not ours:
-        yield
-        return
-    _set_foreground(fd, pgid)
-    # The command may have touched the terminal before it was handed over and been stopped
-    # for it (SIGTTIN/SIGTTOU); it can go on now.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGCONT)
-    try:
-        yield
-    finally:
-        _set_foreground(fd, os.getpgrp())
-
-
-def _set_foreground(fd: int, pgid: int) -> None:
-    # Taking the terminal back from the background raises SIGTTOU, which would stop us.
-    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-    try:
-        with contextlib.suppress(OSError):
-            os.tcsetpgrp(fd, pgid)
-    finally:
-        signal.signal(signal.SIGTTOU, previous)
+def _exec_environment(name: str, lock: Lock) -> dict[str, str]:
+    env = dict(os.environ)
+    # An outer exec's fencing token must not pass for ours.
+    env.pop("REDLOCK_FENCING_TOKEN", None)
+    env["REDLOCK_NAME"] = name
+    env["REDLOCK_TOKEN"] = str(lock.token)
+    env["REDLOCK_VALIDITY_DEADLINE"] = f"{time.time() + lock.validity:.3f}"
+    if lock.fencing_token is not None:
+        env["REDLOCK_FENCING_TOKEN"] = str(lock.fencing_token)
+    return env
 
 
 def _cmd_exec(args: argparse.Namespace) -> int:
     supervisor = _Supervisor(args.grace)
     with _client(args) as rl, supervisor.handling_signals():
-        lock = _lock(rl, args.name, args.ttl, on_lost=supervisor.on_lost)
+        lock = _lock(rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost)
+        supervisor.lock = lock
         code: int | None = None
         try:
             if not lock.acquire(blocking=True, timeout=args.timeout):
                 raise _not_acquired(lock, args.timeout)
             supervisor.hold()
-            env = {**os.environ, "REDLOCK_LOCK_NAME": args.name, "REDLOCK_LOCK_TOKEN": str(lock.token)}
-            code = supervisor.run(args.argv, env)
+            code = supervisor.run(args.argv, _exec_environment(args.name, lock))
         finally:
             # Every path releases, an interrupted one included; a failed release only
             # decides the exit code when nothing else went wrong first.
@@ -684,8 +920,9 @@ def _cmd_exec(args: argparse.Namespace) -> int:
                 except LockNotHeld:
                     pass
     if supervisor.lost.is_set():
+        when = "while the job was stopped" if supervisor.lost_while_stopped else "while the command ran"
         raise LockLost(
-            f"lock {args.name!r} was lost while the command ran; it was sent SIGTERM (and SIGKILL "
+            f"lock {args.name!r} was lost {when}; the command was sent SIGTERM (and SIGKILL "
             f"if still running {args.grace} s later), and its work may have run unprotected",
             resource=args.name,
         )
@@ -722,19 +959,50 @@ def _stopped_by_signals() -> Iterator[None]:
             signal.signal(terminating_signal, handler)
 
 
+def _servers_failed(error: BaseException) -> CliError:
+    message = redis_server_hint() if isinstance(error, RedisServerNotFound) else str(error)
+    return CliError(ExitCode.SERVERS_FAILED, f"servers: {message}")
+
+
 def _cmd_servers(args: argparse.Namespace) -> int:
+    if args.detach:
+        return _detach_servers(args)
+    report: IO[str] | None = None
+    if args.report_fd is not None:
+        try:
+            report = os.fdopen(args.report_fd, "w")
+        except OSError as error:
+            raise CliError(ExitCode.USAGE, f"servers: --report-fd {args.report_fd}: {error}") from None
+    try:
+        return _run_servers(args, report)
+    except CliError as error:
+        if report is not None and not report.closed:
+            report.write(f"error {error}\n")
+        raise
+    finally:
+        if report is not None:
+            report.close()
+
+
+def _run_servers(args: argparse.Namespace, report: IO[str] | None) -> int:
     with _stopped_by_signals():
         try:
             masters = LocalMasters(args.n, persistence=args.persistence)
         except (OSError, RuntimeError) as error:
-            raise CliError(ExitCode.SERVERS_FAILED, f"servers: {error}") from None
+            raise _servers_failed(error) from None
         try:
             try:
                 masters.start()
             except (OSError, RuntimeError) as error:
-                raise CliError(ExitCode.SERVERS_FAILED, f"servers: {error}") from None
-            print(f"export {ENV_MASTERS}={','.join(masters.urls)}", flush=True)
-            print(f"# {args.n} masters running; Ctrl-C or SIGTERM stops them", file=sys.stderr, flush=True)
+                raise _servers_failed(error) from None
+            export = f"export {ENV_MASTERS}={','.join(masters.urls)}"
+            if report is None:
+                print(export, flush=True)
+                print(f"# {args.n} masters running; Ctrl-C or SIGTERM stops them", file=sys.stderr, flush=True)
+            else:
+                # Closing it is what lets the detaching command return: it reads to the end.
+                report.write(f"{export}\n")
+                report.close()
             while True:
                 time.sleep(3600)
         except _Interrupted:
@@ -742,3 +1010,46 @@ def _cmd_servers(args: argparse.Namespace) -> int:
             return ExitCode.OK
         finally:
             masters.stop()
+
+
+def _detach_servers(args: argparse.Namespace) -> int:
+    """``servers --detach``: the same command in a session of its own, reporting through a pipe.
+
+    The masters die with the process that started them (redlock.servers ties them to it),
+    so that process must outlive us: it runs ``servers`` in the foreground, detached from
+    our terminal and output, and tells us its URLs, or why it failed, on a pipe.
+    """
+    read_end, write_end = os.pipe()
+    command = [sys.executable, "-m", "redlock", "servers", "-n", str(args.n), "--persistence", args.persistence]
+    try:
+        # posix_spawn rather than subprocess: it is not our child to wait for, and a Popen
+        # left running would warn when collected.
+        pid = os.posix_spawn(
+            sys.executable,
+            [*command, "--report-fd", "3"],
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_DUP2, write_end, 3),
+            ],
+            setsid=True,
+        )
+    except OSError as error:
+        raise CliError(ExitCode.SERVERS_FAILED, f"servers: cannot start the background process: {error}") from None
+    finally:
+        os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        report = pipe.read()
+    if not report.startswith("export "):
+        _, status = os.waitpid(pid, 0)
+        why = report.removeprefix("error ").strip()
+        raise CliError(
+            ExitCode.SERVERS_FAILED,
+            why or f"servers: the background process exited ({os.waitstatus_to_exitcode(status)}) before they started",
+        )
+    print(report, end="")
+    print(f"export {ENV_SERVERS_PID}={pid}", flush=True)
+    print(f'# {args.n} masters running in the background; kill "${ENV_SERVERS_PID}" stops them', file=sys.stderr)
+    return ExitCode.OK

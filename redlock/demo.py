@@ -4,12 +4,16 @@
 :mod:`redlock.servers`), runs several clients that each increment a shared counter with a
 deliberately non-atomic read-modify-write under the lock, then kills one master and goes
 on, and prints what happened: acquisitions, latency, and whether any update was lost.
+
+Exit status: 0 when no update was lost and no client failed, 1 otherwise, 3 when no
+``redis-server`` binary can be found (one line says how to get one; no traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -17,7 +21,10 @@ from collections.abc import Sequence
 import redis
 
 from redlock import Redlock
-from redlock.servers import LocalMasters
+from redlock._extras import redis_server_hint
+from redlock.servers import LocalMasters, RedisServerNotFound
+
+EXIT_NO_REDIS_SERVER = 3
 
 
 def _percentile(samples: Sequence[float], share: float) -> float:
@@ -88,7 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--increments", type=int, default=25)
     parser.add_argument("--masters", type=int, default=5)
     args = parser.parse_args(argv)
-    return run(args.clients, args.increments, args.masters)
+    try:
+        return run(args.clients, args.increments, args.masters)
+    except RedisServerNotFound:
+        print(f"{parser.prog}: {redis_server_hint()}", file=sys.stderr)
+        return EXIT_NO_REDIS_SERVER
 
 
 if __name__ == "__main__":

