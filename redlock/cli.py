@@ -794,10 +794,23 @@ class _Supervisor:
         # The command may have touched the terminal before it was handed over and been
         # stopped for it (SIGTTIN/SIGTTOU); it can go on now.
         _signal_group(child, signal.SIGCONT)
+        # Unless a stop was asked for (Ctrl-Z as the command started): that SIGCONT may have
+        # undone it, and Linux then drops the stop's report, so it is asked again. Checked
+        # after the SIGCONT, so a handler running at any point before it is covered.
+        asked = self._stop_asked
+        if asked is not None:
+            _signal_group(child, asked)
+        stuck_since: float | None = None
         try:
             while True:
                 # WUNTRACED: a stopped command is reported too, not only a finished one.
-                _, status = os.waitpid(child.pid, os.WUNTRACED)
+                # Polled, not blocking: see _unstick.
+                pid, status = os.waitpid(child.pid, os.WUNTRACED | os.WNOHANG)
+                if pid == 0:
+                    stuck_since = _unstick(child, stuck_since)
+                    time.sleep(_WAIT_POLL)
+                    continue
+                stuck_since = None
                 if not os.WIFSTOPPED(status):
                     child.returncode = os.waitstatus_to_exitcode(status)
                     return child.returncode
@@ -872,6 +885,56 @@ def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
     # is gone there is nothing to signal.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.pid, signum)
+
+
+#: How often exec looks at its command while it runs (its exit, its stops, a stuck vfork).
+_WAIT_POLL = 0.02
+#: How long a command may sit stopped-in-vfork before exec unsticks it.
+_STUCK_AFTER = 0.2
+
+
+def _proc_state(pid: int) -> tuple[str, int] | None:
+    """The one-letter state and the process group of ``pid`` (Linux /proc), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[2])
+
+
+def _unstick(child: subprocess.Popen[bytes], since: float | None) -> float | None:
+    """Resolve a job stop that the command's leader can never report; the new ``since``.
+
+    A shell such as dash starts each command with vfork: until the child execs, the parent
+    sleeps uninterruptibly (state D). A Ctrl-Z landing in that window stops the child before
+    its exec, so the parent can neither go on nor stop: the job never reports stopped and
+    the terminal seems wedged (a shell waiting on such a job hangs the same way). Seen for
+    longer than _STUCK_AFTER, it is resolved as the terminal meant: SIGCONT lets the child
+    exec (and discards the stop the parent had pending), then the stop is sent again.
+    """
+    leader = _proc_state(child.pid)
+    if leader is None or leader[0] != "D":
+        return None
+    stopped = False
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != child.pid:
+                member = _proc_state(int(entry))
+                if member is not None and member[1] == child.pid and member[0] in ("T", "t"):
+                    stopped = True
+                    break
+    if not stopped:
+        return None
+    now = time.monotonic()
+    if since is None:
+        return now
+    if now - since < _STUCK_AFTER:
+        return since
+    _signal_group(child, signal.SIGCONT)
+    time.sleep(_WAIT_POLL)  # time for the child to exec and the parent to leave vfork
+    _signal_group(child, signal.SIGTSTP)
+    return None
 
 
 def _group_alive(child: subprocess.Popen[bytes]) -> bool:
