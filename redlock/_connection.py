@@ -311,7 +311,7 @@ class Link:
         self.in_flight.clear()
         self.backlog.clear()
         for round_ in rounds:
-            if round_ is not None and self.node in round_.pending:
+            if round_ is not None and round_.awaits(self.node):
                 round_.record(self.node, status, detail)
 
     def _back_off(self, status: NodeStatus, detail: str, now: float) -> None:
@@ -336,7 +336,7 @@ class Link:
                     self._fail_all(NodeStatus.MISCONFIGURED, reply.message)
                     self._back_off(NodeStatus.MISCONFIGURED, reply.message, now)
                     return Reaction(hang_up=True)
-                if round_ is not None and self.node in round_.pending:
+                if round_ is not None and round_.awaits(self.node):
                     round_.record(self.node, NodeStatus.MISCONFIGURED, reply.message)
                 return Reaction()
             if entry.command.script is not None and reply.noscript:
@@ -346,12 +346,12 @@ class Link:
                 resend = entry.command.without_script_cache()
                 self.in_flight.append(InFlight(resend, round_, now))
                 return Reaction(resend=resend)
-            if round_ is not None and self.node in round_.pending:
+            if round_ is not None and round_.awaits(self.node):
                 round_.record(self.node, NodeStatus.ERROR, reply.message)
             return Reaction()
         if entry.handshake:
             self.failures = 0  # a master that answers is no longer a reason to back off
-        elif round_ is not None and self.node in round_.pending:
+        elif round_ is not None and round_.awaits(self.node):
             round_.record_reply(self.node, reply)
         return Reaction()
 

@@ -180,12 +180,20 @@ class Round:
     wire: bytes | None = field(default=None, repr=False)
     #: Called by the driver's side once the round is settled: wakes whoever waits for it.
     waker: Callable[[], None] | None = field(default=None, repr=False)
+    #: Kept as outcomes are recorded: every reply of every round asks for them.
+    granted: int = field(default=0, init=False)
+
+    def awaits(self, node: int) -> bool:
+        """Whether ``node``'s outcome is still to be recorded in this round."""
+        return node not in self.outcomes and node in self.targets
 
     def record(self, node: int, status: NodeStatus, detail: str = "", reply: object = None) -> None:
-        if node not in self.targets or node in self.outcomes:
+        if not self.awaits(node):
             raise ValueError(f"node {node} is not awaited in this round")
         self.outcomes[node] = NodeOutcome(self.node_names[node], status, detail)
         self.replies[node] = reply
+        if status is NodeStatus.GRANTED:
+            self.granted += 1
         if self.waker is not None and self.settled:
             waker, self.waker = self.waker, None
             waker()
@@ -199,12 +207,12 @@ class Round:
         return sum(1 for outcome in self.outcomes.values() if outcome.status is status)
 
     @property
-    def granted(self) -> int:
-        return self.count(NodeStatus.GRANTED)
-
-    @property
     def pending(self) -> tuple[int, ...]:
         return tuple(node for node in self.targets if node not in self.outcomes)
+
+    @property
+    def pending_count(self) -> int:
+        return len(self.targets) - len(self.outcomes)  # outcomes are recorded only for targets
 
     @property
     def unreached(self) -> int:
@@ -217,11 +225,11 @@ class Round:
 
     @property
     def majority_impossible(self) -> bool:
-        return self.granted + self.credited + len(self.pending) < self.quorum
+        return self.granted + self.credited + self.pending_count < self.quorum
 
     @property
     def settled(self) -> bool:
-        if not self.pending:
+        if not self.pending_count:
             return True
         if self.wait_for_all and not self.overtime:
             return False

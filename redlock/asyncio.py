@@ -101,8 +101,12 @@ class _Protocol(asyncio.Protocol):
         self.node = node
         self.parser = reply_parser()
         self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
         #: Done once the socket is closed: aclose() returns only then, fds released.
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        #: Written this turn of the event loop, sent in one piece at its end: the commands of
+        #: concurrent rounds share one send per master instead of one each.
+        self.queued: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -117,7 +121,16 @@ class _Protocol(asyncio.Protocol):
         self.driver.lose(self, exc or ConnectionResetError("the master closed the connection"))
 
     def write(self, data: bytes) -> None:
-        if self.transport is not None and data:
+        if self.transport is None or not data:
+            return
+        if not self.queued:
+            self.loop.call_soon(self.flush)
+        self.queued.append(data)
+
+    def flush(self) -> None:
+        data = b"".join(self.queued)
+        self.queued.clear()
+        if data and self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
 
 
@@ -260,6 +273,7 @@ class _Driver:
         self._shut = True
         protocols = list(self._protocols.values())
         for protocol in protocols:
+            protocol.flush()
             if protocol.transport is not None:
                 protocol.transport.close()  # writes what is buffered first
             self.lose(protocol, ClientClosed("the client was closed"))
