@@ -217,10 +217,13 @@ class _Driver:
             self._raise_if_closed()
         loop = asyncio.get_running_loop()
         now = self._clock()
-        # No await between here and the wait: nothing can interleave with the submission.
+        # No await inside the submission: nothing can interleave with it.
         for node in round_.targets:
             self._carry_out(self._policy.submit(round_, node, now))
-        first_deadline = now + round_.timeout
+        # Our commands leave with this turn's others (one send per master, see _Protocol);
+        # the round's time counts from then: a busy loop's turn is not the masters' delay.
+        await asyncio.sleep(0)
+        first_deadline = self._clock() + round_.timeout
         deadline: float | None = first_deadline
         while not round_.settled and deadline is not None:
             settled: asyncio.Future[None] = loop.create_future()
