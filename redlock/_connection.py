@@ -35,11 +35,12 @@ Redis answers on one connection strictly in order, so replies are matched to com
 first-in-first-out (:attr:`Link.in_flight`). A reply whose round has settled (it no
 longer waits for this master) is dropped; a round that waits records it.
 
-A master that owes replies for longer than ``hung_after`` (or too many of them) looks hung:
-rounds skip it rather than pile more commands into a socket nobody reads; clean-ups
-(rollbacks, releases) still go, up to twice the bound, since refusing them would leave our
-keys behind. A failed connect is retried with exponential backoff; meanwhile rounds get the
-last failure at once instead of waiting for their deadline (clean-ups try at once anyway).
+A master that owes a reply for longer than four ``node_timeout`` (or too many replies)
+looks hung: rounds skip it rather than pile more commands into a socket nobody reads;
+clean-ups (rollbacks, releases) are still sent, up to twice the bound, since refusing them
+would leave our keys behind, but nobody waits for their answer. A failed connect is
+retried with exponential backoff; meanwhile rounds get the last failure at once instead of
+waiting for their deadline (clean-ups try at once anyway).
 
 Configuration errors are not outages: a wrong password (``WRONGPASS``/``NOAUTH``), a
 missing ACL permission (``NOPERM``), an untrusted TLS certificate or a reply that is not
@@ -238,11 +239,17 @@ class Link:
                 return Submit.SKIPPED
             self.state = State.IDLE
         owed = len(self.in_flight) + len(self.backlog)
-        if owed and self._hung(round_, now, owed):
+        limit = 2 * MAX_IN_FLIGHT if round_.cleanup else MAX_IN_FLIGHT
+        hung = bool(self.in_flight) and now - self.in_flight[0].sent_at > self.hung_after
+        if owed >= limit or (hung and not round_.cleanup):
             round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
             return Submit.SKIPPED
         if self.state is State.READY:
             self.in_flight.append(InFlight(round_.command, round_, now))
+            if hung:
+                # A clean-up still goes (it takes our keys back once the master answers), but
+                # nobody waits for a master known to be hung: its outcome is known now.
+                round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered; sent anyway")
             return Submit.SEND
         self.backlog.append((round_.command, round_))
         if self.state is State.CONNECTING:
@@ -251,14 +258,6 @@ class Link:
         self.generation += 1
         self.connect_started = now
         return Submit.CONNECT
-
-    def _hung(self, round_: Round, now: float, owed: int) -> bool:
-        limit = 2 * MAX_IN_FLIGHT if round_.cleanup else MAX_IN_FLIGHT
-        if owed >= limit:
-            return True
-        if round_.cleanup:
-            return False  # a clean-up still goes: it is what takes our keys back
-        return bool(self.in_flight) and now - self.in_flight[0].sent_at > self.hung_after
 
     def connecting(self) -> bool:
         return self.state is State.CONNECTING
@@ -480,7 +479,8 @@ class Connections:
         connect_timeout: float,
     ) -> None:
         self.connect_timeout = connect_timeout
-        hung_after = max(connect_timeout, 4 * node_timeout)
+        # Four timeouts in a row without a reply: not a slow answer any more.
+        hung_after = 4 * node_timeout
         self.links = [Link(node, name, credentials[node], hung_after) for node, name in enumerate(names)]
         self.subscribers = [Subscriber(node, credentials[node]) for node in range(len(names))]
         #: Who waits for which release; the drivers make the events.

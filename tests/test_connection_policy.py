@@ -115,7 +115,10 @@ def test_a_hung_master_is_skipped_but_a_clean_up_still_goes() -> None:
     hung = _round(2)
     assert policy.submit(hung, 0, 5.0) is None  # its oldest reply is 5 s overdue
     assert hung.outcomes[0].status is NodeStatus.TIMEOUT
-    assert isinstance(policy.submit(_round(3, cleanup=True), 0, 5.0), Write)
+    cleanup = _round(3, cleanup=True)
+    assert isinstance(policy.submit(cleanup, 0, 5.0), Write)  # still sent: it takes our key back
+    assert cleanup.outcomes[0].status is NodeStatus.TIMEOUT  # but nobody waits for the answer
+    assert cleanup.settled
 
 
 def test_a_round_waits_for_connects_only_while_it_cannot_be_decided() -> None:
