@@ -228,7 +228,7 @@ class _Driver:
         while not round_.settled and deadline is not None:
             settled: asyncio.Future[None] = loop.create_future()
             round_.waker = functools.partial(_resolve, settled)
-            timer = loop.call_later(max(0.0, deadline - self._clock()), _resolve, settled)
+            timer = loop.call_later(max(0.0, deadline - self._clock()), _after_next_reads, loop, settled)
             try:
                 await settled
             finally:
@@ -356,6 +356,18 @@ class _Driver:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _after_next_reads(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+    """A round's time is up: look once more before calling its masters late.
+
+    After a long turn of a busy loop, an expired timer and a reply already in the socket
+    buffer are due together, and the loop runs the timer first if the bytes came after its
+    last select. A zero-delay timer runs after the next select's reads (asyncio queues due
+    timers behind that turn's I/O callbacks), so a reply that had arrived counts as in time,
+    as the sync client's last look does.
+    """
+    loop.call_later(0, _resolve, future)
 
 
 class Redlock(ClusterConfig):
