@@ -2,12 +2,21 @@
 
 The driver runs the pure flows of ``redlock._core`` over the connection policy of
 ``redlock._connection``: one command connection and one subscriber connection per master,
-shared by every thread that uses the client. A round is written by the calling thread
-(each master's bytes in one ``send``) and its replies are read by the client's I/O thread,
-which polls every socket, feeds an incremental RESP parser and records each reply in the
-round that asked for it (first in, first out); the caller sleeps on an event until its round
-is settled or its deadline passes. Connects (TCP, TLS, handshake) run in short-lived threads
-of their own, so a host that does not answer never holds up the others.
+shared by every thread that uses the client.
+
+Threads (leader and followers)
+    A round is written by the calling thread (each master's bytes in one ``send``) and read
+    by a calling thread too: of the threads waiting for rounds, one at a time, the *leader*,
+    polls every command socket, feeds the RESP parsers and records each reply in the round
+    that asked for it (first in, first out), for all of them; the others sleep on an event
+    until their round is settled, their deadline passes, or the leader hands over. A lone
+    operation therefore never leaves its thread: no wake-up of another thread stands between
+    a reply and its caller, which is most of what a lock costs on loopback. The client's
+    I/O thread keeps what nobody waits for: the subscriber connections (wake-up on release),
+    write buffers that a socket could not take at once, and, every half second when no round
+    waits, the replies nobody waited for (so a master that closed its end is noticed).
+    Connects (TCP, TLS, handshake) run in short-lived threads of their own, so a host that
+    does not answer never holds up the others.
 
 One lock (``_Driver._lock``) covers the policy state, the sockets' write buffers and the
 rounds' outcomes; it is only ever held for non-blocking work.
@@ -45,6 +54,8 @@ T = TypeVar("T")
 _READ_SIZE = 65536
 #: How often the I/O thread looks at subscribers waiting to reconnect, with nothing to read.
 _HOUSEKEEPING = 0.5
+#: While a master is connecting, how often a leader looks for its new socket.
+_NEW_SOCKET_CHECK = 0.002
 
 
 def open_socket(address: _config.MasterAddress, timeout: float) -> socket.socket:
@@ -144,6 +155,14 @@ class _Driver:
         self._poke_read = self._poke_write = -1
         #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
         self._active = 0
+        #: The waiting thread that reads the command sockets for everyone (by its event),
+        #: and until when its claim holds: past that, a claim left by an interrupted thread
+        #: is void.
+        self._leader: threading.Event | None = None
+        self._leader_until = 0.0
+        #: The other waiting threads, by their events: one of them leads next.
+        self._followers: dict[threading.Event, None] = {}
+        self._command_poller: tuple[select.poll, dict[int, _Socket]] | None = None
 
     def after_fork(self) -> None:
         """In a fork's child: drop, without touching, what belongs to the parent.
@@ -216,29 +235,78 @@ class _Driver:
     def _run_round(self, round_: Round) -> None:
         if not round_.cleanup:  # a clean-up still runs: it takes our keys back
             self._raise_if_closed()
-        settled = threading.Event()
-        round_.waker = settled.set
+        wake = threading.Event()
+        round_.waker = wake.set
         now = self._clock()
         deadline = now + round_.timeout
         with self._lock:
             self._submit(round_, now)
-        settled.wait(max(0.0, deadline - self._clock()))
-        while not settled.is_set():
+        until: float | None = deadline
+        while until is not None:
+            self._await(round_, wake, until)
             with self._lock:
+                if round_.settled:
+                    break
                 self._last_look(round_)
-                extended = self._policy.overtime(round_, deadline)
-            if extended is None or not settled.wait(max(0.0, extended - self._clock())):
-                break
+                until = self._policy.overtime(round_, deadline)
         with self._lock:
             round_.waker = None
             self._policy.time_out(round_)
 
+    def _await(self, round_: Round, wake: threading.Event, until: float) -> None:
+        """Until ``round_`` is settled or ``until``: lead (read for every waiting round) if
+        nobody does, else follow (sleep until woken by the leader)."""
+        try:
+            while True:
+                with self._lock:
+                    now = self._clock()
+                    if round_.settled or now >= until:
+                        return
+                    if self._leader is None or self._leader is wake or now > self._leader_until:
+                        self._leader, self._leader_until = wake, until + self._node_timeout
+                        self._followers.pop(wake, None)
+                        poller, watched = self._command_sockets()
+                        timeout = until - now
+                        if len(watched) < len(self._masters) and self._policy.connecting():
+                            timeout = min(timeout, _NEW_SOCKET_CHECK)  # its socket is not polled yet
+                    else:
+                        self._followers[wake] = None
+                        wake.clear()
+                        poller = None
+                if poller is None:
+                    wake.wait(until - now)
+                    continue
+                ready = poller.poll(timeout * 1000)
+                with self._lock:
+                    for fd, _ in ready:
+                        conn = watched[fd]
+                        if self._sockets.get(("command", conn.node)) is conn:
+                            self._read(conn)
+        finally:
+            with self._lock:
+                self._followers.pop(wake, None)
+                if self._leader is wake:
+                    self._leader = None
+                if self._leader is None and self._followers:
+                    # Somebody still waits: the first one leads now.
+                    next(iter(self._followers)).set()
+
+    def _command_sockets(self) -> tuple[select.poll, dict[int, _Socket]]:
+        """Under the lock: a poll of every command socket, made anew only when they change."""
+        if self._command_poller is None:
+            poller = select.poll()
+            watched = {conn.fileno: conn for conn in self._sockets.values() if conn.kind == "command"}
+            for fd in watched:
+                poller.register(fd, select.POLLIN)
+            self._command_poller = (poller, watched)
+        return self._command_poller
+
     def _last_look(self, round_: Round) -> None:
         """Read what the round's masters have sent by now, before calling them late.
 
-        A reply already in our socket buffer was in time: only our own process (the I/O
-        thread waiting for the GIL behind busy threads) kept it from being read, and that
-        must not count against the master as a timeout.
+        A reply already in our socket buffer was in time: only our own process (the leader
+        waiting for the GIL behind busy threads) kept it from being read, and that must not
+        count against the master as a timeout.
         """
         for node in round_.pending:
             conn = self._sockets.get(("command", node))
@@ -251,6 +319,11 @@ class _Driver:
         sending: int | None = None
         try:
             for node in round_.targets:
+                if self._policy.looks_hung(node, now):
+                    # Replies are read only while somebody waits: these may be in our buffer.
+                    conn = self._sockets.get(("command", node))
+                    if conn is not None:
+                        self._read(conn)
                 sending = node
                 self._carry_out(self._policy.submit(round_, node, now))
                 sending = None
@@ -350,6 +423,7 @@ class _Driver:
                 return
             if sock is not None:
                 self._sockets[(connect.kind, connect.node)] = _Socket(connect.kind, connect.node, sock)
+                self._command_poller = None
             self._carry_out(self._policy.connected(connect, error, self._clock()))
         self._poke()  # the I/O thread has a new socket to read
 
@@ -383,10 +457,21 @@ class _Driver:
     def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
         conn = self._sockets.pop((kind, node), None)
         if conn is not None:
+            self._command_poller = None
             conn.abandon()
         self._policy.lost(kind, node, error, self._clock())
 
     def _read(self, conn: _Socket) -> None:
+        try:
+            self._take_replies(conn)
+        except BaseException as interruption:
+            # Ctrl-C between taking bytes off the socket and recording every reply in them:
+            # what follows can no longer be matched to its command, so the link starts over.
+            if self._sockets.get((conn.kind, conn.node)) is conn:
+                self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-read: {interruption!r}"))
+            raise
+
+    def _take_replies(self, conn: _Socket) -> None:
         failure: BaseException | str | None = None
         try:
             while True:
@@ -404,6 +489,7 @@ class _Driver:
         self._write(conn, outcome.write)
         if outcome.hang_up:
             del self._sockets[(conn.kind, conn.node)]
+            self._command_poller = None
             conn.abandon()
         elif outcome.failure is not None or failure is not None:
             self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
@@ -435,12 +521,23 @@ class _Driver:
                 poller.register(poke, select.POLLIN)
                 watched = {}
                 for conn in self._sockets.values():
-                    watched[conn.fileno] = conn
-                    poller.register(conn.fileno, select.POLLIN | (select.POLLOUT if conn.outbuf else 0))
+                    # Command replies are the waiting threads' to read (see the module).
+                    events = (select.POLLIN if conn.kind == "subscriber" else 0) | (
+                        select.POLLOUT if conn.outbuf else 0
+                    )
+                    if events:
+                        watched[conn.fileno] = conn
+                        poller.register(conn.fileno, events)
             ready = poller.poll(_HOUSEKEEPING * 1000)
             with self._lock:
                 if self._io_thread is not me:
                     return
+                if not ready and self._leader is None:
+                    # Quiet, and nobody waits: read what came for nobody (late replies, a
+                    # master that hung up) so that it is not mistaken for a hang later.
+                    for conn in [conn for conn in self._sockets.values() if conn.kind == "command"]:
+                        if self._sockets.get(("command", conn.node)) is conn:
+                            self._read(conn)
                 for fd, events in ready:
                     if fd == poke:
                         with contextlib.suppress(BlockingIOError):
