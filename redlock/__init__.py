@@ -10,8 +10,8 @@ The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 
 import importlib.metadata
 
+from redlock._client import Lock, Redlock
 from redlock._core import quorum_size, validity_left
-from redlock._sync import Lock, Redlock
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,

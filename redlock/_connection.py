@@ -55,11 +55,14 @@ import ssl
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from redlock import _scripts
 from redlock._core import Command, ErrorReply, Round, Waiters, subscription_changes
-from redlock.exceptions import NodeStatus
+from redlock.exceptions import ClientClosed, NodeStatus
+
+if TYPE_CHECKING:  # _lock's settings are built with Credentials from here
+    from redlock._lock import ClusterConfig
 
 #: Replies a master may owe before it is sent no more (clean-ups get as many again): bounds
 #: what a silent master's socket buffer and our queue hold, whatever the concurrency.
@@ -605,3 +608,34 @@ class Connections:
         for subscriber in self.subscribers:
             subscriber.forget()
         self.waiters = Waiters()
+
+
+class DriverBase:
+    """What both drivers keep alike: the masters, their settings, the policy, and whether
+    the client is closed. Subclasses add the sockets (or transports) and the waiting."""
+
+    def __init__(self, settings: ClusterConfig) -> None:
+        self._masters = settings.masters
+        self._node_timeout = settings.node_timeout
+        self._connect_timeout = settings.connect_timeout
+        self._clock = settings.clock
+        self._wake_on_release = settings.wake_on_release
+        self._policy = Connections(
+            [m.name for m in self._masters],
+            [m.credentials for m in self._masters],
+            node_timeout=self._node_timeout,
+            connect_timeout=self._connect_timeout,
+        )
+        #: close() was called: no new operations; clean-ups under way still run.
+        self._closed = False
+        #: The connections are torn down: a connect that finishes now hangs up at once.
+        self._shut = False
+        self._fresh_process_state()
+
+    def _fresh_process_state(self) -> None:
+        """What belongs to one process (sockets, threads): a fork's child starts these anew."""
+        raise NotImplementedError
+
+    def _raise_if_closed(self) -> None:
+        if self._closed:
+            raise ClientClosed("this Redlock client is closed")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from redlock import _config
+from redlock._connection import DriverBase
 from redlock._core import (
     RELEASE_PATIENCE,
     Flow,
@@ -68,6 +69,9 @@ class ClusterConfig:
     #: The redis-py client classes accepted in ``masters`` (sync or asyncio), and their name.
     client_types: tuple[type, ...] = ()
     client_kind = ""
+    #: The I/O driver: the one thing the sync and asyncio clients do differently.
+    driver_class: type[DriverBase]
+    _driver: DriverBase
 
     def __init__(
         self,
@@ -94,8 +98,7 @@ class ClusterConfig:
         self._start_driver()
 
     def _start_driver(self) -> None:
-        """Set up the I/O driver: the one thing the sync and asyncio clients do differently."""
-        raise NotImplementedError
+        self._driver = self.driver_class(self)
 
     @property
     def master_names(self) -> tuple[str, ...]:

@@ -46,10 +46,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import redlock
+from redlock._client import Lock, Redlock
 from redlock._extras import redis_server_hint
 from redlock._lifeline import Guard, die_with_parent
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
-from redlock._sync import Lock, Redlock
 from redlock.exceptions import (
     LockLost,
     LockNotAcquired,
