@@ -99,7 +99,7 @@ def start(server_binary: str, shim: str) -> Iterator[Callable[[Persistence], tup
 def write_for(master: LocalMaster, seconds: float, prefix: str) -> list[tuple[str, float]]:
     """SET keys one after another for ``seconds``; each with the time its OK came back."""
     client = redis.Redis.from_url(master.url)
-    acked = []
+    acked: list[tuple[str, float]] = []
     try:
         until = time.monotonic() + seconds
         while time.monotonic() < until:
