@@ -560,7 +560,9 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("6", "restart-delayed", "K4 with C restarted only after the TTL", "SAFE", restart_delayed,
              proxies=True, why="the spec's remedy: by the time C is back, c1's validity is over"),
     Scenario("7a", "restart-aof-always", "K4 with appendfsync always", "SAFE", restart_aof_always,
-             persistence="aof-always", proxies=True, why="C comes back with c1's key, so c2 is refused"),
+             persistence="aof-always", proxies=True,
+             why="C comes back with c1's key, so c2 is refused; so it would under everysec (7b): a crash "
+                 "tests the AOF, not the fsync policy"),
     Scenario("7b", "restart-aof-everysec", "K4 with appendfsync everysec, c1's SET not yet fsynced", "SAFE",
              restart_aof_everysec, persistence="aof-everysec", proxies=True,
              why="a process crash keeps the page cache: C reads c1's unsynced SET back, and c2 is refused"),
