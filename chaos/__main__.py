@@ -30,6 +30,7 @@ from redlock._extras import install_hint, redis_server_hint
 from redlock.servers import RedisServerNotFound
 
 from .clock import LibfaketimeNotFound
+from .powerloss import CompilerNotFound
 from .report import details, text_table, write_summary
 from .runner import Params, ScenarioResult, run_scenario
 from .scenarios import CATALOGUE, find
@@ -149,7 +150,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except RedisServerNotFound:
         print(f"error: {redis_server_hint()}", file=sys.stderr)
         return EXIT_ENVIRONMENT
-    except LibfaketimeNotFound as exc:
+    except (LibfaketimeNotFound, CompilerNotFound) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     write_summary(results, args.out, command=f"{command}  # seed {seed}")

@@ -7,6 +7,7 @@ A :class:`Cluster` owns:
 * optionally a :class:`~chaos.proxy.ProxyLoop` with one :class:`~chaos.proxy.Link` per
   client and master, for network faults and taps;
 * optionally a :class:`~chaos.clock.ClockControl` on chosen masters (libfaketime);
+* optionally a :class:`~chaos.powerloss.Disk` under every master, for power cuts;
 * the client processes (:class:`~chaos.clients.ClientProcess`).
 
 :meth:`Cluster.close` stops every process it started, by pid, in reverse order of start,
@@ -31,6 +32,7 @@ from redlock.servers import LocalMaster, LocalMasters, Persistence
 
 from .clients import ClientProcess
 from .clock import ClockControl
+from .powerloss import Disk
 from .proxy import Link, ProxyLoop
 from .workload import direct_client
 
@@ -55,6 +57,7 @@ class Cluster:
         persistence: Persistence = "none",
         clocked: Sequence[int] = (),
         proxies: bool = False,
+        power_loss: bool = False,
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.nodes = nodes
@@ -71,6 +74,13 @@ class Cluster:
             control = ClockControl(self.masters[index].dir)
             self.masters[index].env.update(control.env())
             self.clocks[index] = control
+        #: With ``power_loss``: each master's disk (its shim installed after the clock's).
+        self.disks: dict[int, Disk] = {}
+        if power_loss:
+            for index, master in enumerate(self.masters):
+                disk = Disk(master)
+                disk.install()
+                self.disks[index] = disk
         self._proxies_wanted = proxies
         self.proxies: ProxyLoop | None = None
         self.links: dict[tuple[str, int], Link] = {}

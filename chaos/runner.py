@@ -126,6 +126,8 @@ class Scenario:
     persistence: Persistence = "none"
     #: libfaketime on the masters both partitions share.
     clocked: bool = False
+    #: A disk model under every master (chaos.powerloss), for power cuts.
+    power_loss: bool = False
     proxies: bool = False
     #: Uses --duration (a free-running workload) rather than a fixed script.
     loop: bool = False
@@ -356,6 +358,7 @@ def run_scenario(
         persistence=scenario.persistence,
         clocked=partitions(params.nodes)[2] if scenario.clocked else (),
         proxies=scenario.proxies,
+        power_loss=scenario.power_loss,
         progress=say,
     ) as cluster:
         nemesis = Nemesis(cluster, recorder, progress=say)

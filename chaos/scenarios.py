@@ -25,7 +25,6 @@ from typing import Any, NamedTuple
 from .checkers import Verdict
 from .clients import ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, History
-from .nemesis import AofSnapshot
 from .runner import Run, Scenario, fault_window
 
 __all__ = ["CATALOGUE", "LOCK", "find"]
@@ -168,7 +167,7 @@ def pause_masters(run: Run) -> None:
     run.after(bounded)
 
 
-# --- 5-8: a master loses the lock it granted ------------------------------------------------
+# --- 5-8: a master loses the lock it granted, or keeps it ------------------------------------------------
 
 
 class Held(NamedTuple):
@@ -270,30 +269,67 @@ def restart_delayed(run: Run) -> None:
     _c2_tries(run, held, ttl)
 
 
+# A key of the harness's own, written to C to take the fsync of the second.
+_FSYNC_TICK = "chaos:fsync-tick"
+
+
+def _just_after_an_fsync(run: Run) -> None:
+    """Have c1's SET reach C early in a wall-clock second in which C has already fsynced.
+
+    ``appendfsync everysec`` fsyncs at the first write of each new second (Redis compares
+    whole seconds of its wall clock), so a SET that comes later in the same second waits
+    for the next one: up to a second in which it is in the page cache only. The harness
+    waits for a new second, writes a key of its own to C (which takes that second's
+    fsync, if nothing did yet) and waits for C's background fsync to be over, so that C
+    writes c1's SET to the file at once instead of postponing it behind that fsync. Under
+    ``always`` the same steps change nothing: every write is fsynced before its reply.
+    """
+    now = time.time()
+    run.sleep(math.ceil(now) - now + 0.02)
+    for index in run.overlap:
+        direct = run.cluster.direct(index)
+        direct.set(_FSYNC_TICK, repr(now))
+        deadline = time.monotonic() + 5.0
+        while int(direct.info("persistence").get("aof_pending_bio_fsync", 0)) and time.monotonic() < deadline:
+            run.sleep(0.002)
+
+
+def _c_fails_and_restarts(run: Run, *, power: bool, refused: bool) -> None:
+    """K4 with C keeping its data: C crashes (SIGKILL: the page cache survives) or loses its
+    power (only what it fsynced survives) right after c1 acquired, and restarts at once.
+    ``refused``: theory's answer, checked as the scenario's own check; the verdict is what
+    the checkers find."""
+    ttl = run.params.ttl if refused else _long_ttl(run)
+    held = _c1_holds(run, ttl, before=lambda: _just_after_an_fsync(run))
+    if held is None:
+        return
+    for index in run.overlap:
+        label = run.cluster.label(index)
+        if power:
+            losses = run.nemesis.power_loss(index)
+            run.metric(f"{label}_unsynced_bytes_lost", sum(loss.lost for loss in losses))
+        else:
+            run.nemesis.crash_restart(index, wipe=False)
+        kept = bool(run.cluster.direct(index).exists(LOCK))
+        run.metric(f"c1_key_on_{label}_after_restart", kept)
+        run.note(f"{label} is back {'with' if kept else 'without'} c1's key")
+    _c2_tries(run, held, ttl, expect_denied=refused)
+
+
 def restart_aof_always(run: Run) -> None:
-    ttl = run.params.ttl
-    held = _c1_holds(run, ttl)
-    if held is None:
-        return
-    for i in run.overlap:
-        run.nemesis.crash_restart(i, wipe=False)
-    _c2_tries(run, held, ttl, expect_denied=True)
+    _c_fails_and_restarts(run, power=False, refused=True)
 
 
-def power_loss(run: Run) -> None:
-    ttl = _long_ttl(run)
-    snapshots: list[AofSnapshot] = []
+def restart_aof_everysec(run: Run) -> None:
+    _c_fails_and_restarts(run, power=False, refused=True)
 
-    def snapshot() -> None:
-        # The AOF as the disk has it just before the acquire; everysec may lose what follows.
-        snapshots.extend(run.nemesis.snapshot_aof(i) for i in run.overlap)
 
-    held = _c1_holds(run, ttl, before=snapshot)
-    if held is None:
-        return
-    for taken in snapshots:
-        run.nemesis.power_loss(taken)
-    _c2_tries(run, held, ttl)
+def power_loss_always(run: Run) -> None:
+    _c_fails_and_restarts(run, power=True, refused=True)
+
+
+def power_loss_everysec(run: Run) -> None:
+    _c_fails_and_restarts(run, power=True, refused=False)
 
 
 # --- 9-11: a master's clock ------------------------------------------------------------------
@@ -523,11 +559,19 @@ CATALOGUE: tuple[Scenario, ...] = (
              why="C forgets c1's key and grants it to c2, which reaches C,D,E: two holders"),
     Scenario("6", "restart-delayed", "K4 with C restarted only after the TTL", "SAFE", restart_delayed,
              proxies=True, why="the spec's remedy: by the time C is back, c1's validity is over"),
-    Scenario("7", "restart-aof-always", "K4 with appendfsync always", "SAFE", restart_aof_always,
-             persistence="aof-always", proxies=True, why="C comes back with c1's key, so c2 is refused"),
-    Scenario("8", "power-loss-everysec", "K4 with appendfsync everysec and a power loss", "UNSAFE", power_loss,
-             kinds=("mutual-exclusion",), persistence="aof-everysec", proxies=True,
-             why="C comes back from an AOF that misses the last writes, c1's SET among them"),
+    Scenario("7a", "restart-aof-always", "K4 with appendfsync always", "SAFE", restart_aof_always,
+             persistence="aof-always", proxies=True,
+             why="C comes back with c1's key, so c2 is refused; so it would under everysec (7b): a crash "
+                 "tests the AOF, not the fsync policy"),
+    Scenario("7b", "restart-aof-everysec", "K4 with appendfsync everysec, c1's SET not yet fsynced", "SAFE",
+             restart_aof_everysec, persistence="aof-everysec", proxies=True,
+             why="a process crash keeps the page cache: C reads c1's unsynced SET back, and c2 is refused"),
+    Scenario("8a", "power-loss-always", "as 7a, but C loses its power", "SAFE", power_loss_always,
+             persistence="aof-always", power_loss=True, proxies=True,
+             why="C fsynced c1's SET before it replied: the disk has it, and c2 is refused"),
+    Scenario("8b", "power-loss-everysec", "as 7b, but C loses its power", "UNSAFE", power_loss_everysec,
+             kinds=("mutual-exclusion",), persistence="aof-everysec", power_loss=True, proxies=True,
+             why="C loses its unsynced last second, c1's SET in it, and grants the lock to c2"),
     Scenario("9", "clock-jump-forward", "K3: C's clock jumps past the TTL", "UNSAFE", clock_jump_forward,
              kinds=("mutual-exclusion", "lost-update"), clocked=True, proxies=True,
              why="C expires c1's key early and grants it to c2"),
