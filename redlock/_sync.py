@@ -5,16 +5,19 @@ It runs the pure flows of ``redlock._core`` over the connection policy of
 shared by every thread that uses the client.
 
 Threads (leader and followers)
-    A round is written by the calling thread (each master's bytes in one ``send``) and read
-    by a calling thread too: of the threads waiting for rounds, one at a time, the *leader*,
-    polls every command socket, feeds the RESP parsers and records each reply in the round
-    that asked for it (first in, first out), for all of them; the others sleep on an event
-    until their round is settled, their deadline passes, or the leader hands over. A lone
-    operation therefore never leaves its thread: no wake-up of another thread stands between
-    a reply and its caller, which is most of what a lock costs on loopback. The client's
-    I/O thread keeps what nobody waits for: the subscriber connections (wake-up on release),
-    write buffers that a socket could not take at once, and, every half second when no round
-    waits, the replies nobody waited for (so a master that closed its end is noticed).
+    A round is written by the calling thread and read by a calling thread too: of the
+    threads waiting for rounds, one at a time, the *leader*, polls every command socket,
+    feeds the RESP parsers and records each reply in the round that asked for it (first in,
+    first out), for all of them; the others sleep on an event until their round is settled,
+    their deadline passes, or the leader hands over. A lone operation therefore never leaves
+    its thread: no wake-up of another thread stands between a reply and its caller, which
+    is most of what a lock costs on loopback. Beside other flows, a thread sends its round
+    without holding the lock, and the commands other threads queue meanwhile go out in the
+    same ``send`` (one write per master for many rounds).
+
+    The client's I/O thread keeps what nobody waits for: the subscriber connections
+    (wake-up on release), bytes that a socket could not take at once, and, while no flow is
+    under way, the command connections (a late reply, a master that closed its end).
     Connects (TCP, TLS, handshake) run in short-lived threads of their own, so a host that
     does not answer never holds up the others.
 
@@ -531,11 +534,13 @@ class Driver(DriverBase):
                 poller = select.poll()
                 poller.register(poke, select.POLLIN)
                 watched = {}
+                # Command replies are the waiting threads' to read (see the module); with no
+                # flow under way, what comes (a late reply, a master hanging up) is ours.
+                idle = not self._running
                 for conn in self._sockets.values():
-                    # Command replies are the waiting threads' to read (see the module).
-                    events = (select.POLLIN if conn.kind == "subscriber" else 0) | (
-                        select.POLLOUT if conn.outbuf else 0
-                    )
+                    events = select.POLLIN if conn.kind == "subscriber" or idle else 0
+                    if conn.outbuf and not conn.sending:  # (a sending thread writes its own)
+                        events |= select.POLLOUT
                     if events:
                         watched[conn.fileno] = conn
                         poller.register(conn.fileno, events)
@@ -543,12 +548,6 @@ class Driver(DriverBase):
             with self._lock:
                 if self._io_thread is not me:
                     return
-                if not ready and self._leader is None:
-                    # Quiet, and nobody waits: read what came for nobody (late replies, a
-                    # master that hung up) so that it is not mistaken for a hang later.
-                    for conn in [conn for conn in self._sockets.values() if conn.kind == "command"]:
-                        if self._sockets.get(("command", conn.node)) is conn:
-                            self._read(conn)
                 for fd, events in ready:
                     if fd == poke:
                         with contextlib.suppress(BlockingIOError):
@@ -562,5 +561,6 @@ class Driver(DriverBase):
                     if (
                         events & (select.POLLIN | select.POLLHUP | select.POLLERR)
                         and self._sockets.get((conn.kind, conn.node)) is conn
+                        and (conn.kind == "subscriber" or not self._running)
                     ):
                         self._read(conn)
