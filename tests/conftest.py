@@ -139,6 +139,7 @@ class BlockingLock:
     token = property(lambda self: self.inner.token)
     validity = property(lambda self: self.inner.validity)
     fencing_token = property(lambda self: self.inner.fencing_token)
+    hold_count = property(lambda self: self.inner.hold_count)
 
     def locked(self) -> bool:
         return self.inner.locked()
@@ -180,6 +181,12 @@ class BlockingRedlock:
 
     def lock(self, *args: Any, **kwargs: Any) -> BlockingLock:
         return BlockingLock(self._loop, self.inner.lock(*args, **kwargs))
+
+    def inspect(self, name: str) -> redlock.LockInfo:
+        return self._loop.run(self.inner.inspect(name))
+
+    def force_release(self, name: str) -> redlock.LockInfo:
+        return self._loop.run(self.inner.force_release(name))
 
     def close(self) -> None:
         self._loop.run(self.inner.aclose())

@@ -181,14 +181,6 @@ def test_extend_resets_the_ttl_and_validity(
     lock.release()
 
 
-def test_a_lock_is_not_reentrant(client: ClientFactory, masters: LocalMasters) -> None:
-    lock = client(masters.urls).lock(unique())
-    assert lock.acquire(blocking=False)
-    with pytest.raises(RuntimeError, match="not reentrant"):
-        lock.acquire(blocking=False)
-    lock.release()
-
-
 def test_acquired_in_one_thread_released_in_another(client: ClientFactory, masters: LocalMasters) -> None:
     lock = client(masters.urls).lock(unique())
     acquired = threading.Thread(target=lock.acquire)
