@@ -857,7 +857,8 @@ class LockInfo:
 
 def inspect_flow(spec: LockSpec) -> Flow:
     """Ask every master who holds ``spec.key`` and for how long; see :func:`lock_info`."""
-    round_ = _every_master(spec, Command.run_script(_scripts.INSPECT, [spec.key], []))
+    # Every master's answer is wanted, not a majority's, as for a clean-up.
+    round_ = spec.round(Command.run_script(_scripts.INSPECT, [spec.key], []), cleanup=True)
     yield round_
     return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
 
@@ -869,24 +870,9 @@ def force_release_flow(spec: LockSpec) -> Flow:
     the next one acquires it, exactly as if its lock had expired under it.
     """
     command = Command.run_script(_scripts.FORCE_RELEASE, [spec.key, order_key(spec.key)], [release_channel(spec.key)])
-    # A clean-up round: sent even to a master backing off or owing replies, since an
-    # operator forcing a release wants every master cleared that can be.
-    round_ = _every_master(spec, command, cleanup=True)
+    round_ = spec.round(command, cleanup=True)
     yield round_
     return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
-
-
-def _every_master(spec: LockSpec, command: Command, *, cleanup: bool = False) -> Round:
-    # Every answer is wanted, not a majority's: the point is to see (or clear) each master.
-    return Round(
-        command=command,
-        targets=spec.all_nodes,
-        node_names=spec.node_names,
-        quorum=spec.quorum,
-        timeout=spec.node_timeout,
-        wait_for_all=True,
-        cleanup=cleanup,
-    )
 
 
 def lock_info(spec: LockSpec, result: Result) -> LockInfo:

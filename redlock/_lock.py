@@ -246,6 +246,8 @@ class LockState(Generic[ClusterT]):
 
     @property
     def reentrant(self) -> bool:
+        """Whether the owner may acquire again (``reentrant=True``): then only the owner may
+        release, so an ``on_lost`` callback (run by the renewer) cannot release it."""
         return self._options.reentrant
 
     @property

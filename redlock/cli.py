@@ -541,16 +541,8 @@ def _force_release(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"name": args.name, "holder": info.holder, "masters": [asdict(view) for view in views]}))
     else:
-        width = max(len(view.master) for view in views)
         print(f"forced release of {args.name!r} on {len(views)} masters:")
-        for view in views:
-            if not view.reachable:
-                state = f"unreachable ({view.error}): not released there"
-            elif view.token is None:
-                state = "nothing to remove"
-            else:
-                state = f"removed {view.token}"
-            print(f"  {view.master.ljust(width)}  {state}")
+        _print_masters(views, _removal)
     if info.reachable < info.quorum:
         raise QuorumUnavailable(
             f"forced release of {args.name!r} reached only {info.reachable} of {len(views)} masters: "
@@ -599,6 +591,28 @@ def _master_view(info: MasterInfo) -> MasterView:
     return MasterView(info.master, True, token=info.token, pttl_ms=pttl_ms)
 
 
+def _holding(view: MasterView) -> str:
+    if not view.reachable:
+        return f"unreachable ({view.error})"
+    if view.token is None:
+        return "free"
+    if view.pttl_ms == -1:
+        return f"{view.token}  no expiry (not a Redlock key?)"
+    return f"{view.token}  {(view.pttl_ms or 0) / 1000:.3f} s left"
+
+
+def _removal(view: MasterView) -> str:
+    if not view.reachable:
+        return f"unreachable ({view.error}): not released there"
+    return "nothing to remove" if view.token is None else f"removed {view.token}"
+
+
+def _print_masters(views: Sequence[MasterView], state: Callable[[MasterView], str]) -> None:
+    width = max(len(view.master) for view in views)
+    for view in views:
+        print(f"  {view.master.ljust(width)}  {state(view)}")
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     urls = _master_urls(args)
     timeout = args.node_timeout or DEFAULT_STATUS_TIMEOUT
@@ -629,18 +643,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
         }
         print(json.dumps(report))
         return code
-    width = max(len(view.master) for view in views)
     print(f"{args.name!r} on {len(views)} masters (quorum {info.quorum}):")
-    for view in views:
-        if not view.reachable:
-            state = f"unreachable ({view.error})"
-        elif view.token is None:
-            state = "free"
-        elif view.pttl_ms == -1:
-            state = f"{view.token}  no expiry (not a Redlock key?)"
-        else:
-            state = f"{view.token}  {(view.pttl_ms or 0) / 1000:.3f} s left"
-        print(f"  {view.master.ljust(width)}  {state}")
+    _print_masters(views, _holding)
     summary = {
         "held": f"held by {holder} on {count} of {len(views)} masters",
         "free": "free: no master holds it",

@@ -75,6 +75,15 @@ def fresh_masters() -> Iterator[MastersFactory]:
         cluster.stop()
 
 
+@pytest.fixture
+def raw(masters: LocalMasters) -> Iterator[list[redis.Redis]]:
+    """Plain redis-py clients on the shared masters, to look at keys directly."""
+    clients = [redis.Redis.from_url(url, socket_timeout=2) for url in masters.urls]
+    yield clients
+    for client in clients:
+        client.close()
+
+
 # --- clients of the public APIs ---------------------------------------------------------------
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -35,14 +34,6 @@ from .cli_helpers import closed_ports
 from .conftest import ClientFactory, eventually, unique
 
 NODES = tuple(f"m{i}" for i in range(5))
-
-
-@pytest.fixture
-def raw(masters: LocalMasters) -> Iterator[list[redis.Redis]]:
-    clients = [redis.Redis.from_url(url, socket_timeout=2) for url in masters.urls]
-    yield clients
-    for client in clients:
-        client.close()
 
 
 def _spec(ttl: float = 10.0, lock_delay: float = 0.0) -> LockSpec:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -20,15 +19,6 @@ from redlock import LockLost, LockNotAcquired, LockNotHeld, NodeStatus, QuorumUn
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
-
-
-@pytest.fixture
-def raw(masters: LocalMasters) -> Iterator[list[redis.Redis]]:
-    """Plain redis-py clients on the shared masters, to look at keys directly."""
-    clients = [redis.Redis.from_url(url, socket_timeout=2) for url in masters.urls]
-    yield clients
-    for client in clients:
-        client.close()
 
 
 def holders_of(raw: list[redis.Redis], name: str) -> list[bytes | None]:

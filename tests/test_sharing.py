@@ -14,7 +14,7 @@ import inspect
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -36,17 +36,15 @@ def api(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def raw(masters: LocalMasters) -> Iterator[list[redis.Redis]]:
-    clients = [redis.Redis.from_url(url, socket_timeout=2) for url in masters.urls]
-    yield clients
-    for client in clients:
-        client.close()
-
-
 async def call(value: Any) -> Any:
     """What a Lock method returned: awaited if it is the asyncio Lock's coroutine."""
     return await value if inspect.isawaitable(value) else value
+
+
+async def until(event: threading.Event) -> None:
+    """Wait for another user's step, without blocking the other tasks of this loop."""
+    while not event.is_set():
+        await asyncio.sleep(0.01)
 
 
 def together(api: str, masters: LocalMasters, users: Sequence[User], **lock_kwargs: Any) -> list[Any]:
@@ -99,15 +97,13 @@ def test_other_users_wait_for_the_holder_within_their_timeout(api: str, masters:
     async def holder(lock: Any) -> str:
         assert await call(lock.acquire())
         held.set()
-        while not leave.is_set():
-            await asyncio.sleep(0.01)
+        await until(leave)
         token = lock.token
         await call(lock.release())
         return str(token)
 
     async def waiter(lock: Any) -> str:
-        while not held.is_set():
-            await asyncio.sleep(0.01)
+        await until(held)
         started = time.monotonic()
         assert not await call(lock.acquire(blocking=False))
         assert not await call(lock.acquire(timeout=0.2))
@@ -166,14 +162,12 @@ def test_only_the_owner_releases_a_reentrant_lock(api: str, masters: LocalMaster
     async def owner(lock: Any) -> None:
         assert await call(lock.acquire())
         held.set()
-        while not tried.is_set():
-            await asyncio.sleep(0.01)
+        await until(tried)
         assert lock.locked()
         await call(lock.release())
 
     async def other(lock: Any) -> None:
-        while not held.is_set():
-            await asyncio.sleep(0.01)
+        await until(held)
         try:
             with pytest.raises(LockNotHeld, match="owner"):
                 await call(lock.release())
@@ -191,14 +185,12 @@ def test_anyone_releases_a_lock_that_is_not_reentrant(api: str, masters: LocalMa
     async def owner(lock: Any) -> None:
         assert await call(lock.acquire())
         held.set()
-        while not released.is_set():
-            await asyncio.sleep(0.01)
+        await until(released)
         with pytest.raises(LockNotHeld):
             await call(lock.release())
 
     async def other(lock: Any) -> None:
-        while not held.is_set():
-            await asyncio.sleep(0.01)
+        await until(held)
         await call(lock.release())
         assert await call(lock.acquire(blocking=False))
         await call(lock.release())
