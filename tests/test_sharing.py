@@ -15,14 +15,20 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import pytest
 import redis
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import redlock
 import redlock.asyncio
 from redlock import LockAlreadyHeld, LockNotHeld
+from redlock._core import LockSpec, Result
+from redlock._lock import LockOptions, LockState, Turn
 from redlock.servers import LocalMasters
 
 from .conftest import eventually, unique
@@ -268,3 +274,90 @@ def test_ctrl_c_while_waiting_leaves_nothing_held(masters: LocalMasters) -> None
         assert lock.hold_count == 0
         assert lock.acquire(blocking=False)
         lock.release()
+
+
+# --- the local sharing rules, as a state machine (no servers) ------------------------------------
+
+
+class _Local(LockState[Any]):
+    """A LockState whose network rounds the model decides; its gate has nobody to wake."""
+
+    def _wake_local(self) -> None:
+        pass
+
+
+USERS = ("u0", "u1", "u2")
+
+
+class LocalSharing(RuleBasedStateMachine):
+    """Users acquire and release one object; the object's owner and count follow the rules
+    of threading.Lock (not reentrant) or threading.RLock (reentrant)."""
+
+    @initialize(reentrant=st.booleans())
+    def build(self, reentrant: bool) -> None:
+        cluster = SimpleNamespace(clock=lambda: 0.0, rng=None)
+        spec = LockSpec("k", 10.0, ("a", "b", "c"), 0.05, 0.01, 0.2, 10.0)
+        self.lock = _Local(cluster, spec, LockOptions(reentrant=reentrant))
+        self.reentrant = reentrant
+        self.owner: str | None = None
+        self.holds = 0
+
+    @rule(user=st.sampled_from(USERS), blocking=st.booleans(), granted=st.booleans())
+    def acquire(self, user: str, blocking: bool, granted: bool) -> None:
+        turns = self.lock._turn(user, blocking, None)
+        try:
+            next(turns)
+        except StopIteration as stop:
+            turn = stop.value
+        except LockAlreadyHeld:
+            assert (self.owner, self.reentrant) == (user, False)
+            return
+        else:
+            # It would wait for another user's release: give up, as a timeout would.
+            assert blocking
+            assert self.owner not in (None, user)
+            self.lock._end_turn(user)
+            return
+        if turn is Turn.NESTED:
+            assert (self.owner, self.reentrant) == (user, True)
+            self.holds += 1
+        elif turn is Turn.REFUSED:
+            assert not blocking
+            assert self.owner not in (None, user)
+        else:
+            assert self.owner is None
+            if granted:
+                assert self.lock._commit_acquire(Result(True, (), 3, deadline=100.0, token=f"{user}-token"))
+                self.owner, self.holds = user, 1
+            self.lock._end_turn(user)
+
+    @rule(user=st.sampled_from(USERS))
+    def release(self, user: str) -> None:
+        refused = self.owner is None or (self.reentrant and self.owner != user)
+        try:
+            if not self.lock._counted_down(user):
+                lease, flow = self.lock._release_flow()
+                flow.close()
+                self.lock._released(lease, Result(True, (), 3))
+                self.lock._leave()
+        except LockNotHeld:
+            assert refused
+            return
+        assert not refused
+        self.holds -= 1
+        if not self.holds:
+            self.owner = None
+
+    @invariant()
+    def the_object_agrees_with_the_model(self) -> None:
+        if hasattr(self, "lock"):
+            assert (self.lock._owner, self.lock.hold_count, self.lock._busy) == (
+                self.owner,
+                self.holds,
+                self.owner is not None,
+            )
+            assert (self.lock.token is not None) == (self.owner is not None)
+
+
+TestLocalSharing = LocalSharing.TestCase
+TestLocalSharing.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
