@@ -178,10 +178,11 @@ class ClientSession:
         blocking: bool = True,
         timeout: float | None = None,
         at: float | None = None,
+        lock_delay: float = 0.0,
     ) -> dict[str, Any]:
         if at is not None:
             time.sleep(max(0.0, at - time.monotonic()))
-        lock = self.rl.lock(name, ttl, fencing=self.fencing)
+        lock = self.rl.lock(name, ttl, fencing=self.fencing, lock_delay=lock_delay)
         self.locks[name] = lock
         op = self.recorder.acquire_invoked(self.client, name, ttl=ttl)
         try:
