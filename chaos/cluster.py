@@ -31,7 +31,7 @@ import redis
 from redlock.servers import LocalMaster, LocalMasters, Persistence
 
 from .clients import ClientProcess
-from .clock import ClockControl
+from .clock import ClockControl, client_env
 from .powerloss import Disk
 from .proxy import Link, ProxyLoop
 from .workload import direct_client
@@ -161,11 +161,17 @@ class Cluster:
         redlock_options: dict[str, Any],
         fencing: bool = False,
         seed: int = 0,
+        variant: str | None = None,
+        clock_rates: dict[str, float] | None = None,
     ) -> list[ClientProcess]:
-        """Start client processes (in parallel) and wait until each is connected and warm."""
+        """Start client processes (in parallel) and wait until each is connected and warm.
+
+        ``variant`` breaks every client's Redlock (:mod:`chaos.variants`); ``clock_rates``
+        runs the named clients' clocks at those rates (:func:`~chaos.clock.client_env`)."""
+        rates = clock_rates or {}
         started: list[ClientProcess] = []
         for name in names:
-            client = ClientProcess(name, self.workdir)
+            client = ClientProcess(name, self.workdir, env=client_env(rates[name]) if name in rates else None)
             self.clients[name] = client
             client.spawn()
             started.append(client)
@@ -181,6 +187,8 @@ class Cluster:
                 "redlock": redlock_options,
                 "fencing": fencing,
                 "seed": seed * 1000 + offset,
+                "variant": variant,
+                "clock_rate": rates.get(client.name),
             }
             pending.append(client.init(config))
         for waiting in pending:

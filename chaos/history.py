@@ -84,7 +84,8 @@ class Event:
 
 @dataclass(frozen=True, kw_only=True)
 class AcquireInvoked(Event):
-    """A client starts trying to acquire ``name``; ``ttl`` in seconds, if the client knows it."""
+    """A client starts trying to acquire ``name``; ``ttl`` in seconds, if the client knows it.
+    ``blocking`` is whether it may retry (False: one attempt only; None: not recorded)."""
 
     type: ClassVar[str] = "acquire_invoked"
 
@@ -92,6 +93,7 @@ class AcquireInvoked(Event):
     name: str
     op: int
     ttl: float | None = None
+    blocking: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -634,10 +636,10 @@ class Recorder:
 
     # -- one helper per event, stamping the time now --
 
-    def acquire_invoked(self, client: str, name: str, *, ttl: float | None = None) -> int:
+    def acquire_invoked(self, client: str, name: str, *, ttl: float | None = None, blocking: bool | None = None) -> int:
         """Record the start of an acquire; returns the op id its returned event must repeat."""
         op = self.next_op()
-        self.record(AcquireInvoked(time=self.now(), client=client, name=name, op=op, ttl=ttl))
+        self.record(AcquireInvoked(time=self.now(), client=client, name=name, op=op, ttl=ttl, blocking=blocking))
         return op
 
     def acquire_returned(

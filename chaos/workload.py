@@ -24,7 +24,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -137,7 +137,8 @@ class ClientSession:
     Every method records what it did and returns a JSON-ready dict. ``pause`` stops this
     very process with SIGSTOP before or after the step (recorded as a ``client-pause``
     fault that this process ends itself once continued); whoever runs the scenario sends
-    the SIGCONT.
+    the SIGCONT. ``timeline`` maps a deadline of the lock's clock to the recorder's (they
+    differ only for a client whose clock the harness fakes).
     """
 
     def __init__(
@@ -149,8 +150,10 @@ class ClientSession:
         *,
         fencing: bool = False,
         seed: int = 0,
+        timeline: Callable[[float], float] | None = None,
     ) -> None:
         self.client = client
+        self.timeline = timeline or (lambda reading: reading)
         self.rl = rl
         self.resource = resource
         self.recorder = recorder
@@ -184,7 +187,7 @@ class ClientSession:
             time.sleep(max(0.0, at - time.monotonic()))
         lock = self.rl.lock(name, ttl, fencing=self.fencing, lock_delay=lock_delay)
         self.locks[name] = lock
-        op = self.recorder.acquire_invoked(self.client, name, ttl=ttl)
+        op = self.recorder.acquire_invoked(self.client, name, ttl=ttl, blocking=blocking)
         try:
             ok = lock.acquire(blocking=blocking, timeout=timeout if blocking else None)
         except redlock.RedlockError as exc:
@@ -193,16 +196,17 @@ class ClientSession:
         if not ok:
             self.recorder.acquire_returned(self.client, name, op, ok=False)
             return {"ok": False, "error": None}
+        deadline = self._deadline(lock)
         self.recorder.acquire_returned(
             self.client,
             name,
             op,
             ok=True,
             token=lock.token,
-            deadline=lock.deadline,
+            deadline=deadline,
             fencing=lock.fencing_token,
         )
-        return {"ok": True, "deadline": lock.deadline, "fencing": lock.fencing_token, "token": lock.token}
+        return {"ok": True, "deadline": deadline, "fencing": lock.fencing_token, "token": lock.token}
 
     def read(self, name: str) -> dict[str, Any]:
         lock = self.locks.get(name)
@@ -246,8 +250,9 @@ class ClientSession:
         except redlock.RedlockError as exc:
             self.recorder.extend_returned(self.client, name, op, ok=False, error=_describe(exc))
             return {"ok": False, "error": _describe(exc), "lost": lock.lost}
-        self.recorder.extend_returned(self.client, name, op, ok=True, deadline=lock.deadline)
-        return {"ok": True, "deadline": lock.deadline}
+        deadline = self._deadline(lock)
+        self.recorder.extend_returned(self.client, name, op, ok=True, deadline=deadline)
+        return {"ok": True, "deadline": deadline}
 
     def release(self, name: str) -> dict[str, Any]:
         lock = self._lock(name)
@@ -268,6 +273,9 @@ class ClientSession:
             self.write(name)
             self.release(name)
         return got
+
+    def _deadline(self, lock: redlock.Lock) -> float | None:
+        return None if lock.deadline is None else self.timeline(lock.deadline)
 
     def _lock(self, name: str) -> redlock.Lock:
         lock = self.locks.get(name)
