@@ -108,11 +108,12 @@ class Overlap:
     def duration(self) -> float:
         return self.end - self.start
 
-    def describe(self) -> str:
+    def describe(self, origin: float = 0.0) -> str:
+        """One line; times in seconds from ``origin`` (the history's first event)."""
         faults = ", ".join(f"{w.kind} {w.target}" for w in self.context) or "no fault"
         return (
             f"{self.name!r} held by {self.first.holder} and {self.second.holder} at once "
-            f"for {self.duration:.3f}s from t={self.start:.3f} (faults: {faults})"
+            f"for {self.duration:.3f}s from t={self.start - origin:.3f} (faults: {faults})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -726,12 +727,14 @@ class Verdict:
     late_extends: tuple[LateExtend, ...]
     liveness: Liveness
     overstated: tuple[OverstatedValidity, ...] = ()
+    #: The time of the history's first event: what the violations' times are counted from.
+    origin: float = 0.0
 
     @property
     def violations(self) -> list[str]:
         """One line per violation, for a report."""
         return [
-            *(o.describe() for o in self.overlaps),
+            *(o.describe(self.origin) for o in self.overlaps),
             *(u.describe() for u in self.lost_updates if not u.ok),
             *(f.describe() for f in self.fencing),
             *(s.describe() for s in self.stale_writes),
@@ -792,4 +795,5 @@ def check_all(
         late_extends=tuple(check_extends(history)),
         liveness=measure_liveness(history, window=window),
         overstated=tuple(check_validity(history, slack=slack)),
+        origin=history.start or 0.0,
     )

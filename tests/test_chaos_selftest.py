@@ -1,0 +1,121 @@
+"""The self-test (``python -m chaos selftest``): broken clients, and whether the catalogue
+catches them.
+
+The relays that make the flow-level mistakes are driven by hand here (pure tier); the
+patches themselves are applied only in client processes, never in this one, since they
+change the library for the whole interpreter. The smoke tests run one variant on one
+scenario each: one that must catch it and one that cannot. The whole self-test (every
+variant, the whole catalogue, two runs) is marked ``chaos``.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import random
+
+import pytest
+
+from chaos.__main__ import main
+from chaos.variants import VARIANTS, _relay, find
+from redlock._core import LockSpec, Round, Tokens, acquire_flow, drift_allowance
+from redlock.exceptions import NodeStatus
+from tests.test_chaos_scenarios import _long_runs_only_when_asked  # noqa: F401 (skips the chaos-marked test)
+
+ROUND_TRIP = 0.3
+SPEC = LockSpec(
+    key="k",
+    ttl=2.0,
+    node_names=("A", "B", "C", "D", "E"),
+    node_timeout=0.5,
+    clock_drift_factor=0.01,
+    retry_delay=0.2,
+    unavailable_timeout=1.0,
+)
+
+
+def _drive(*, grant: int, **mistake: bool) -> tuple[object, list[Round]]:
+    """One non-blocking acquire at t=0 whose rounds each take ROUND_TRIP and are granted by
+    the first ``grant`` masters; the result and the rounds that went out."""
+    flow = _relay(
+        acquire_flow(SPEC, Tokens(lambda: "t"), 0.0, blocking=False, timeout=None, rng=random.Random(1)), 0.0, **mistake
+    )
+    sent: list[Round] = []
+    now = 0.0
+    request = next(flow)
+    try:
+        while True:
+            assert isinstance(request, Round)
+            sent.append(request)
+            for node in request.targets:
+                request.record(node, NodeStatus.GRANTED if node < grant else NodeStatus.DENIED)
+            now += ROUND_TRIP
+            request = flow.send(now)
+    except StopIteration as stop:
+        return stop.value, sent
+
+
+def test_the_relay_without_a_mistake_changes_nothing() -> None:
+    result, sent = _drive(grant=5)
+    assert result.ok  # type: ignore[attr-defined]
+    assert result.deadline == pytest.approx(SPEC.ttl - drift_allowance(SPEC.ttl, 0.01))  # type: ignore[attr-defined]
+    assert len(sent) == 1
+
+
+def test_hiding_the_rounds_counts_validity_from_the_replies() -> None:
+    result, _ = _drive(grant=5, hide_rounds=True)
+    assert result.deadline == pytest.approx(ROUND_TRIP + SPEC.ttl - drift_allowance(SPEC.ttl, 0.01))  # type: ignore[attr-defined]
+
+
+def test_skipping_clean_ups_sends_no_rollback() -> None:
+    correct, sent = _drive(grant=2)
+    assert not correct.ok  # type: ignore[attr-defined]
+    assert [r.cleanup for r in sent] == [False, True]
+    broken, sent = _drive(grant=2, skip_cleanups=True)
+    assert not broken.ok  # type: ignore[attr-defined]
+    assert [r.cleanup for r in sent] == [False]
+
+
+def test_every_variant_is_listed_once() -> None:
+    names = [v.name for v in VARIANTS]
+    assert len(set(names)) == len(names) >= 6
+    assert find("no-drift").mistake
+    with pytest.raises(KeyError, match="known"):
+        find("no-such-variant")
+
+
+# --- smoke: real processes, one variant, one scenario -----------------------------------------
+
+
+def test_selftest_catches_validity_from_the_replies(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["selftest", "--variants", "validity-from-replies", "--scenarios", "slow-replies"]
+    assert main([*argv, "--runs", "1", "--quick", "-q", "--seed", "3", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "selftest.json").read_text())
+    [cell] = report["cells"]
+    assert cell["caught"], cell
+    assert cell["robust"], cell
+    # Both ways: the overlap with c2, and the claim itself, past what the harness can prove.
+    assert cell["overlap_ms"] > 50, cell
+    assert cell["overstated_ms"] > 50, cell
+    assert "validity-from-replies" in capsys.readouterr().out
+
+
+def test_selftest_exits_non_zero_when_a_variant_escapes(tmp_path: pathlib.Path) -> None:
+    # An extend that re-creates keys is harmless where nobody extends.
+    argv = ["selftest", "--variants", "extend-recreates", "--scenarios", "slow-replies", "--runs", "1"]
+    assert main([*argv, "--quick", "-q", "--out", str(tmp_path)]) == 1
+    report = json.loads((tmp_path / "selftest.json").read_text())
+    assert report["variants"]["extend-recreates"]["escaped_runs"] == [1]
+
+
+@pytest.mark.parametrize("argv", [["--runs", "0"], ["--variants", "nope"], ["--scenarios", "nope"]])
+def test_selftest_usage_errors(argv: list[str], tmp_path: pathlib.Path) -> None:
+    assert main(["selftest", *argv, "--out", str(tmp_path)]) == 2
+
+
+# --- the whole self-test ------------------------------------------------------------------------
+
+
+@pytest.mark.chaos
+def test_every_variant_is_caught_robustly(tmp_path: pathlib.Path) -> None:
+    assert main(["selftest", "--quick", "--runs", "2", "-q", "--out", str(tmp_path)]) == 0
