@@ -57,10 +57,12 @@ _FAULT_COLOURS = {
     "latency": "#8c6d31",
 }
 _FAULT_COLOURS["client-clock"] = "#c994c7"
+#: The legend's marks, in order (after the clients).
+_MARKS = ("revived", "failed", "write", "lost", "rejected", "overlap", "overstated")
 _UNSHADED = {"partition", "client-clock"}
-#: Zoomed panels at most, and how much room each leaves around its violation.
+#: Zoomed panels at most; violations closer than this (seconds) share one.
 _ZOOMS = 3
-_ZOOM_PAD = 0.5
+_ZOOM_MERGE = 0.05
 
 
 def _lanes(items: Sequence[_T], start: Any, end: Any) -> tuple[list[int], int]:
@@ -134,14 +136,22 @@ class _Picture:
     def legend(self, key: str, handle: Any) -> None:
         self.shown.setdefault(key, handle)
 
-    def draw(self, ax: Any, *, zoomed: bool = False) -> None:
-        span = self.t_end if not zoomed else 2 * _ZOOM_PAD
-        self._faults(ax, span, zoomed)
-        self._holders(ax, span, zoomed)
-        self._events(ax)
-        self._violations(ax, span)
+    def handles(self) -> list[Any]:
+        """The legend: the clients in name order, then the marks in a fixed order."""
+        clients = sorted(key for key in self.shown if key in self.colour)
+        marks = [key for key in _MARKS if key in self.shown]
+        return [self.shown[key] for key in (*clients, *marks)]
 
-    def _faults(self, ax: Any, span: float, zoomed: bool) -> None:
+    def draw(self, ax: Any, *, span: float | None = None) -> None:
+        """Draw everything; ``span`` is the width of a zoomed panel (None: the timeline)."""
+        zoomed = span is not None
+        width = self.t_end if span is None else span
+        self._faults(ax, width)
+        self._holders(ax, width, zoomed)
+        self._events(ax)
+        self._violations(ax, width, zoomed)
+
+    def _faults(self, ax: Any, span: float) -> None:
         for window, lane in zip(self.windows, self.fault_lanes, strict=True):
             start = self.x(window.start)
             end = self.x(_finite(window.end, self.end))
@@ -205,9 +215,13 @@ class _Picture:
                 self.legend("lost", Line2D([], [], marker="v", color="red", linestyle="none", label="lost increment"))
             else:
                 ax.plot(x, y, "|", color="black", markersize=12, markeredgewidth=2, zorder=6)
-                self.legend("write", Line2D([], [], marker="|", color="black", linestyle="none", label="write"))
+                self.legend(
+                    "write", Line2D([], [], marker="|", color="black", linestyle="none", label="write (writer's lane)")
+                )
 
-    def _violations(self, ax: Any, span: float) -> None:
+    def _violations(self, ax: Any, span: float, zoomed: bool) -> None:
+        # On the timeline, many overlaps side by side would bury their labels in each other.
+        labelled = zoomed or len(self.verdict.overlaps) <= 3
         for overlap in self.verdict.overlaps:
             top, count = self.layout[overlap.name]
             start = self.x(overlap.start)
@@ -215,7 +229,10 @@ class _Picture:
             ax.add_patch(
                 Rectangle((start, top), width, count, fill=False, edgecolor="red", hatch="xx", linewidth=1.5, zorder=5)
             )
-            ax.text(start, top - 0.05, "overlap", color="red", fontsize=8, va="bottom", fontweight="bold", clip_on=True)
+            if labelled:
+                ax.text(
+                    start, top - 0.05, "overlap", color="red", fontsize=8, va="bottom", fontweight="bold", clip_on=True
+                )
             self.legend("overlap", Patch(fill=False, edgecolor="red", hatch="xx", label="overlap"))
         for claim in self.verdict.overstated:
             mine = [t for t in self.tenures if t.client == claim.client and t.op == claim.op and t.name == claim.name]
@@ -240,7 +257,7 @@ class _Picture:
         windows: list[tuple[float, float, str]] = []
         for start, end, caption in found:
             # One panel for violations close together (an overlap and its lost write).
-            if windows and start - windows[-1][1] < _ZOOM_PAD:
+            if windows and start - windows[-1][1] < _ZOOM_MERGE:
                 last = windows[-1]
                 windows[-1] = (last[0], max(last[1], end), last[2])
             else:
@@ -282,9 +299,9 @@ def plot_timeline(
         ax.set_title(title, fontsize=10)
     for column, (start, end, caption) in enumerate(zooms):
         zoom = figure.add_subplot(grid[1, column])
-        picture.draw(zoom, zoomed=True)
         # Wide enough to show the holders on either side, narrow enough to show the gap.
         margin = max(0.01, (end - start) * 0.6)
+        picture.draw(zoom, span=end - start + 2 * margin)
         zoom.set_xlim(picture.x(start) - margin, picture.x(end) + margin)
         # The locks' bands only: the faults are named on the timeline above.
         zoom.set_ylim(picture.fault_top - 0.4, -0.4)
