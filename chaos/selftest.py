@@ -12,8 +12,8 @@ it does for the real client:
 
 Caught *robustly* means by a margin no busy machine could fake or hide: a check that
 failed (each is a plain statement about the run: a key left behind, a late release that
-succeeded), or an overlap or overstated validity of at least :data:`ROBUST_MS`, or at
-least :data:`ROBUST_COUNT` violations. Every variant must be caught robustly in every run
+succeeded), or an overlap, an overstated validity or a late extend of at least
+:data:`ROBUST_MS`, or at least :data:`ROBUST_COUNT` violations. Every variant must be caught robustly in every run
 (``--runs``, each with its own seed); the exit status is 1 when one escapes.
 
 Files, in ``--out``: ``selftest.json`` (every cell, with its evidence) and each run's
@@ -65,6 +65,7 @@ class Cell:
     evidence: list[str] = field(default_factory=list)
     overlap_ms: float = 0.0
     overstated_ms: float = 0.0
+    late_ms: float = 0.0
     violations: int = 0
     lost: int = 0
     failed_checks: list[str] = field(default_factory=list)
@@ -83,6 +84,8 @@ class Cell:
             parts.append(f"ov{self.overlap_ms:.0f}")
         if self.overstated_ms:
             parts.append(f"vo{self.overstated_ms:.0f}")
+        if self.late_ms:
+            parts.append(f"late{self.late_ms:.0f}")
         if self.lost:
             parts.append(f"lost{self.lost}")
         text = "+".join(parts) or "yes"
@@ -121,6 +124,8 @@ def judge(variant: str, run: int, result: ScenarioResult) -> Cell:
         cell.overlap_ms = 1000 * max((o.duration for o in verdict.overlaps), default=0.0)
     if "validity-overstated" in extra:
         cell.overstated_ms = 1000 * max((v.excess for v in verdict.overstated), default=0.0)
+    if "late-extend" in extra:
+        cell.late_ms = 1000 * max(e.revived.start - e.lapsed.end for e in verdict.late_extends)
     if "lost-update" in extra or scenario.expected == "SAFE":
         cell.lost = sum(u.lost for u in verdict.lost_updates if not u.ok)
     cell.violations = len(verdict.violations) if scenario.expected == "SAFE" else len(verdict.overstated)
@@ -201,8 +206,8 @@ def selftest(args: argparse.Namespace, *, say: Callable[[str], None]) -> int:
     (out / "selftest.json").write_text(json.dumps(document, indent=1), encoding="utf-8")
     print(table)
     print(
-        "\ncells: ovN overlap of N ms, voN validity overstated by N ms, lostN lost increments, check a failed"
-        " check; (..) caught, but not robustly; runs separated by /"
+        "\ncells: ovN overlap of N ms, voN validity overstated by N ms, lateN extended N ms after the lock lapsed,"
+        " lostN lost increments, check a failed check; (..) caught, but not robustly; runs separated by /"
     )
     failed = [name for name, runs in escaped.items() if runs]
     total = time.monotonic() - started

@@ -18,7 +18,7 @@ import pytest
 
 from chaos.__main__ import main
 from chaos.variants import VARIANTS, _relay, find
-from redlock._core import LockSpec, Round, Tokens, acquire_flow, drift_allowance
+from redlock._core import LockSpec, Result, Round, Tokens, acquire_flow, drift_allowance
 from redlock.exceptions import NodeStatus
 from tests.test_chaos_scenarios import _long_runs_only_when_asked  # noqa: F401 (skips the chaos-marked test)
 
@@ -34,7 +34,7 @@ SPEC = LockSpec(
 )
 
 
-def _drive(*, grant: int, **mistake: bool) -> tuple[object, list[Round]]:
+def _drive(*, grant: int, **mistake: bool) -> tuple[Result, list[Round]]:
     """One non-blocking acquire at t=0 whose rounds each take ROUND_TRIP and are granted by
     the first ``grant`` masters; the result and the rounds that went out."""
     flow = _relay(
@@ -57,22 +57,22 @@ def _drive(*, grant: int, **mistake: bool) -> tuple[object, list[Round]]:
 
 def test_the_relay_without_a_mistake_changes_nothing() -> None:
     result, sent = _drive(grant=5)
-    assert result.ok  # type: ignore[attr-defined]
-    assert result.deadline == pytest.approx(SPEC.ttl - drift_allowance(SPEC.ttl, 0.01))  # type: ignore[attr-defined]
+    assert result.ok
+    assert result.deadline == pytest.approx(SPEC.ttl - drift_allowance(SPEC.ttl, 0.01))
     assert len(sent) == 1
 
 
 def test_hiding_the_rounds_counts_validity_from_the_replies() -> None:
     result, _ = _drive(grant=5, hide_rounds=True)
-    assert result.deadline == pytest.approx(ROUND_TRIP + SPEC.ttl - drift_allowance(SPEC.ttl, 0.01))  # type: ignore[attr-defined]
+    assert result.deadline == pytest.approx(ROUND_TRIP + SPEC.ttl - drift_allowance(SPEC.ttl, 0.01))
 
 
 def test_skipping_clean_ups_sends_no_rollback() -> None:
     correct, sent = _drive(grant=2)
-    assert not correct.ok  # type: ignore[attr-defined]
+    assert not correct.ok
     assert [r.cleanup for r in sent] == [False, True]
     broken, sent = _drive(grant=2, skip_cleanups=True)
-    assert not broken.ok  # type: ignore[attr-defined]
+    assert not broken.ok
     assert [r.cleanup for r in sent] == [False]
 
 
