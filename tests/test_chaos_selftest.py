@@ -17,6 +17,10 @@ import random
 import pytest
 
 from chaos.__main__ import main
+from chaos.checkers import check_all
+from chaos.history import AcquireInvoked, AcquireReturned, Event, History
+from chaos.runner import Check, Expected, Params, Scenario, ScenarioResult
+from chaos.selftest import judge
 from chaos.variants import VARIANTS, _relay, find
 from redlock._core import LockSpec, Result, Round, Tokens, acquire_flow, drift_allowance
 from redlock.exceptions import NodeStatus
@@ -119,3 +123,54 @@ def test_selftest_usage_errors(argv: list[str], tmp_path: pathlib.Path) -> None:
 @pytest.mark.chaos
 def test_every_variant_is_caught_robustly(tmp_path: pathlib.Path) -> None:
     assert main(["selftest", "--quick", "--runs", "2", "-q", "--out", str(tmp_path)]) == 0
+
+
+# --- judging one cell (pure) --------------------------------------------------------------------
+
+
+def _result(
+    expected: Expected, kinds: tuple[str, ...], events: list[Event], *, failed: str | None = None
+) -> ScenarioResult:
+    scenario = Scenario("99", "synthetic", "a synthetic run", expected, lambda run: None, kinds=kinds)
+    verdict = check_all(History(events))
+    checks = [Check(failed, False)] if failed else []
+    observed = "SAFE" if verdict.safe else "UNSAFE"
+    return ScenarioResult(scenario=scenario, params=Params(seed=1), observed=observed, verdict=verdict, checks=checks)
+
+
+def _holders(second_start: float, *, first_deadline: float = 10.0, ttl: float | None = None) -> list[Event]:
+    """c1 holds from 1 until ``first_deadline``; c2 from ``second_start`` until 20."""
+    return [
+        AcquireInvoked(time=0.0, client="c1", name="n", op=1, ttl=ttl, blocking=False),
+        AcquireReturned(time=1.0, client="c1", name="n", op=1, ok=True, token="a", deadline=first_deadline),
+        AcquireInvoked(time=second_start, client="c2", name="n", op=1),
+        AcquireReturned(time=second_start, client="c2", name="n", op=1, ok=True, token="b", deadline=20.0),
+    ]
+
+
+def test_a_long_overlap_in_a_safe_scenario_is_a_robust_catch() -> None:
+    cell = judge("v", 1, _result("SAFE", (), _holders(9.5)))
+    assert (cell.caught, cell.robust) == (True, True)
+    assert cell.overlap_ms == pytest.approx(500.0)
+    assert cell.tag() == "ov500"
+
+
+def test_a_hair_of_overlap_is_caught_but_not_robustly() -> None:
+    cell = judge("v", 1, _result("SAFE", (), _holders(9.999)))
+    assert (cell.caught, cell.robust) == (True, False)
+    assert cell.tag() == "(ov1)"
+
+
+def test_a_failed_check_is_a_robust_catch_and_nothing_is_none() -> None:
+    assert judge("v", 1, _result("SAFE", (), _holders(12.0), failed="c3 is refused")).tag() == "check"
+    assert judge("v", 1, _result("SAFE", (), _holders(12.0))).tag() == "-"
+
+
+def test_an_unsafe_scenario_catches_only_what_its_fault_cannot_explain() -> None:
+    expected = ("mutual-exclusion",)
+    assert not judge("v", 1, _result("UNSAFE", expected, _holders(9.5))).caught
+    # c1's claim runs 8 s past invoked + ttl - drift: that is the client's doing.
+    cell = judge("v", 1, _result("UNSAFE", expected, _holders(9.5, ttl=2.0)))
+    assert (cell.caught, cell.robust) == (True, True)
+    assert cell.overlap_ms == 0.0
+    assert cell.overstated_ms > 7000
