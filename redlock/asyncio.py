@@ -26,6 +26,8 @@ from redlock._lock import (
     ClusterConfig,
     LockOptions,
     LockState,
+    PermitView,
+    semaphore_options,
 )
 from redlock.exceptions import (
     AcquireTimeout,
@@ -57,6 +59,7 @@ __all__ = [
     "Redlock",
     "RedlockError",
     "ReleaseUnconfirmed",
+    "Semaphore",
 ]
 
 
@@ -73,7 +76,7 @@ class Redlock(ClusterConfig):
 
     def lock(
         self,
-        name: str,
+        name: str | list[str] | tuple[str, ...],
         ttl: float = DEFAULT_TTL,
         *,
         timeout: float | None = None,
@@ -87,13 +90,38 @@ class Redlock(ClusterConfig):
         Here the renewer is a task, ``on_lost(lock)`` is called in the event loop, and
         ``cancel_on_lost=True`` makes a loss cancel the task running the ``async with``
         body, so that protected work stops instead of running on unprotected; the block
-        then raises LockLost rather than CancelledError.
+        then raises LockLost rather than CancelledError. A list or tuple of names makes a
+        lock on all of them at once, as with the sync client.
         """
         spec = self.lock_spec(name, ttl, fencing=fencing)
         options = LockOptions.checked(
             spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, cancel_on_lost=cancel_on_lost
         )
         return Lock(self, spec, options)
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Semaphore], None] | None = None,
+        cancel_on_lost: bool = False,
+    ) -> Semaphore:
+        """A counting Semaphore; see :meth:`redlock.Redlock.semaphore` and :meth:`lock`."""
+        spec, options = semaphore_options(
+            self,
+            name,
+            limit,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+        )
+        return Semaphore(self, spec, options)
 
     async def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -200,6 +228,14 @@ class Lock(LockState[Redlock]):
             if exc is None:
                 raise
             exc.add_note(f"redlock: {lost}")
+
+
+class Semaphore(PermitView, Lock):
+    """The asyncio twin of :class:`redlock.Semaphore`: the same methods, awaited."""
+
+    async def __aenter__(self) -> Semaphore:
+        await super().__aenter__()
+        return self
 
 
 def _unchanged(result: Result) -> Result:
