@@ -14,8 +14,10 @@ answered by ``{"id": 7, "ok": true, "result": {...}}`` or ``{"id": 7, "ok": fals
 "error": "..."}``, in order. Commands are the :class:`~chaos.workload.ClientSession`
 methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``)
 plus ``ping``. ``"pause": "before" | "after"`` makes the process SIGSTOP itself around the
-step (for ``write``, between its validity check and the write itself). End of input ends
-the process.
+step (for ``write``, between its validity check and the write itself). ``acquire`` takes
+``also`` (more names: one lock on all of them), ``limit`` (a semaphore's permit) and
+``quorum`` (a forced quorum: the self-test's semaphore on a plain majority). End of input
+ends the process.
 
 The process dies with its parent (``PR_SET_PDEATHSIG``), so a harness killed outright
 leaves no client behind; replies go to a private copy of stdout, and anything a library
@@ -106,6 +108,9 @@ class _Worker:
                 blocking=bool(args.get("blocking", True)),
                 timeout=args.get("timeout"),
                 at=args.get("at"),
+                also=list(args.get("also", ())),
+                limit=int(args.get("limit", 0)),
+                quorum=int(args.get("quorum", 0)),
             )
         elif name == "read":
             result = session.read(args["name"])

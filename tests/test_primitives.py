@@ -102,7 +102,9 @@ def test_semaphore_permit_expires_by_the_masters_clock_and_extend_never_revives_
     assert not first.locked()
     with pytest.raises(LockLost):
         first.extend(5.0)
-    assert all(node.zscore(name, first.permit) is None or node.zscore(name, first.permit) < time.time() * 1000 for node in raw)  # type: ignore[operator]
+    assert all(
+        node.zscore(name, first.permit) is None or node.zscore(name, first.permit) < time.time() * 1000 for node in raw
+    )  # type: ignore[operator]
     second = rl.semaphore(name, limit=1, ttl=5.0)
     assert second.acquire(blocking=False)  # the expired permit was dropped by the script
     assert eventually(lambda: permits_on(raw, name) == [{second.permit.encode()}] * 5)
@@ -206,9 +208,7 @@ def test_semaphore_needs_its_larger_quorum_up(client: ClientFactory, fresh_maste
         ({"limit": 2, "on_lost": print}, ValueError, "auto_extend"),
     ],
 )
-def test_semaphore_bad_arguments_name_themselves(
-    kwargs: dict[str, object], error: type[Exception], match: str
-) -> None:
+def test_semaphore_bad_arguments_name_themselves(kwargs: dict[str, object], error: type[Exception], match: str) -> None:
     with Redlock(["redis://127.0.0.1:1"]) as rl:  # nothing listens: no traffic may be needed
         with pytest.raises(error, match=match):
             rl.semaphore("pool", **kwargs)  # type: ignore[arg-type]
@@ -341,9 +341,7 @@ def test_overlapping_multi_locks_from_eight_threads(
         (["a", "redlock:order:x"], ValueError, "reserved"),
     ],
 )
-def test_multi_lock_bad_names_are_refused_before_any_traffic(
-    names: object, error: type[Exception], match: str
-) -> None:
+def test_multi_lock_bad_names_are_refused_before_any_traffic(names: object, error: type[Exception], match: str) -> None:
     with Redlock(["redis://127.0.0.1:1"]) as rl:  # nothing listens: no traffic may be needed
         with pytest.raises(error, match=match):
             rl.lock(names)  # type: ignore[arg-type]
