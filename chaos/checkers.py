@@ -62,6 +62,7 @@ __all__ = [
     "check_semaphore_limits",
     "check_stale_writes",
     "measure_liveness",
+    "most_holders",
     "overlapping_pairs",
     "percentile",
 ]
@@ -210,7 +211,10 @@ class Crowding:
 
 def most_holders(tenures: Iterable[Tenure]) -> dict[str, int]:
     """For each semaphore name (limit above 1), the most holders it had at any moment."""
-    return {name: max((len(c) for c in _crowds(mine)), default=0) for name, mine in _semaphores(tenures).items()}
+    return {
+        name: max((len(present) for _, _, present in _crowds(mine)), default=0)
+        for name, mine in _semaphores(tenures).items()
+    }
 
 
 def _semaphores(tenures: Iterable[Tenure]) -> dict[str, list[Tenure]]:
