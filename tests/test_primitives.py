@@ -60,7 +60,8 @@ def test_semaphore_admits_limit_holders_and_no_more(
     sems = [rl.semaphore(name, limit=3, ttl=10.0) for _ in range(5)]
     assert [sem.acquire(blocking=False) for sem in sems] == [True, True, True, False, False]
     held = {sem.permit.encode() for sem in sems[:3]}
-    assert sems[3].permit is None and not sems[3].locked()
+    assert sems[3].permit is None
+    assert not sems[3].locked()
     assert all(9.0 < sem.validity <= 10.0 for sem in sems[:3])
     assert eventually(lambda: permits_on(raw, name) == [held] * 5)
     sems[1].release()
@@ -342,9 +343,9 @@ def test_overlapping_multi_locks_from_eight_threads(
     ],
 )
 def test_multi_lock_bad_names_are_refused_before_any_traffic(names: object, error: type[Exception], match: str) -> None:
-    with Redlock(["redis://127.0.0.1:1"]) as rl:  # nothing listens: no traffic may be needed
-        with pytest.raises(error, match=match):
-            rl.lock(names)  # type: ignore[arg-type]
+    # Nothing listens there: no traffic may be needed to refuse them.
+    with Redlock(["redis://127.0.0.1:1"]) as rl, pytest.raises(error, match=match):
+        rl.lock(names)  # type: ignore[arg-type]
 
 
 def test_multi_lock_has_no_fencing_token(masters: LocalMasters) -> None:
