@@ -177,25 +177,29 @@ return 1
 # below now (score < now), so it lives at least as long as a PX key set at the same moment.
 
 # ARGV[1] our token; ARGV[2] ttl in ms; ARGV[3] the limit (permits at most).
-# Drops expired permits, then grants (adds ours, returns 1) if fewer than ARGV[3] remain,
-# else returns 0 and changes nothing but the clean-up.
+# Grants (adds ours, returns 1) if fewer than ARGV[3] unexpired permits remain, else returns
+# 0 and changes nothing but the clean-up. Expired permits are dropped only when the set is
+# full: below the limit they cannot turn a grant into a refusal, and the common case (room
+# left) costs no range scan.
 SEMAPHORE_ACQUIRE = Script(
     """
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expired = redis.call('zrangebyscore', KEYS[1], '-inf', '(' .. now)
-for _, token in ipairs(expired) do
-    redis.call('zrem', KEYS[1], token)
-    redis.call('hdel', KEYS[2], token)
+local limit = tonumber(ARGV[3])
+if redis.call('zcard', KEYS[1]) >= limit then
+    local expired = redis.call('zrangebyscore', KEYS[1], '-inf', '(' .. now)
+    for _, token in ipairs(expired) do
+        redis.call('zrem', KEYS[1], token)
+        redis.call('hdel', KEYS[2], token)
+    end
+    if redis.call('zcard', KEYS[1]) >= limit then
+        return 0
+    end
 end
-if redis.call('zcard', KEYS[1]) >= tonumber(ARGV[3]) then
-    return 0
-end
-local expiry = now + tonumber(ARGV[2])
-redis.call('zadd', KEYS[1], expiry, ARGV[1])
+redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('pexpire', KEYS[1], ARGV[2])
-    if redis.call('exists', KEYS[2]) == 1 then redis.call('pexpire', KEYS[2], ARGV[2]) end
+    redis.call('pexpire', KEYS[2], ARGV[2])
 end
 return 1
 """

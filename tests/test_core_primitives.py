@@ -39,7 +39,7 @@ def test_semaphore_quorum_is_the_smallest_safe_count(nodes: int, limit: int) -> 
 
 @pytest.mark.parametrize(("nodes", "limit"), [(0, 1), (5, 0), (5, -1)])
 def test_semaphore_quorum_refuses_nonsense(nodes: int, limit: int) -> None:
-    with pytest.raises(ValueError, match="node_count|limit"):
+    with pytest.raises(ValueError, match=r"node_count|limit"):
         _core.semaphore_quorum(nodes, limit)
 
 
