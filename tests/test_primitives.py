@@ -354,3 +354,22 @@ def test_multi_lock_has_no_fencing_token(masters: LocalMasters) -> None:
             rl.lock(["a", "b"], fencing=True)
         with pytest.raises(TypeError, match="fencing"):
             rl.semaphore("pool", limit=2, fencing=True)  # type: ignore[call-arg]
+
+
+# --- the scripts on every server kind ---------------------------------------------------------
+
+
+def test_semaphore_and_multi_scripts_run_on_every_server_kind(
+    server_kind: str, matrix_cluster: LocalMasters, client: ClientFactory
+) -> None:
+    """The semaphore's scripts call TIME before they write (allowed with effects replication:
+    Redis 5 and later, Valkey); the multi-name ones take a variable number of keys."""
+    rl = client(matrix_cluster.urls)
+    sem = rl.semaphore(unique("sem"), limit=2, ttl=5.0)
+    assert sem.acquire(blocking=False)
+    assert sem.extend(5.0) > 4.0
+    sem.release()
+    lock = rl.lock([unique("a"), unique("b")], ttl=5.0)
+    assert lock.acquire(blocking=False)
+    assert lock.extend(5.0) > 4.0
+    lock.release()
