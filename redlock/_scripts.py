@@ -121,12 +121,16 @@ return 1
 
 # ARGV[1] our token; ARGV[2..n+1] the channel of each name (ARGV[1+i] for KEYS[i]), or
 # nothing for a release that announces nothing (a rollback).
-# Deletes each name that holds our token (and the order key with them); returns 1 when every
-# name held it, else 0: one name gone means our holding lapsed on this master.
+# Deletes each name that holds our token; returns 1 when every name held it, else 0: one
+# name gone means our holding lapsed on this master. The order key goes with the first name,
+# and only if that one is ours: once it lapsed, the order key may be its next holder's.
 MULTI_RELEASE = Script(
     """
 local n = #KEYS - 1
 local held = 0
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('del', KEYS[n + 1])
+end
 for i = 1, n do
     if redis.call('get', KEYS[i]) == ARGV[1] then
         redis.call('del', KEYS[i])
@@ -134,7 +138,6 @@ for i = 1, n do
         if ARGV[1 + i] then redis.call('publish', ARGV[1 + i], ARGV[1]) end
     end
 end
-if held > 0 then redis.call('del', KEYS[n + 1]) end
 if held == n then return 1 end
 return 0
 """

@@ -276,6 +276,27 @@ def test_multi_lock_extend_covers_every_name_and_never_revives_one(
     assert nothing_left(raw, *names)
 
 
+def test_multi_lock_release_leaves_the_next_holders_order_key_alone(
+    client: ClientFactory, masters: LocalMasters, raw: list[redis.Redis]
+) -> None:
+    rl = client(masters.urls)
+    base = unique("multi")
+    first, second = f"{base}:a", f"{base}:b"
+    lock = rl.lock([first, second], ttl=10.0)
+    assert lock.acquire(blocking=False)
+    assert eventually(lambda: all(node.exists(first, second) == 2 for node in raw))
+    for node in raw[:2]:  # our first name lapsed there and another holder took it, and extended it
+        node.set(first, b"other", px=10_000)
+        node.set(order_key(first), b"other:1", px=10_000)
+    assert lock.extend(10.0) > 9.0  # refused where a name is not ours; a majority has both
+    lock.release()
+    assert all(node.get(order_key(first)) == b"other:1" for node in raw[:2])
+    assert all(node.exists(second) == 0 for node in raw)
+    for node in raw[:2]:
+        node.delete(first, order_key(first))
+    assert nothing_left(raw, first, second)
+
+
 def test_multi_lock_waiter_wakes_on_the_release_of_the_name_it_waits_for(
     client: ClientFactory, masters: LocalMasters
 ) -> None:
