@@ -420,10 +420,10 @@ def pause_during_acquire(run: Run) -> None:
         c2.call("release", name=LOCK)
 
 
-def _holder_pause(run: Run, *, fencing: bool) -> None:
+def _holder_pause(run: Run, *, fencing: bool = False, lock_delay: float = 0.0, within_delay: bool = False) -> None:
     ttl = run.params.ttl
     c1, c2 = run.clients(["c1", "c2"], fencing=fencing)
-    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl, lock_delay=lock_delay)
     if not run.expect(got["ok"], "c1 acquires", _error(got)):
         return
     c1.call("read", name=LOCK)
@@ -431,7 +431,10 @@ def _holder_pause(run: Run, *, fencing: bool) -> None:
     stale = c1.submit("write", name=LOCK, pause="before")
     c1.wait_stopped()
     run.note("c1 is stopped between its validity check and its write")
-    other = c2.call("acquire", name=LOCK, ttl=ttl, timeout=2 * ttl + 1)
+    if within_delay:
+        _resume_within_the_lock_delay(run, (c1, c2), stale, got["deadline"], lock_delay)
+        return
+    other = c2.call("acquire", name=LOCK, ttl=ttl, timeout=2 * ttl + lock_delay + 1)
     if run.expect(other["ok"], "c2 acquires once c1's lock expired", _error(other)):
         _use(run, c2)
     run.sleep(0.2)  # a gap, so that the timeline shows what c1 does after it
@@ -448,12 +451,39 @@ def _holder_pause(run: Run, *, fencing: bool) -> None:
         run.expect(wrote.get("accepted") is True, "c1's stale write lands (nothing stops it)")
 
 
+def _resume_within_the_lock_delay(
+    run: Run, clients: tuple[ClientProcess, ClientProcess], stale: Pending, deadline: float, lock_delay: float
+) -> None:
+    c1, c2 = clients
+    ttl = run.params.ttl
+    waiting = c2.submit("acquire", name=LOCK, ttl=ttl, timeout=2 * ttl + lock_delay + 5)
+    # Past c1's validity (its write is now stale: without the delay c2 would hold the lock),
+    # but not past the lock-delay, during which c1's keys keep c2 out.
+    run.sleep_until(deadline + lock_delay / 2)
+    run.note("c1's validity is over, its keys live on for the lock-delay; c1 resumes")
+    c1.resume()
+    wrote = stale.result()
+    c1.call("release", name=LOCK)
+    other = waiting.result()
+    run.expect(wrote.get("accepted") is True, "c1's late write lands while nobody else holds the lock")
+    if run.expect(other["ok"], "c2 acquires once c1 released", _error(other)):
+        _use(run, c2)
+
+
 def holder_pause(run: Run) -> None:
-    _holder_pause(run, fencing=False)
+    _holder_pause(run)
 
 
 def holder_pause_fenced(run: Run) -> None:
     _holder_pause(run, fencing=True)
+
+
+def holder_pause_within_delay(run: Run) -> None:
+    _holder_pause(run, lock_delay=run.params.ttl, within_delay=True)
+
+
+def holder_pause_past_delay(run: Run) -> None:
+    _holder_pause(run, lock_delay=run.params.ttl)
 
 
 def late_extend(run: Run) -> None:
@@ -698,6 +728,12 @@ CATALOGUE: tuple[Scenario, ...] = (
              why="no lock can stop a paused holder from writing late: c2's increment is lost"),
     Scenario("13b", "holder-pause-fenced", "K1 with fencing tokens", "SAFE", holder_pause_fenced,
              why="the store rejects c1's older fencing token"),
+    Scenario("13c", "holder-pause-within-delay", "K1 with lock_delay=ttl, paused shorter than the delay",
+             "SAFE", holder_pause_within_delay,
+             why="c1's keys outlive its validity by the delay: its late write lands before c2 gets in"),
+    Scenario("13d", "holder-pause-past-delay", "K1 with lock_delay=ttl, paused longer than the delay",
+             "UNSAFE", holder_pause_past_delay, kinds=("lost-update",),
+             why="a delay only postpones the next holder: a longer pause still loses c2's increment"),
     Scenario("14", "link-faults", "latency and blackholes on 1-2 links", "SAFE", link_faults, loop=True,
              proxies=True, leftovers=True,
              why="late and lost requests: still safe, and every key set by a failed attempt is undone"),

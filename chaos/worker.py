@@ -13,11 +13,11 @@ then each command, ``{"id": 7, "cmd": "acquire", "args": {...}, "pause": null}``
 answered by ``{"id": 7, "ok": true, "result": {...}}`` or ``{"id": 7, "ok": false,
 "error": "..."}``, in order. Commands are the :class:`~chaos.workload.ClientSession`
 methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``)
-plus ``ping``. ``"pause": "before" | "after"`` makes the process SIGSTOP itself around the
-step (for ``write``, between its validity check and the write itself). ``acquire`` takes
+plus ``ping``; ``acquire`` takes ``lock_delay`` (seconds, default 0) among its args, and
 ``also`` (more names: one lock on all of them), ``limit`` (a semaphore's permit) and
-``quorum`` (a forced quorum: the self-test's semaphore on a plain majority). End of input
-ends the process.
+``quorum`` (a forced quorum: the self-test's semaphore on a plain majority).
+``"pause": "before" | "after"`` makes the process SIGSTOP itself around the step (for
+``write``, between its validity check and the write itself). End of input ends the process.
 
 The process dies with its parent (``PR_SET_PDEATHSIG``), so a harness killed outright
 leaves no client behind; replies go to a private copy of stdout, and anything a library
@@ -108,6 +108,7 @@ class _Worker:
                 blocking=bool(args.get("blocking", True)),
                 timeout=args.get("timeout"),
                 at=args.get("at"),
+                lock_delay=float(args.get("lock_delay", 0.0)),
                 also=list(args.get("also", ())),
                 limit=int(args.get("limit", 0)),
                 quorum=int(args.get("quorum", 0)),

@@ -11,7 +11,7 @@ The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 import importlib.metadata
 
 from redlock._client import Lock, Redlock, Semaphore
-from redlock._core import quorum_size, semaphore_quorum, validity_left
+from redlock._core import LockInfo, MasterInfo, quorum_size, semaphore_quorum, validity_left
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
@@ -38,9 +38,11 @@ __all__ = [
     "ClientClosed",
     "Lock",
     "LockAlreadyHeld",
+    "LockInfo",
     "LockLost",
     "LockNotAcquired",
     "LockNotHeld",
+    "MasterInfo",
     "MasterMisconfigured",
     "NodeOutcome",
     "NodeStatus",

@@ -78,9 +78,12 @@ class _Protocol(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         if self.transport is None or not data:
             return
-        if not self.queued:
+        alone = self.driver.alone
+        if not self.queued and not alone:
             self.loop.call_soon(self.flush)
         self.queued.append(data)
+        if alone:
+            self.flush()  # no other round can join ours: waiting for the turn's end buys nothing
 
     def flush(self) -> None:
         data = b"".join(self.queued)
@@ -101,6 +104,11 @@ class Driver(DriverBase):
         self.renewers: set[asyncio.Task[None]] = set()
         #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
         self._active = 0
+
+    @property
+    def alone(self) -> bool:
+        """Whether one flow is all that runs: its commands are written at once."""
+        return self._active == 1
 
     def _check_fork(self) -> None:
         """In a fork's child: forget the parent's connections without touching them (their
@@ -149,9 +157,11 @@ class Driver(DriverBase):
         # No await inside the submission: nothing can interleave with it.
         for node in round_.targets:
             self._carry_out(self._policy.submit(round_, node, now))
-        # Our commands leave with this turn's others (one send per master, see _Protocol);
-        # the round's time counts from then: a busy loop's turn is not the masters' delay.
-        await asyncio.sleep(0)
+        if not self.alone:
+            # Our commands leave with this turn's others (one send per master, see
+            # _Protocol); the round's time counts from then: a busy loop's turn is not the
+            # masters' delay.
+            await asyncio.sleep(0)
         first_deadline = self._clock() + round_.timeout
         deadline: float | None = first_deadline
         while not round_.settled and deadline is not None:

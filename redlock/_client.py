@@ -8,13 +8,14 @@ from types import TracebackType
 
 import redis
 
-from redlock._core import Lease, LockSpec, Result
+from redlock._core import Lease, LockInfo, LockSpec, Result, force_release_flow, inspect_flow, lock_info
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
     LockOptions,
     LockState,
     PermitView,
+    Turn,
     semaphore_options,
 )
 from redlock._sync import Driver
@@ -57,6 +58,8 @@ class Redlock(ClusterConfig):
         auto_extend: bool = False,
         on_lost: Callable[[Lock], None] | None = None,
         fencing: bool = False,
+        reentrant: bool = False,
+        lock_delay: float = 0.0,
     ) -> Lock:
         """A Lock on ``name`` that expires after ``ttl`` seconds unless extended.
 
@@ -67,14 +70,48 @@ class Redlock(ClusterConfig):
         ``fencing=True`` gives each holder a ``fencing_token`` larger than every earlier
         holder's (see :mod:`redlock.fencing`).
 
+        The Lock may be shared by threads like a ``threading.Lock``: while one holds it, the
+        others' acquires wait for its release. ``reentrant=True`` lets the owning thread
+        acquire it again, counted locally (see :class:`Lock`).
+
+        ``lock_delay`` (seconds, Chubby's lock-delay) keeps the keys on the masters
+        ``ttl + lock_delay`` while the holder counts only ``ttl`` of validity: a holder that
+        crashed, hung or was cut off keeps others out that much longer after its validity
+        ends, so that its late writes land before the next holder's. A release deletes the
+        keys at once: only a holder that fails to release costs the delay.
+
         Given a list or tuple of names, the Lock holds all of them or none: each master sets
         every name in one script or none of them, and votes yes only if it set them all. The
         names are sorted and de-duplicated (``lock.names``), so clients asking for
         overlapping sets never deadlock; release and extend cover every name. An empty list
         is a ValueError, a name that is not a str a TypeError.
         """
-        spec = self.lock_spec(name, ttl, fencing=fencing)
-        return Lock(self, spec, LockOptions.checked(spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost))
+        spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay)
+        options = LockOptions.checked(
+            spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, reentrant=reentrant
+        )
+        return Lock(self, spec, options)
+
+    def inspect(self, name: str) -> LockInfo:
+        """Who holds ``name`` on each master, and the holder a quorum agrees on, if any.
+
+        One read of every master (the token and the ttl left, in one step each), waiting for
+        each up to ``node_timeout``; a master that does not answer is reported unreachable.
+        It changes nothing and holds nothing: the answer may be stale when it returns.
+        """
+        spec = self.lock_spec(name, DEFAULT_TTL)
+        return self._driver.run(inspect_flow(spec), lambda result: lock_info(spec, result))
+
+    def force_release(self, name: str) -> LockInfo:
+        """Delete ``name`` on every master whatever token holds it; returns what it removed.
+
+        For operators clearing a lock whose holder is gone. A holder still at work is NOT
+        told: it goes on as if it held the lock while the next one acquires it, exactly as
+        if its lock had expired under it (fencing tokens still protect a fenced resource:
+        the counters are kept). Its later release or extend reports the lock lost.
+        """
+        spec = self.lock_spec(name, DEFAULT_TTL)
+        return self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
     def semaphore(
         self,
@@ -130,11 +167,24 @@ class Lock(LockState[Redlock]):
     Use it like ``threading.Lock`` (``acquire``/``release`` or ``with``), with the
     difference that the lock expires: rely on it only while :meth:`locked` is true, and
     call :meth:`extend` (or pass ``auto_extend=True``) to keep it longer.
+
+    Threads may share one Lock object. While one thread holds it (or is acquiring it), the
+    others' acquires wait for its release, each bounded by its own ``timeout``, and then
+    compete on the masters; ``blocking=False`` returns False at once, with no traffic. The
+    owner is the thread whose acquire succeeded. Not reentrant (the default): the owner
+    acquiring again while the lock is valid raises LockAlreadyHeld instead of deadlocking,
+    and any thread may release, as with ``threading.Lock``. With ``reentrant=True`` the
+    owner may acquire again, counted locally (:attr:`hold_count`) with no round trip; the
+    masters are released when the count returns to zero, and only the owner may release,
+    as with ``threading.RLock``. The token is the object's, never thread-local: any thread
+    sees the holding's ``token`` (unlike redis-py's thread-local tokens, redis-py #656).
     """
 
     def __init__(self, cluster: Redlock, spec: LockSpec, options: LockOptions) -> None:
         super().__init__(cluster, spec, options)
         self._renewer: tuple[threading.Thread, threading.Event] | None = None
+        #: Guards the sharing state of LockState among this process's threads.
+        self._gate = threading.Condition()
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Acquire the lock; True if held, False if others hold it (or timeout ran out).
@@ -145,20 +195,45 @@ class Lock(LockState[Redlock]):
         (at once when not blocking; when the timeout, or ``unavailable_timeout``, runs out
         while blocking).
         """
-        tokens, flow = self._acquire_flow(blocking, timeout)
-        # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
-        # landed: ours are taken back before the interruption goes on.
-        return self._cluster._driver.run(flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens))
+        give_up_at = self._acquire_deadline(blocking, timeout)
+        me = threading.current_thread()
+        try:
+            with self._gate:
+                turns = self._turn(me, blocking, give_up_at)
+                try:
+                    while True:
+                        self._gate.wait(next(turns))
+                except StopIteration as stop:
+                    turn: Turn = stop.value
+            if turn is not Turn.AT_MASTERS:
+                return turn is Turn.NESTED
+            tokens, flow = self._acquire_flow(blocking, give_up_at)
+            # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
+            # landed: ours are taken back before the interruption goes on.
+            return self._cluster._driver.run(flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens))
+        finally:
+            self._end_turn(me)
 
     def release(self) -> None:
         """Delete our token on every master; LockLost if a majority no longer held it.
 
         LockLost too when no majority answered at all (masters down or hung): the token is
         then kept, our keys may block others until they expire, and release() may be retried.
+        A nested hold of a reentrant Lock is only counted down, with no traffic.
         """
+        with self._gate:
+            if self._counted_down(threading.current_thread()):
+                return
         lease, flow = self._release_flow()
         self._stop_renewer()
-        self._cluster._driver.run(flow, lambda result: self._released(lease, result))
+        try:
+            self._cluster._driver.run(flow, lambda result: self._released(lease, result))
+        finally:
+            self._leave()
+
+    def _wake_local(self) -> None:
+        with self._gate:
+            self._gate.notify_all()
 
     def extend(self, ttl: float | None = None) -> float:
         """Reset the lock's ttl (default: its own) on a majority; returns the new validity."""

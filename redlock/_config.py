@@ -148,6 +148,16 @@ def check_ttl(ttl: object, *, node_timeout: float, clock_drift_factor: float) ->
     return seconds
 
 
+def check_lock_delay(lock_delay: object, ttl: float) -> float:
+    """``lock_delay`` is zero or more seconds, and the keys' life ``ttl + lock_delay`` fits MAX_TTL."""
+    seconds = check_seconds("lock_delay", lock_delay, allow_zero=True)
+    if ttl + seconds > MAX_TTL:
+        raise ValueError(
+            f"ttl + lock_delay must be at most {MAX_TTL:.0f} seconds (ten years), got {ttl!r} + {lock_delay!r}"
+        )
+    return seconds
+
+
 def check_flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")

@@ -301,6 +301,9 @@ class LockSpec:
     retry_delay: float
     unavailable_timeout: float
     fencing: bool = False
+    #: Extra life of the keys on the masters beyond ``ttl``, never counted in the validity
+    #: (Chubby's and Consul's lock-delay): see :func:`key_milliseconds`.
+    lock_delay: float = 0.0
     #: A multi-name lock's names, sorted and unique (``key`` is the first); () for one name.
     names: tuple[str, ...] = ()
     #: A semaphore's number of permits; 0 for a lock.
@@ -552,8 +555,19 @@ def _release_command(spec: LockSpec, token: str, *, notify: bool = False) -> Com
     return Command.run_script(_scripts.RELEASE, [spec.key, order_key(spec.key)], [token])
 
 
+def key_milliseconds(spec: LockSpec, ttl: float) -> int:
+    """How long the masters keep a key set or extended for ``ttl``: ``ttl + lock_delay``.
+
+    The holder counts its validity from ``ttl`` alone, so a holder that stops (crashed, hung,
+    partitioned, paused) without releasing still keeps everyone else out for ``lock_delay``
+    after its validity ended: its late writes land while nobody else holds the lock. A
+    release deletes the key at once, so a holder that releases costs nobody the delay.
+    """
+    return ttl_milliseconds(ttl + spec.lock_delay)
+
+
 def _acquire_command(spec: LockSpec, token: str) -> Command:
-    ttl_ms = ttl_milliseconds(spec.ttl)
+    ttl_ms = key_milliseconds(spec, spec.ttl)
     if spec.limit:
         return Command.run_script(
             _scripts.SEMAPHORE_ACQUIRE, [spec.key, order_key(spec.key)], [token, ttl_ms, spec.limit]
@@ -567,7 +581,9 @@ def _acquire_command(spec: LockSpec, token: str) -> Command:
 
 def _extend_command(spec: LockSpec, token: str, ttl: float, extend_id: int) -> Command:
     script = _scripts.SEMAPHORE_EXTEND if spec.limit else _scripts.MULTI_EXTEND if spec.names else _scripts.EXTEND
-    return Command.run_script(script, [*spec.keys, order_key(spec.key)], [token, ttl_milliseconds(ttl), extend_id])
+    return Command.run_script(
+        script, [*spec.keys, order_key(spec.key)], [token, key_milliseconds(spec, ttl), extend_id]
+    )
 
 
 def wake_key(spec: LockSpec, acquire: Round) -> str:
@@ -851,3 +867,103 @@ def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
     if not lease.ended:
         lease.lost = True
     return last
+
+
+# --- inspection and the operator's override -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    """What one master says about a lock name."""
+
+    #: The master's name (host:port, or the socket path).
+    master: str
+    #: Whether it answered (an error reply, a timeout or a refused connection: False).
+    reachable: bool
+    #: The token its key holds; None if the key is absent, or the master did not answer.
+    token: str | None = None
+    #: Seconds the key has left on this master (``math.inf``: it never expires, so it is not a
+    #: Redlock key); None when there is no key.
+    ttl: float | None = None
+    #: Why it did not answer.
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """Who holds a lock name on each master, and whether a quorum agrees on one holder.
+
+    Returned by ``Redlock.inspect`` (a snapshot) and ``Redlock.force_release`` (what it
+    removed: each master's token and ttl just before the key was deleted).
+    """
+
+    name: str
+    quorum: int
+    masters: tuple[MasterInfo, ...]
+
+    @property
+    def reachable(self) -> int:
+        """How many masters answered."""
+        return sum(master.reachable for master in self.masters)
+
+    @property
+    def leading(self) -> str | None:
+        """The token held on the most masters (the first of them in master order on a tie)."""
+        votes = self._votes()
+        return max(votes, key=votes.__getitem__) if votes else None
+
+    @property
+    def votes(self) -> int:
+        """How many masters hold :attr:`leading`."""
+        return max(self._votes().values(), default=0)
+
+    @property
+    def holder(self) -> str | None:
+        """The token a quorum of masters holds, if any: the lock's holder right now."""
+        return self.leading if self.votes >= self.quorum else None
+
+    def _votes(self) -> dict[str, int]:
+        votes: dict[str, int] = {}
+        for master in self.masters:
+            if master.token is not None:
+                votes[master.token] = votes.get(master.token, 0) + 1
+        return votes
+
+
+def inspect_flow(spec: LockSpec) -> Flow:
+    """Ask every master who holds ``spec.key`` and for how long; see :func:`lock_info`."""
+    # Every master's answer is wanted, not a majority's, as for a clean-up.
+    round_ = spec.round(Command.run_script(_scripts.INSPECT, [spec.key], []), cleanup=True)
+    yield round_
+    return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
+
+
+def force_release_flow(spec: LockSpec) -> Flow:
+    """Delete ``spec.key`` on every master whatever token holds it; see :func:`lock_info`.
+
+    For operators only: a holder still at work goes on believing it holds the lock while
+    the next one acquires it, exactly as if its lock had expired under it.
+    """
+    command = Command.run_script(_scripts.FORCE_RELEASE, [spec.key, order_key(spec.key)], [release_channel(spec.key)])
+    round_ = spec.round(command, cleanup=True)
+    yield round_
+    return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
+
+
+def lock_info(spec: LockSpec, result: Result) -> LockInfo:
+    """The :class:`LockInfo` from the round of :func:`inspect_flow` or :func:`force_release_flow`."""
+    (round_,) = result.rounds
+    masters = []
+    for node, outcome in zip(round_.targets, round_.ordered_outcomes(), strict=True):
+        reply = round_.replies.get(node)
+        if outcome.status is not NodeStatus.GRANTED or not isinstance(reply, list | tuple) or len(reply) != 3:
+            masters.append(MasterInfo(outcome.node, False, error=outcome.detail or outcome.status.value))
+            continue
+        _, value, pttl = reply
+        if value is None:
+            masters.append(MasterInfo(outcome.node, True))
+            continue
+        token = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+        ttl = math.inf if int(pttl) == -1 else max(0, int(pttl)) / 1000
+        masters.append(MasterInfo(outcome.node, True, token, ttl))
+    return LockInfo(spec.key, spec.quorum, tuple(masters))

@@ -95,6 +95,33 @@ return 1
 """
 )
 
+# KEYS[1] lock key.
+# Returns {1, token or nil, pttl}: who holds the key on this master and for how many more
+# milliseconds (PTTL: -2 no key, -1 no expiry), read in one step so that a key expiring
+# between two reads cannot show up as a holder with no ttl. The leading 1 marks an answer.
+INSPECT = Script(
+    """
+return {1, redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}
+"""
+)
+
+# KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] the channel waiters listen on.
+# As INSPECT, and deletes the key whatever token it holds (an operator's override), with
+# its extend-order key; announces the release to waiters as a release would. The fencing
+# counter stays: it must keep growing across holders, forced out or not.
+FORCE_RELEASE = Script(
+    """
+local token = redis.call('get', KEYS[1])
+local pttl = redis.call('pttl', KEYS[1])
+if token then
+    redis.call('del', KEYS[1], KEYS[2])
+    redis.call('publish', ARGV[1], token)
+end
+return {1, token, pttl}
+"""
+)
+
+
 # --- several names at once (a multi-name lock) -----------------------------------------------
 # Every multi-name script takes KEYS[1..n] the lock's names, sorted and unique, and last
 # KEYS[n+1] the extend-order key of the first name. A master votes yes only when every key is
@@ -260,6 +287,8 @@ ALL = (
     RELEASE_AND_NOTIFY,
     FENCED_ACQUIRE,
     FENCE_RAISE,
+    INSPECT,
+    FORCE_RELEASE,
     MULTI_ACQUIRE,
     MULTI_RELEASE,
     MULTI_EXTEND,

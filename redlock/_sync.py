@@ -5,16 +5,19 @@ It runs the pure flows of ``redlock._core`` over the connection policy of
 shared by every thread that uses the client.
 
 Threads (leader and followers)
-    A round is written by the calling thread (each master's bytes in one ``send``) and read
-    by a calling thread too: of the threads waiting for rounds, one at a time, the *leader*,
-    polls every command socket, feeds the RESP parsers and records each reply in the round
-    that asked for it (first in, first out), for all of them; the others sleep on an event
-    until their round is settled, their deadline passes, or the leader hands over. A lone
-    operation therefore never leaves its thread: no wake-up of another thread stands between
-    a reply and its caller, which is most of what a lock costs on loopback. The client's
-    I/O thread keeps what nobody waits for: the subscriber connections (wake-up on release),
-    write buffers that a socket could not take at once, and, every half second when no round
-    waits, the replies nobody waited for (so a master that closed its end is noticed).
+    A round is written by the calling thread and read by a calling thread too: of the
+    threads waiting for rounds, one at a time, the *leader*, polls every command socket,
+    feeds the RESP parsers and records each reply in the round that asked for it (first in,
+    first out), for all of them; the others sleep on an event until their round is settled,
+    their deadline passes, or the leader hands over. A lone operation therefore never leaves
+    its thread: no wake-up of another thread stands between a reply and its caller, which
+    is most of what a lock costs on loopback. Beside other flows, a thread sends its round
+    without holding the lock, and the commands other threads queue meanwhile go out in the
+    same ``send`` (one write per master for many rounds).
+
+    The client's I/O thread keeps what nobody waits for: the subscriber connections
+    (wake-up on release), bytes that a socket could not take at once, and, while no flow is
+    under way, the command connections (a late reply, a master that closed its end).
     Connects (TCP, TLS, handshake) run in short-lived threads of their own, so a host that
     does not answer never holds up the others.
 
@@ -85,13 +88,27 @@ class _Socket:
         self.fileno = sock.fileno()
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.parser = reply_parser()
+        #: Bytes not yet taken by the socket, in order.
         self.outbuf = bytearray()
+        #: A calling thread is sending ``outbuf`` without the lock: nobody else sends on
+        #: this socket meanwhile, and what they add is sent by that thread after its part.
+        self.sending = False
 
     def abandon(self) -> None:
         """Close our file descriptor only: no shutdown, no TLS close_notify, so a process
         that shares the socket (a parent, after fork) keeps its connection intact."""
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def _send(conn: _Socket, data: bytes | bytearray) -> int | OSError:
+    """Bytes the socket took (0 if it is full), or why it failed."""
+    try:
+        return conn.sock.send(data)
+    except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+        return 0
+    except OSError as error:
+        return error
 
 
 _DRIVERS: weakref.WeakSet[Driver] = weakref.WeakSet()
@@ -119,7 +136,7 @@ class Driver(DriverBase):
         self._io_thread: threading.Thread | None = None
         self._poke_read = self._poke_write = -1
         #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
-        self._active = 0
+        self._running: set[Flow] = set()
         #: The waiting thread that reads the command sockets for everyone (by its event),
         #: and until when its claim holds: past that, a claim left by an interrupted thread
         #: is void.
@@ -163,11 +180,11 @@ class Driver(DriverBase):
         """
         if os.getpid() != self._pid:
             self.after_fork()  # forked without the at-fork hook (it is process-wide; belt and braces)
-        with self._lock:
-            self._active += 1
-            if interrupt is not None:
-                self._interrupts.add(interrupt)
         try:
+            with self._lock:
+                self._running.add(flow)  # a set: the finally is right wherever Ctrl-C lands
+                if interrupt is not None:
+                    self._interrupts.add(interrupt)
             try:
                 return commit(self._drive(flow, interrupt))
             except BaseException as interruption:
@@ -180,7 +197,7 @@ class Driver(DriverBase):
         finally:
             flow.close()
             with self._lock:
-                self._active -= 1
+                self._running.discard(flow)
                 if interrupt is not None:
                     self._interrupts.discard(interrupt)
 
@@ -204,8 +221,21 @@ class Driver(DriverBase):
         round_.waker = wake.set
         now = self._clock()
         deadline = now + round_.timeout
-        with self._lock:
-            self._submit(round_, now)
+        claimed: list[_Socket] = []
+        try:
+            with self._lock:
+                self._submit(round_, now, claimed)
+            if claimed:
+                self._send_claimed(claimed)
+        except BaseException as interruption:
+            # Ctrl-C around a send: how much of it left is unknown, so those links start over.
+            with self._lock:
+                for conn in claimed:
+                    if conn.sending:
+                        conn.sending = False
+                        if self._sockets.get((conn.kind, conn.node)) is conn:
+                            self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-send: {interruption!r}"))
+            raise
         until: float | None = deadline
         while until is not None:
             self._await(round_, wake, until)
@@ -278,26 +308,63 @@ class Driver(DriverBase):
             if conn is not None:
                 self._read(conn)
 
-    def _submit(self, round_: Round, now: float) -> None:
-        """Under the lock: send, queue or skip the round's command on every target."""
+    def _submit(self, round_: Round, now: float, claimed: list[_Socket]) -> None:
+        """Under the lock: queue, or skip, the round's command on every target; adds to
+        ``claimed`` the sockets whose bytes this thread is to send (:meth:`_send_claimed`)."""
         self._ensure_io_thread()
         sending: int | None = None
         try:
             for node in round_.targets:
-                if self._policy.looks_hung(node, now):
+                conn = self._sockets.get(("command", node))
+                if conn is not None and self._policy.looks_hung(node, now):
                     # Replies are read only while somebody waits: these may be in our buffer.
+                    self._read(conn)
                     conn = self._sockets.get(("command", node))
-                    if conn is not None:
-                        self._read(conn)
                 sending = node
-                self._carry_out(self._policy.submit(round_, node, now))
+                action = self._policy.submit(round_, node, now)
+                if isinstance(action, Write) and conn is not None:
+                    conn.outbuf += action.data
+                    if conn.tls or len(self._running) == 1:
+                        # TLS: one TLS object may not send and receive at once. Alone: no
+                        # other thread could add to our send, so it goes out now, as it is.
+                        self._flush(conn)
+                    elif not conn.sending:
+                        conn.sending = True
+                        claimed.append(conn)
+                else:
+                    self._carry_out(action)
                 sending = None
         except BaseException as interruption:
-            # Between recording a command as in flight and writing all of its bytes: the
+            # Between recording a command as in flight and queueing all of its bytes: the
             # link can no longer match replies to commands, so it starts over.
             if sending is not None:
                 self._lose("command", sending, ConnectionError(f"interrupted mid-write: {interruption!r}"))
             raise
+
+    def _send_claimed(self, claimed: list[_Socket]) -> None:
+        """Send the claimed sockets' bytes without the lock, so that the commands other
+        threads queue meanwhile leave in the same ``send`` as ours (one write per master
+        for many rounds), and no thread waits for the lock behind a system call."""
+        with self._lock:
+            chunks = [(conn, bytes(conn.outbuf)) for conn in claimed]
+        while chunks:
+            results = [(conn, len(chunk), _send(conn, chunk)) for conn, chunk in chunks]
+            with self._lock:
+                chunks = []
+                for conn, size, outcome in results:
+                    if self._sockets.get((conn.kind, conn.node)) is not conn:
+                        conn.sending = False  # lost meanwhile: its rounds know
+                    elif isinstance(outcome, OSError):
+                        conn.sending = False
+                        self._lose(conn.kind, conn.node, outcome)
+                    else:
+                        del conn.outbuf[:outcome]
+                        if outcome == size and conn.outbuf:
+                            chunks.append((conn, bytes(conn.outbuf)))  # queued by others meanwhile
+                        else:
+                            conn.sending = False
+                            if conn.outbuf:
+                                self._poke()  # the socket is full: the I/O thread writes the rest
 
     def _pause(self, pause: Pause, interrupt: threading.Event | None) -> None:
         self._raise_if_closed()
@@ -336,9 +403,7 @@ class Driver(DriverBase):
         give_up = time.monotonic() + self._connect_timeout + 2 * self._node_timeout
         while time.monotonic() < give_up:
             with self._lock:
-                busy = (
-                    self._active > 0 or self._policy.delivering() or any(conn.outbuf for conn in self._sockets.values())
-                )
+                busy = self._running or self._policy.delivering() or any(conn.outbuf for conn in self._sockets.values())
             if not busy:
                 break
             time.sleep(0.001)
@@ -389,31 +454,19 @@ class Driver(DriverBase):
         self._poke()  # the I/O thread has a new socket to read
 
     def _write(self, conn: _Socket, data: bytes) -> None:
-        if not data:
-            return
-        if conn.outbuf:
-            conn.outbuf += data  # behind what waits already: order is the whole point
-            return
-        try:
-            sent = conn.sock.send(data)
-        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-            sent = 0
-        except OSError as error:
-            self._lose(conn.kind, conn.node, error)
-            return
-        if sent < len(data):
-            conn.outbuf += data[sent:]
-            self._poke()  # the I/O thread writes the rest when the socket can take it
+        conn.outbuf += data  # behind what waits already: order is the whole point
+        self._flush(conn)
 
     def _flush(self, conn: _Socket) -> None:
-        try:
-            sent = conn.sock.send(conn.outbuf)
-        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-            return
-        except OSError as error:
-            self._lose(conn.kind, conn.node, error)
+        if conn.sending or not conn.outbuf:
+            return  # a thread sending without the lock takes these too
+        sent = _send(conn, conn.outbuf)
+        if isinstance(sent, OSError):
+            self._lose(conn.kind, conn.node, sent)
             return
         del conn.outbuf[:sent]
+        if conn.outbuf:
+            self._poke()  # the I/O thread writes the rest when the socket can take it
 
     def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
         conn = self._sockets.pop((kind, node), None)
@@ -481,11 +534,13 @@ class Driver(DriverBase):
                 poller = select.poll()
                 poller.register(poke, select.POLLIN)
                 watched = {}
+                # Command replies are the waiting threads' to read (see the module); with no
+                # flow under way, what comes (a late reply, a master hanging up) is ours.
+                idle = not self._running
                 for conn in self._sockets.values():
-                    # Command replies are the waiting threads' to read (see the module).
-                    events = (select.POLLIN if conn.kind == "subscriber" else 0) | (
-                        select.POLLOUT if conn.outbuf else 0
-                    )
+                    events = select.POLLIN if conn.kind == "subscriber" or idle else 0
+                    if conn.outbuf and not conn.sending:  # (a sending thread writes its own)
+                        events |= select.POLLOUT
                     if events:
                         watched[conn.fileno] = conn
                         poller.register(conn.fileno, events)
@@ -493,12 +548,6 @@ class Driver(DriverBase):
             with self._lock:
                 if self._io_thread is not me:
                     return
-                if not ready and self._leader is None:
-                    # Quiet, and nobody waits: read what came for nobody (late replies, a
-                    # master that hung up) so that it is not mistaken for a hang later.
-                    for conn in [conn for conn in self._sockets.values() if conn.kind == "command"]:
-                        if self._sockets.get(("command", conn.node)) is conn:
-                            self._read(conn)
                 for fd, events in ready:
                     if fd == poke:
                         with contextlib.suppress(BlockingIOError):
@@ -512,5 +561,6 @@ class Driver(DriverBase):
                     if (
                         events & (select.POLLIN | select.POLLHUP | select.POLLERR)
                         and self._sockets.get((conn.kind, conn.node)) is conn
+                        and (conn.kind == "subscriber" or not self._running)
                     ):
                         self._read(conn)

@@ -13,6 +13,7 @@ and a cancelled release completes, shielded, before the cancellation goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -20,13 +21,23 @@ from typing import Any
 import redis.asyncio
 
 from redlock._aio import Driver, complete_despite_cancellation
-from redlock._core import Lease, LockSpec, Result
+from redlock._core import (
+    Lease,
+    LockInfo,
+    LockSpec,
+    MasterInfo,
+    Result,
+    force_release_flow,
+    inspect_flow,
+    lock_info,
+)
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
     LockOptions,
     LockState,
     PermitView,
+    Turn,
     semaphore_options,
 )
 from redlock.exceptions import (
@@ -49,9 +60,11 @@ __all__ = [
     "ClientClosed",
     "Lock",
     "LockAlreadyHeld",
+    "LockInfo",
     "LockLost",
     "LockNotAcquired",
     "LockNotHeld",
+    "MasterInfo",
     "MasterMisconfigured",
     "NodeOutcome",
     "NodeStatus",
@@ -84,20 +97,38 @@ class Redlock(ClusterConfig):
         on_lost: Callable[[Lock], None] | None = None,
         cancel_on_lost: bool = False,
         fencing: bool = False,
+        reentrant: bool = False,
+        lock_delay: float = 0.0,
     ) -> Lock:
         """A Lock on ``name``; see :meth:`redlock.Redlock.lock` for the arguments.
 
         Here the renewer is a task, ``on_lost(lock)`` is called in the event loop, and
         ``cancel_on_lost=True`` makes a loss cancel the task running the ``async with``
         body, so that protected work stops instead of running on unprotected; the block
-        then raises LockLost rather than CancelledError. A list or tuple of names makes a
-        lock on all of them at once, as with the sync client.
+        then raises LockLost rather than CancelledError. Tasks share a Lock object as they
+        share an ``asyncio.Lock``; with ``reentrant=True`` the owning task may acquire again.
+        A list or tuple of names makes a lock on all of them at once, as with the sync client.
         """
-        spec = self.lock_spec(name, ttl, fencing=fencing)
+        spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay)
         options = LockOptions.checked(
-            spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, cancel_on_lost=cancel_on_lost
+            spec,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            reentrant=reentrant,
         )
         return Lock(self, spec, options)
+
+    async def inspect(self, name: str) -> LockInfo:
+        """See :meth:`redlock.Redlock.inspect`."""
+        spec = self.lock_spec(name, DEFAULT_TTL)
+        return await self._driver.run(inspect_flow(spec), lambda result: lock_info(spec, result))
+
+    async def force_release(self, name: str) -> LockInfo:
+        """See :meth:`redlock.Redlock.force_release` (and its warning)."""
+        spec = self.lock_spec(name, DEFAULT_TTL)
+        return await self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
     def semaphore(
         self,
@@ -149,20 +180,49 @@ class Redlock(ClusterConfig):
 
 
 class Lock(LockState[Redlock]):
-    """The asyncio twin of :class:`redlock.Lock`: the same methods, awaited."""
+    """The asyncio twin of :class:`redlock.Lock`: the same methods, awaited.
+
+    Tasks share it as threads share the sync Lock: the owner is the task whose acquire
+    succeeded, and the others' acquires wait for its release.
+    """
 
     def __init__(self, cluster: Redlock, spec: LockSpec, options: LockOptions) -> None:
         super().__init__(cluster, spec, options)
         self._renewer: asyncio.Task[None] | None = None
         self._body: asyncio.Task[Any] | None = None
         self._cancelled_body = False
+        #: Set (and replaced) each time the object is freed: the waiting tasks check again.
+        self._freed = asyncio.Event()
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """See :meth:`redlock.Lock.acquire`. If cancelled, rolls back before re-raising."""
-        tokens, flow = self._acquire_flow(blocking, timeout)
-        # Interrupted (cancelled) before the lease is recorded, with SETs possibly landed:
-        # ours are taken back, whatever comes next.
-        return await self._cluster._driver.run(flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens))
+        give_up_at = self._acquire_deadline(blocking, timeout)
+        me = asyncio.current_task()
+        try:
+            turns = self._turn(me, blocking, give_up_at)
+            try:
+                while True:
+                    # Nothing else runs between the check and the wait: no release is missed.
+                    wait, freed = next(turns), self._freed
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(wait):
+                            await freed.wait()
+            except StopIteration as stop:
+                turn: Turn = stop.value
+            if turn is not Turn.AT_MASTERS:
+                return turn is Turn.NESTED
+            tokens, flow = self._acquire_flow(blocking, give_up_at)
+            # Interrupted (cancelled) before the lease is recorded, with SETs possibly landed:
+            # ours are taken back, whatever comes next.
+            return await self._cluster._driver.run(
+                flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens)
+            )
+        finally:
+            self._end_turn(me)
+
+    def _wake_local(self) -> None:
+        freed, self._freed = self._freed, asyncio.Event()
+        freed.set()
 
     def _start_renewer(self, lease: Lease) -> None:
         renewer = self._renewer = asyncio.ensure_future(self._renew(lease))
@@ -172,6 +232,8 @@ class Lock(LockState[Redlock]):
 
     async def release(self) -> None:
         """See :meth:`redlock.Lock.release`. A cancelled release still completes first."""
+        if self._counted_down(asyncio.current_task()):
+            return
         lease, flow = self._release_flow()
         renewer, self._renewer = self._renewer, None
         if renewer is not None and renewer is not asyncio.current_task():
@@ -180,7 +242,10 @@ class Lock(LockState[Redlock]):
         async def release_and_record() -> None:
             # The state changes inside the shielded work: a cancelled caller still ends up
             # with the token forgotten exactly when the release is done, not before.
-            await self._cluster._driver.run(flow, lambda result: self._released(lease, result))
+            try:
+                await self._cluster._driver.run(flow, lambda result: self._released(lease, result))
+            finally:
+                self._leave()
 
         await complete_despite_cancellation(release_and_record())
 
@@ -205,6 +270,8 @@ class Lock(LockState[Redlock]):
     async def __aenter__(self) -> Lock:
         if not await self.acquire(blocking=True, timeout=self._options.timeout):
             raise self._not_acquired_in_with()
+        if self._holds > 1:
+            return self  # nested: the outermost block's task is the body a loss cancels
         self._body = asyncio.current_task()
         self._cancelled_body = False
         return self
@@ -212,6 +279,9 @@ class Lock(LockState[Redlock]):
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        if self._holds > 1:
+            await self.release()  # nested: only counted down; the outermost block reports a loss
+            return
         body, self._body = self._body, None
         if self._cancelled_body and isinstance(exc, asyncio.CancelledError) and body is not None:
             # The cancellation was ours, not the caller's: report it as the loss it is.
