@@ -13,6 +13,8 @@ verdict is whatever these functions find in its history:
 * :func:`check_validity`: a deadline later than the client could know the lock to last,
   computed from when the harness saw the acquire (or extend) invoked, not from what the
   client says;
+* :func:`check_semaphore_limits`: moments when more holders than a semaphore's limit held
+  a permit of it at once (a semaphore's tenures are left out of mutual exclusion);
 * :func:`measure_liveness`: what safety cost: success share, acquire latency, idle time.
 
 :func:`check_all` runs them all and returns a :class:`Verdict`.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -48,6 +51,7 @@ from .history import (
 
 __all__ = [
     "VALIDITY_SLACK",
+    "Crowding",
     "DuplicateToken",
     "LateExtend",
     "Liveness",
@@ -62,9 +66,11 @@ __all__ = [
     "check_fencing_order",
     "check_lost_updates",
     "check_mutual_exclusion",
+    "check_semaphore_limits",
     "check_stale_writes",
     "check_validity",
     "measure_liveness",
+    "most_holders",
     "overlapping_pairs",
     "percentile",
     "validity_bound",
@@ -155,7 +161,8 @@ def check_mutual_exclusion(history: History | Iterable[Event]) -> list[Overlap]:
     history = _history(history)
     windows = history.fault_windows()
     overlaps: list[Overlap] = []
-    for first, second in overlapping_pairs(history.tenures()):
+    locks = [tenure for tenure in history.tenures() if tenure.limit == 1]
+    for first, second in overlapping_pairs(locks):
         start, end = second.start, min(first.end, second.end)
         overlaps.append(
             Overlap(
@@ -169,6 +176,113 @@ def check_mutual_exclusion(history: History | Iterable[Event]) -> list[Overlap]:
             )
         )
     return overlaps
+
+
+# --- semaphores -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Crowding:
+    """More holders of semaphore ``name`` than its ``limit`` at once, from ``start`` to ``end``.
+
+    ``holders`` are the tenures active over the whole of that time; ``faults`` were active
+    at some moment of it, or of the holders' acquires before it.
+    """
+
+    name: str
+    limit: int
+    holders: tuple[Tenure, ...]
+    start: float
+    end: float
+    faults: tuple[FaultWindow, ...] = ()
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    def describe(self) -> str:
+        faults = ", ".join(f"{w.kind} {w.target}" for w in self.faults) or "no fault"
+        who = ", ".join(t.holder for t in self.holders)
+        return (
+            f"semaphore {self.name!r} (limit {self.limit}) held by {len(self.holders)} at once "
+            f"({who}) for {self.duration:.3f}s from t={self.start:.3f} (faults: {faults})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "limit": self.limit,
+            "holders": [t.to_dict() for t in self.holders],
+            "start": self.start,
+            "end": _time(self.end),
+            "faults": [w.to_dict() for w in self.faults],
+        }
+
+
+def most_holders(tenures: Iterable[Tenure]) -> dict[str, int]:
+    """For each semaphore name (limit above 1), the most holders it had at any moment."""
+    return {
+        name: max((len(present) for _, _, present in _crowds(mine)), default=0)
+        for name, mine in _semaphores(tenures).items()
+    }
+
+
+def _semaphores(tenures: Iterable[Tenure]) -> dict[str, list[Tenure]]:
+    by_name: dict[str, list[Tenure]] = defaultdict(list)
+    for tenure in tenures:
+        if tenure.limit > 1 and tenure.end > tenure.start:
+            by_name[tenure.name].append(tenure)
+    return by_name
+
+
+def _crowds(tenures: Sequence[Tenure]) -> list[tuple[float, float, tuple[Tenure, ...]]]:
+    """The holders present in each stretch of time between two starts or ends.
+
+    A sweep over boundaries: at an equal time, ends come before starts (a handover is not
+    an overlap, as for locks), so a stretch is (boundary, next boundary) with its holders.
+    """
+    starting: dict[float, list[int]] = defaultdict(list)
+    ending: dict[float, list[int]] = defaultdict(list)
+    for index, tenure in enumerate(tenures):
+        starting[tenure.start].append(index)
+        ending[tenure.end].append(index)
+    active: dict[int, Tenure] = {}
+    stretches = []
+    for low, high in itertools.pairwise(sorted(starting.keys() | ending.keys())):
+        for index in ending.get(low, ()):
+            active.pop(index, None)
+        for index in starting.get(low, ()):
+            active[index] = tenures[index]
+        stretches.append((low, high, tuple(active.values())))
+    return stretches
+
+
+def check_semaphore_limits(history: History | Iterable[Event]) -> list[Crowding]:
+    """Each maximal stretch of time in which a semaphore had more holders than its limit."""
+    history = _history(history)
+    windows = history.fault_windows()
+    found: list[Crowding] = []
+    for name, tenures in sorted(_semaphores(history.tenures()).items()):
+        limit = max(t.limit for t in tenures)
+        for low, high, present in _crowds(tenures):
+            if len(present) <= limit:
+                continue
+            last = found[-1] if found else None
+            if last is not None and last.name == name and last.end == low and last.holders == present:
+                found[-1] = dataclasses.replace(last, end=high)
+                continue
+            since = min(t.invoked for t in present)
+            found.append(
+                Crowding(
+                    name=name,
+                    limit=limit,
+                    holders=present,
+                    start=low,
+                    end=high,
+                    faults=tuple(w for w in windows if w.overlaps(since, high)),
+                )
+            )
+    return found
 
 
 # --- lost updates ---------------------------------------------------------------------------
@@ -713,7 +827,7 @@ def _union_length(intervals: Iterable[tuple[float, float]], low: float, high: fl
 # --- everything at once ---------------------------------------------------------------------
 
 
-Kind = Literal["mutual-exclusion", "lost-update", "fencing", "late-extend", "validity-overstated"]
+Kind = Literal["mutual-exclusion", "lost-update", "fencing", "late-extend", "validity-overstated", "semaphore-limit"]
 
 
 @dataclass(frozen=True)
@@ -729,6 +843,7 @@ class Verdict:
     overstated: tuple[OverstatedValidity, ...] = ()
     #: The time of the history's first event: what the violations' times are counted from.
     origin: float = 0.0
+    crowding: tuple[Crowding, ...] = ()
 
     @property
     def violations(self) -> list[str]:
@@ -740,6 +855,7 @@ class Verdict:
             *(s.describe() for s in self.stale_writes),
             *(e.describe() for e in self.late_extends),
             *(v.describe() for v in self.overstated),
+            *(c.describe() for c in self.crowding),
         ]
 
     @property
@@ -760,6 +876,8 @@ class Verdict:
             kinds.append("late-extend")
         if self.overstated:
             kinds.append("validity-overstated")
+        if self.crowding:
+            kinds.append("semaphore-limit")
         return kinds
 
     def to_dict(self) -> dict[str, Any]:
@@ -773,6 +891,7 @@ class Verdict:
             "stale_writes": [s.to_dict() for s in self.stale_writes],
             "late_extends": [e.to_dict() for e in self.late_extends],
             "overstated": [v.to_dict() for v in self.overstated],
+            "crowding": [c.to_dict() for c in self.crowding],
             "liveness": self.liveness.to_dict(),
         }
 
@@ -796,4 +915,5 @@ def check_all(
         liveness=measure_liveness(history, window=window),
         overstated=tuple(check_validity(history, slack=slack)),
         origin=history.start or 0.0,
+        crowding=tuple(check_semaphore_limits(history)),
     )

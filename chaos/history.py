@@ -116,6 +116,8 @@ class AcquireReturned(Event):
     deadline: float | None = None
     fencing: int | None = None
     error: str | None = None
+    #: For a semaphore's permit: how many may hold ``name`` at once (None: a lock, one).
+    limit: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,6 +308,8 @@ class Tenure:
     deadline: float | None
     released: float | None
     via: Literal["acquire", "extend"] = "acquire"
+    #: How many may hold ``name`` at once: 1 for a lock, the limit for a semaphore.
+    limit: int = 1
 
     @property
     def holder(self) -> str:
@@ -358,6 +362,7 @@ class _OpenTenure:
         self.deadline = event.deadline
         self.released: float | None = None
         self.via = via
+        self.limit = event.limit or 1
 
     def close(self) -> Tenure:
         ends = [t for t in (self.released, self.deadline) if t is not None]
@@ -373,6 +378,7 @@ class _OpenTenure:
             deadline=self.deadline,
             released=self.released,
             via="extend" if self.via == "extend" else "acquire",
+            limit=self.limit,
         )
 
 
@@ -499,6 +505,7 @@ class History:
                     token=tenure.token,
                     deadline=event.deadline,
                     fencing=tenure.fencing,
+                    limit=tenure.limit,
                 )
                 key = (tenure.client, tenure.name, tenure.token)
                 open_[key] = _OpenTenure(revived, tenure.invoked, via="extend")
@@ -653,6 +660,7 @@ class Recorder:
         deadline: float | None = None,
         fencing: int | None = None,
         error: str | None = None,
+        limit: int | None = None,
     ) -> None:
         self.record(
             AcquireReturned(
@@ -665,6 +673,7 @@ class Recorder:
                 deadline=deadline,
                 fencing=fencing,
                 error=error,
+                limit=limit,
             )
         )
 

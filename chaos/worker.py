@@ -21,7 +21,9 @@ then each command, ``{"id": 7, "cmd": "acquire", "args": {...}, "pause": null}``
 answered by ``{"id": 7, "ok": true, "result": {...}}`` or ``{"id": 7, "ok": false,
 "error": "..."}``, in order. Commands are the :class:`~chaos.workload.ClientSession`
 methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``)
-plus ``ping``; ``acquire`` takes ``lock_delay`` (seconds, default 0) among its args.
+plus ``ping``; ``acquire`` takes ``lock_delay`` (seconds, default 0) among its args, and
+``also`` (more names: one lock on all of them), ``limit`` (a semaphore's permit) and
+``quorum`` (a forced quorum: the self-test's semaphore on a plain majority).
 ``"pause": "before" | "after"`` makes the process SIGSTOP itself around the step (for
 ``write``, between its validity check and the write itself). End of input ends the process.
 
@@ -140,6 +142,9 @@ class _Worker:
                 timeout=args.get("timeout"),
                 at=args.get("at"),
                 lock_delay=float(args.get("lock_delay", 0.0)),
+                also=list(args.get("also", ())),
+                limit=int(args.get("limit", 0)),
+                quorum=int(args.get("quorum", 0)),
             )
         elif name == "read":
             result = session.read(args["name"])
