@@ -326,9 +326,11 @@ def claims(draw: st.DrawFn) -> list[Claim]:
         ttl = draw(st.sampled_from([0.05, 1.0, 2.0, 30.0]))
         invoked = now + draw(st.floats(0, 1))
         latency = draw(st.floats(0, 0.5))
-        # A one-attempt operation reads its clock within the slack of its invocation; a
-        # blocking acquire's winning attempt may begin anywhere before its return.
-        reach = latency if via == "acquire-blocking" else min(latency, VALIDITY_SLACK)
+        # A one-attempt operation reads its clock within the slack of its invocation (half
+        # of it here: at exactly the slack a correct deadline equals the bound, and which
+        # side float rounding puts it on is no property of the checker); a blocking
+        # acquire's winning attempt may begin anywhere before its return.
+        reach = latency if via == "acquire-blocking" else min(latency, VALIDITY_SLACK / 2)
         t1 = invoked + draw(st.floats(0, 1)) * reach
         error = draw(st.sampled_from([0.0, 0.0, -0.01, 0.001, 0.02, 0.3]))
         found.append(Claim(via, ttl, invoked, t1, invoked + latency, error))
