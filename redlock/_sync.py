@@ -136,7 +136,8 @@ class Driver(DriverBase):
         self._io_thread: threading.Thread | None = None
         self._poke_read = self._poke_write = -1
         #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
-        self._running: set[Flow] = set()
+        #: Weak: a flow whose run() a Ctrl-C left before it could say so is gone with it.
+        self._running: weakref.WeakSet[Flow] = weakref.WeakSet()
         #: The waiting thread that reads the command sockets for everyone (by its event),
         #: and until when its claim holds: past that, a claim left by an interrupted thread
         #: is void.
@@ -182,7 +183,7 @@ class Driver(DriverBase):
             self.after_fork()  # forked without the at-fork hook (it is process-wide; belt and braces)
         try:
             with self._lock:
-                self._running.add(flow)  # a set: the finally is right wherever Ctrl-C lands
+                self._running.add(flow)
                 if interrupt is not None:
                     self._interrupts.add(interrupt)
             try:
@@ -235,6 +236,8 @@ class Driver(DriverBase):
                         conn.sending = False
                         if self._sockets.get((conn.kind, conn.node)) is conn:
                             self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-send: {interruption!r}"))
+                        else:
+                            conn.abandon()
             raise
         until: float | None = deadline
         while until is not None:
@@ -329,8 +332,8 @@ class Driver(DriverBase):
                         # other thread could add to our send, so it goes out now, as it is.
                         self._flush(conn)
                     elif not conn.sending:
+                        claimed.append(conn)  # first: a claim is always in the list
                         conn.sending = True
-                        claimed.append(conn)
                 else:
                     self._carry_out(action)
                 sending = None
@@ -346,14 +349,21 @@ class Driver(DriverBase):
         threads queue meanwhile leave in the same ``send`` as ours (one write per master
         for many rounds), and no thread waits for the lock behind a system call."""
         with self._lock:
-            chunks = [(conn, bytes(conn.outbuf)) for conn in claimed]
+            chunks = []
+            for conn in claimed:
+                if self._sockets.get((conn.kind, conn.node)) is conn:
+                    chunks.append((conn, bytes(conn.outbuf)))
+                else:  # lost since: nothing more may be written on it (its rounds know)
+                    conn.sending = False
+                    conn.abandon()
         while chunks:
             results = [(conn, len(chunk), _send(conn, chunk)) for conn, chunk in chunks]
             with self._lock:
                 chunks = []
                 for conn, size, outcome in results:
                     if self._sockets.get((conn.kind, conn.node)) is not conn:
-                        conn.sending = False  # lost meanwhile: its rounds know
+                        conn.sending = False  # lost meanwhile: its rounds know; ours to close
+                        conn.abandon()
                     elif isinstance(outcome, OSError):
                         conn.sending = False
                         self._lose(conn.kind, conn.node, outcome)
@@ -471,9 +481,17 @@ class Driver(DriverBase):
     def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
         conn = self._sockets.pop((kind, node), None)
         if conn is not None:
-            self._command_poller = None
-            conn.abandon()
+            self._drop(conn)
         self._policy.lost(kind, node, error, self._clock())
+
+    def _drop(self, conn: _Socket) -> None:
+        """Under the lock, for a socket no longer in ``_sockets``: close it, unless a thread
+        is sending on it without the lock. That thread closes it once its ``send`` returns:
+        closed now, its number could go to a new connection before that ``send`` reads it,
+        and our bytes would land there."""
+        self._command_poller = None
+        if not conn.sending:
+            conn.abandon()
 
     def _read(self, conn: _Socket) -> None:
         try:
@@ -503,8 +521,7 @@ class Driver(DriverBase):
         self._write(conn, outcome.write)
         if outcome.hang_up:
             del self._sockets[(conn.kind, conn.node)]
-            self._command_poller = None
-            conn.abandon()
+            self._drop(conn)
         elif outcome.failure is not None or failure is not None:
             self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
 
