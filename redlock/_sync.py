@@ -247,6 +247,8 @@ class Driver(DriverBase):
                     break
                 self._last_look(round_)
                 until = self._policy.overtime(round_, deadline)
+                if until is not None and until <= self._clock():
+                    until = None  # (a connect that never reported: the client was closed)
         with self._lock:
             round_.waker = None
             self._policy.time_out(round_)
@@ -438,6 +440,10 @@ class Driver(DriverBase):
             conn = self._sockets.get((action.kind, action.node))
             if conn is not None:
                 self._write(conn, action.data)
+        elif isinstance(action, Connect) and self._shut:
+            # Closed: the clean-up that asked has nothing to reach; tell it now, not after
+            # a connect_timeout of waiting for a connect nobody will make.
+            self._carry_out(self._policy.connected(action, ClientClosed("the client was closed"), self._clock()))
         elif isinstance(action, Connect):
             thread = threading.Thread(
                 target=self._connect, args=(action,), name=f"redlock-connect-{action.node}", daemon=True
