@@ -12,7 +12,8 @@ Protocol: JSON, one object per line. The first line configures the client::
 then each command, ``{"id": 7, "cmd": "acquire", "args": {...}, "pause": null}``, is
 answered by ``{"id": 7, "ok": true, "result": {...}}`` or ``{"id": 7, "ok": false,
 "error": "..."}``, in order. Commands are the :class:`~chaos.workload.ClientSession`
-methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``)
+methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``,
+``elect``)
 plus ``ping``; ``acquire`` takes ``lock_delay`` (seconds, default 0) among its args.
 ``"pause": "before" | "after"`` makes the process SIGSTOP itself around the step (for
 ``write``, between its validity check and the write itself). End of input ends the process.
@@ -36,7 +37,7 @@ from typing import IO, Any
 import redlock
 
 from .history import Recorder
-from .workload import ClientSession, LoopSpec, Resource, direct_client
+from .workload import ClientSession, ElectSpec, LoopSpec, Resource, direct_client
 
 __all__ = ["PARENT_ENV", "main"]
 
@@ -122,6 +123,8 @@ class _Worker:
             )
         elif name == "loop":
             result = session.loop(LoopSpec.from_dict(args))
+        elif name == "elect":
+            result = session.elect(ElectSpec.from_dict(args))
         else:
             raise ValueError(f"unknown command {name!r}")
         if pause == "after":
