@@ -283,7 +283,7 @@ class Lock(LockState[Redlock]):
 
 
 class Election(ElectionState[Lock]):
-    """One campaigner in the leader election on one name (made by :meth:`Redlock.election`).
+    """One campaigner in the leader election on one name.
 
     ::
 

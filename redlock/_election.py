@@ -112,10 +112,12 @@ class ElectionState(Generic[LockT]):
 
     @property
     def name(self) -> str:
+        """The name the campaigners stand for (their Lock's name)."""
         return self._lock.name
 
     @property
     def ttl(self) -> float:
+        """How long a leader that stops extending (crashed, hung, cut off) keeps the others out."""
         return self._lock.ttl
 
     @property
@@ -144,6 +146,7 @@ class ElectionState(Generic[LockT]):
 
     @property
     def observe_interval(self) -> float:
+        """The longest ``observe()`` goes without looking at the masters."""
         return self._observe_interval
 
     @staticmethod
