@@ -9,13 +9,7 @@ from types import TracebackType
 import redis
 
 from redlock._core import Lease, LockInfo, LockSpec, Result, force_release_flow, inspect_flow, lock_info
-from redlock._election import (
-    UNCHANGED,
-    ElectionState,
-    check_observe_interval,
-    election_options,
-    election_spec,
-)
+from redlock._election import UNCHANGED, ElectionState
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
@@ -112,10 +106,16 @@ class Redlock(ClusterConfig):
         how late :meth:`Election.observe` sees a change that no release announced.
         ``lock_delay`` is as for :meth:`lock`.
         """
-        spec = election_spec(self, name, ttl, lock_delay)
-        options, cell = election_options(spec, identity, on_lost)
-        interval = check_observe_interval(observe_interval, spec.ttl)
-        return Election(Lock(self, spec, options), interval, cell)
+        return Election.made(
+            self,
+            Lock,
+            name,
+            ttl,
+            identity=identity,
+            on_lost=on_lost,
+            observe_interval=observe_interval,
+            lock_delay=lock_delay,
+        )
 
     def inspect(self, name: str) -> LockInfo:
         """Who holds ``name`` on each master, and the holder a quorum agrees on, if any.

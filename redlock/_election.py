@@ -56,12 +56,6 @@ def default_observe_interval(ttl: float) -> float:
     return min(MAX_OBSERVE_INTERVAL, ttl / 3)
 
 
-def election_spec(cluster: ClusterConfig, name: object, ttl: object, lock_delay: object) -> LockSpec:
-    """The lock spec of an election: fenced (the term), and never giving up on an outage."""
-    spec = cluster.lock_spec(name, ttl, fencing=True, lock_delay=lock_delay)
-    return dataclasses.replace(spec, unavailable_timeout=math.inf)
-
-
 def election_options(
     spec: LockSpec, identity: object, on_lost: object, cancel_on_lost: object = False
 ) -> tuple[LockOptions, list[Any]]:
@@ -91,20 +85,49 @@ def election_options(
     return options, cell
 
 
-def check_observe_interval(value: object, ttl: float) -> float:
-    return default_observe_interval(ttl) if value is None else _config.check_seconds("observe_interval", value)
-
-
 LockT = TypeVar("LockT", bound=LockState[Any])
+
+
+ElectionT = TypeVar("ElectionT", bound="ElectionState[Any]")
 
 
 class ElectionState(Generic[LockT]):
     """One campaigner in the election on one name: its Lock and its identity."""
 
-    def __init__(self, lock: LockT, observe_interval: float, cell: list[Any]) -> None:
+    def __init__(self, lock: LockT, observe_interval: float) -> None:
         self._lock = lock
         self._observe_interval = observe_interval
-        cell.append(self)
+
+    @classmethod
+    def made(
+        cls: type[ElectionT],
+        cluster: ClusterConfig,
+        lock_class: Callable[[Any, LockSpec, LockOptions], LockT],
+        name: object,
+        ttl: object,
+        *,
+        identity: object,
+        on_lost: object,
+        cancel_on_lost: object = False,
+        observe_interval: object,
+        lock_delay: object,
+    ) -> ElectionT:
+        """A campaigner of ``cluster`` (every argument checked before any traffic).
+
+        Its Lock is fenced (the term) and never gives up on an outage of the masters: see
+        the module's docstring.
+        """
+        spec = cluster.lock_spec(name, ttl, fencing=True, lock_delay=lock_delay)
+        spec = dataclasses.replace(spec, unavailable_timeout=math.inf)
+        options, cell = election_options(spec, identity, on_lost, cancel_on_lost)
+        interval = (
+            default_observe_interval(spec.ttl)
+            if observe_interval is None
+            else _config.check_seconds("observe_interval", observe_interval)
+        )
+        election = cls(lock_class(cluster, spec, options), interval)
+        cell.append(election)
+        return election
 
     def __repr__(self) -> str:
         state = f"leader, term {self.term}" if self.is_leader else "not leader"

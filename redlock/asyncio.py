@@ -31,13 +31,7 @@ from redlock._core import (
     inspect_flow,
     lock_info,
 )
-from redlock._election import (
-    UNCHANGED,
-    ElectionState,
-    check_observe_interval,
-    election_options,
-    election_spec,
-)
+from redlock._election import UNCHANGED, ElectionState
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
@@ -141,10 +135,17 @@ class Redlock(ClusterConfig):
         makes a lost leadership cancel the task running the ``async with election:`` body
         (which then raises LockLost), as for a Lock.
         """
-        spec = election_spec(self, name, ttl, lock_delay)
-        options, cell = election_options(spec, identity, on_lost, cancel_on_lost)
-        interval = check_observe_interval(observe_interval, spec.ttl)
-        return Election(Lock(self, spec, options), interval, cell)
+        return Election.made(
+            self,
+            Lock,
+            name,
+            ttl,
+            identity=identity,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            observe_interval=observe_interval,
+            lock_delay=lock_delay,
+        )
 
     async def inspect(self, name: str) -> LockInfo:
         """See :meth:`redlock.Redlock.inspect`."""
