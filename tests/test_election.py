@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import redlock
 import redlock.asyncio
 from redlock import LockLost, QuorumUnavailable
-from redlock._config import MAX_IDENTITY_BYTES
+from redlock._config import MAX_IDENTITY_BYTES, check_identity
 from redlock._core import LockSpec, Pause, Result, Round
 from redlock._election import UNCHANGED, Observer, default_observe_interval
 from redlock._lock import identity_of, identity_token
@@ -45,6 +45,20 @@ def test_a_token_carries_any_printable_identity(identity: str) -> None:
     assert identity_of(token) == identity
     assert identity_of(identity_token(identity)) == identity
     assert identity_token(identity) != token  # the random part keeps tokens unique
+
+
+@given(st.text(max_size=300))
+def test_an_identity_is_accepted_exactly_when_printable_encodable_and_bounded(identity: str) -> None:
+    try:
+        size = len(identity.encode())
+    except UnicodeEncodeError:
+        size = None
+    valid = bool(identity) and size is not None and size <= MAX_IDENTITY_BYTES and identity.isprintable()
+    if valid:
+        assert check_identity(identity) == identity
+    else:
+        with pytest.raises(ValueError, match="identity"):
+            check_identity(identity)
 
 
 @pytest.mark.parametrize("token", [None, "", "ab" * 20, "ab" * 20 + "@", "x" * 40 + "@id", "ab" * 20 + ":id"])
@@ -333,24 +347,48 @@ def test_a_plain_lock_is_no_leader(client: ClientFactory, masters: LocalMasters)
     lock.release()
 
 
-def test_campaign_stands_by_through_an_outage(fresh_masters: MastersFactory) -> None:
+def test_campaign_stands_by_through_an_outage(client: ClientFactory, fresh_masters: MastersFactory) -> None:
     cluster = fresh_masters(3)
-    with redlock.Redlock(cluster.urls, node_timeout=0.1, retry_delay=0.05, unavailable_timeout=0.2) as rl:
-        candidate = rl.election(unique("election"), ttl=2.0, identity="a")
+    rl = client(cluster.urls, retry_delay=0.05, unavailable_timeout=0.2)
+    candidate = election(rl, unique("election"), ttl=2.0, identity="a")
+    for index in range(3):
+        cluster[index].kill()
+    with pytest.raises(QuorumUnavailable):
+        candidate.campaign(timeout=0.3)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(candidate.campaign)
+        # Past unavailable_timeout: a lock's acquire would have given up by now, not a campaign.
+        threading.Event().wait(0.5)
+        assert not waiting.done()
         for index in range(3):
-            cluster[index].kill()
-        with pytest.raises(QuorumUnavailable):
-            candidate.campaign(timeout=0.3)
-        with ThreadPoolExecutor(1) as pool:
-            waiting = pool.submit(candidate.campaign)
-            # Longer than unavailable_timeout: a lock's acquire would have given up by now.
-            assert not waiting.done()
-            threading.Event().wait(0.5)
-            assert not waiting.done()
-            for index in range(3):
-                cluster[index].restart(wipe=True)
-            assert waiting.result(timeout=WAIT)
-        candidate.resign()
+            cluster[index].restart(wipe=True)
+        assert waiting.result(timeout=WAIT)
+    assert candidate.is_leader
+    candidate.resign()
+
+
+def test_a_cancelled_campaign_stops_and_leaves_nothing_behind(masters: LocalMasters, raw: list[redis.Redis]) -> None:
+    name = unique("election")
+
+    async def main() -> bytes:
+        async with redlock.asyncio.Redlock(masters.urls, node_timeout=0.1, retry_delay=0.02) as rl:
+            leader = rl.election(name, ttl=2.0, identity="leader")
+            assert await leader.campaign()
+            assert leader.lock.token is not None
+            waiting = asyncio.ensure_future(rl.election(name, ttl=2.0, identity="waiting").campaign())
+            await asyncio.sleep(0.2)  # a few attempts, refused: it waits for a release
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            token = leader.lock.token.encode()
+            await asyncio.sleep(0.1)  # let the rollback's stragglers land
+            await leader.resign()
+            return token
+
+    token = asyncio.run(asyncio.wait_for(main(), WAIT))
+    # While the leader led, only its token was anywhere; after its resign, nothing is.
+    assert token.endswith(b"@leader")
+    assert eventually(lambda: all(r.get(name) is None for r in raw))
 
 
 # --- bad arguments, before any traffic ------------------------------------------------------------
