@@ -305,7 +305,9 @@ class Election(ElectionState[Lock]):
         ``timeout=None`` waits as long as it takes, through outages of the masters too (a
         campaigner stands by until the cluster is back). With a timeout: False if another
         leads until it runs out, QuorumUnavailable if a majority of masters could not be
-        reached. Nothing of a failed campaign is left on the masters.
+        reached. MasterMisconfigured at once when so many masters refuse our credentials,
+        permissions or TLS that no majority is possible (waiting would not help). Nothing
+        of a failed campaign is left on the masters.
         """
         if self.is_leader:
             return True

@@ -75,38 +75,60 @@ def _inspect_reply(round_: Round, token: str | None, holders: int) -> None:
         round_.record(node, NodeStatus.GRANTED, reply=[1, value, 3000 if value else -2])
 
 
+def observe_step(
+    observer: Observer, now: float, wake_at: float | None, token: str | None, holders: int = 3
+) -> tuple[object, Pause | None]:
+    """One step of ``observer``: woken at ``wake_at`` (None: when its pause ends), and the
+    first ``holders`` masters holding ``token``; what it reported, and how it paused."""
+    flow = observer.step(now)
+    request = next(flow)
+    pause = None
+    if isinstance(request, Pause):
+        pause = request
+        request = flow.send(now + request.seconds if wake_at is None else wake_at)
+    assert isinstance(request, Round)
+    _inspect_reply(request, token, holders)
+    with pytest.raises(StopIteration) as stop:
+        flow.send(now)
+    result: Result = stop.value.value
+    return observer.seen(result), pause
+
+
 def test_observer_reports_changes_only_and_looks_again_soon_after_a_release() -> None:
     observer = Observer(SPEC, interval=1.0)
     leader = identity_token("host-a:1")
-
-    def step(now: float, wake_at: float | None, token: str | None, holders: int = 3) -> tuple[object, Pause | None]:
-        flow = observer.step(now)
-        request = next(flow)
-        pause = None
-        if isinstance(request, Pause):
-            pause = request
-            request = flow.send(now + request.seconds if wake_at is None else wake_at)
-        assert isinstance(request, Round)
-        _inspect_reply(request, token, holders)
-        with pytest.raises(StopIteration) as stop:
-            flow.send(now)
-        result: Result = stop.value.value
-        return observer.seen(result), pause
-
-    assert step(0.0, None, None) == (None, None)  # the first step looks at once
-    seen, pause = step(0.0, None, leader)
+    assert observe_step(observer, 0.0, None, None) == (None, None)  # the first step looks at once
+    seen, pause = observe_step(observer, 0.0, None, leader)
     assert seen == "host-a:1"
     assert pause == Pause(1.0, wake_on="e")
-    assert step(0.0, None, leader)[0] is UNCHANGED
-    assert step(0.0, None, leader, holders=1)[0] is None  # a minority is no leader
-    seen, _ = step(0.0, 0.3, None)  # woken by a release announcement
+    assert observe_step(observer, 0.0, None, leader)[0] is UNCHANGED
+    assert observe_step(observer, 0.0, None, leader, holders=1)[0] is None  # a minority is no leader
+    seen, _ = observe_step(observer, 0.0, 0.3, None)  # woken by a release announcement
     assert seen is UNCHANGED
-    _, pause = step(10.0, None, None)
+    _, pause = observe_step(observer, 10.0, None, None)
     assert pause is not None
     assert pause.seconds == SPEC.retry_delay  # the takeover is near: look again soon
-    _, pause = step(20.0, None, None)
+    _, pause = observe_step(observer, 20.0, None, None)
     assert pause is not None
     assert pause.seconds == 1.0
+
+
+@given(st.lists(st.tuples(st.sampled_from([None, "a", "b:1"]), st.integers(0, 3), st.booleans()), max_size=25))
+def test_observer_reports_exactly_each_change_of_the_majoritys_holder(
+    looks: list[tuple[str | None, int, bool]],
+) -> None:
+    observer = Observer(SPEC, interval=0.5)
+    reported, leaders = [], []
+    now = 0.0
+    for identity, holders, woken in looks:
+        token = None if identity is None else identity_token(identity)
+        seen, pause = observe_step(observer, now, now + 0.01 if woken else None, token, holders)
+        assert pause is None or pause.seconds in (0.5, SPEC.retry_delay)
+        now += 1.0
+        if seen is not UNCHANGED:
+            reported.append(seen)
+        leaders.append(identity if holders >= SPEC.quorum else None)
+    assert reported == [leader for i, leader in enumerate(leaders) if i == 0 or leader != leaders[i - 1]]
 
 
 def test_default_observe_interval() -> None:
