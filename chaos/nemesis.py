@@ -204,6 +204,12 @@ class Nemesis:
 
     # -- clients --
 
+    def client_clock(self, client: str, rate: float) -> str:
+        """Record that ``client``'s clock runs at ``rate``: set when its process starts
+        (:func:`chaos.clock.client_env`) and for its whole life, so :meth:`end` only
+        closes the window."""
+        return self._begin("client-clock", client, f"x{rate:g}", lambda: None)
+
     def pause_client(self, client: str, detail: str = "SIGSTOP") -> str:
         """SIGSTOP a client process; :meth:`end` continues it."""
         process = self.cluster.clients[client]

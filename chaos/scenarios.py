@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import redlock
 
-from .checkers import Verdict
+from .checkers import Verdict, most_holders
 from .clients import ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, History
 from .runner import Run, Scenario, fault_window
@@ -51,7 +51,7 @@ def _loop(
     until = time.monotonic() + duration
     args = {"names": list(NAMES), "until": until, "ttl": run.params.loop_ttl, **spec}
     pending = [c.submit("loop", reply_timeout=duration + 60, **args) for c in clients]
-    run.note(f"workload running for {duration:g}s on {', '.join(NAMES)}")
+    run.note(f"workload running for {duration:g}s on {', '.join(args['names'])}")
     return until, pending
 
 
@@ -508,6 +508,100 @@ def late_extend(run: Run) -> None:
     run.expect(not released["ok"], "c1's release reports the lock lost")
 
 
+# --- 17-20: what a broken client would get wrong (python -m chaos selftest) -------------------
+
+
+def stale_release(run: Run) -> None:
+    ttl = run.params.ttl
+    c1, c2, c3 = run.clients(["c1", "c2", "c3"])
+    pending = c1.submit("acquire", name=LOCK, ttl=ttl, timeout=ttl, pause="after")
+    c1.wait_stopped()
+    run.note("c1 stopped right after acquiring")
+    # c2 holds for long, so that a third holder would overlap it by far.
+    got = c2.call("acquire", name=LOCK, ttl=_long_ttl(run), timeout=2 * ttl + 1)
+    if not run.expect(got["ok"], "c2 acquires once c1's lock expired", _error(got)):
+        return
+    c2.call("read", name=LOCK)
+    c1.resume()
+    run.expect(pending.result()["ok"], "c1 had acquired before it stopped")
+    released = c1.call("release", name=LOCK)
+    run.expect(not released["ok"], "c1's late release reports its lock lost and leaves c2's key")
+    third = c3.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+    run.expect(not third["ok"], "c3 is refused: c2 still holds the lock")
+    if third["ok"]:
+        _use(run, c3, hold=0.3, release=False)
+    c2.call("write", name=LOCK)
+    c2.call("release", name=LOCK)
+    if third["ok"]:
+        c3.call("release", name=LOCK)
+
+
+def _outlives_its_keys(run: Run, c1: ClientProcess, c2: ClientProcess, *, believes_too_long: bool = False) -> None:
+    """c1 acquires (one attempt) and reads; once its keys are gone from every master, c2
+    acquires and reads; c1 writes if it still believes its lock valid, then c2 writes. A
+    client that believes too long overlaps c2 and loses c2's increment."""
+    ttl = run.params.ttl
+    got = c1.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+    if not run.expect(got["ok"], "c1 acquires", _error(got)):
+        return
+    c1.call("read", name=LOCK)
+    gone = [run.wait_key_gone(i, LOCK, timeout=2 * ttl) for i in range(run.params.nodes)]
+    if not run.expect(all(g is not None for g in gone), "c1's keys expire on every master"):
+        return
+    run.metric("c1_validity_left_when_keys_gone", float(got["deadline"]) - max(g for g in gone if g is not None))
+    other = c2.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if not run.expect(other["ok"], "c2 acquires once c1's keys are gone", _error(other)):
+        return
+    c2.call("read", name=LOCK)
+    wrote = bool(c1.call("write", name=LOCK).get("written"))
+    if believes_too_long:
+        run.expect(wrote, "c1 writes: by its own clock its lock is still valid")
+    else:
+        run.expect(not wrote, "c1 does not write: its own validity check says the lock ran out")
+    c2.call("write", name=LOCK)
+    # Both release only once c1's own deadline is past, so that the overlap, if any, shows
+    # its full length.
+    run.sleep_until(float(got["deadline"]) + 0.05)
+    c2.call("release", name=LOCK)
+    c1.call("release", name=LOCK)
+
+
+def slow_replies(run: Run) -> None:
+    delay = 0.3
+    c1, c2 = run.clients(["c1", "c2"], node_timeout=2 * delay)
+    for i in range(run.params.nodes):
+        run.nemesis.latency("c1", i, to_server=0.0, to_client=delay)
+    _outlives_its_keys(run, c1, c2)
+
+
+def failed_acquire_rollback(run: Run) -> None:
+    ttl = run.params.ttl
+    c1, c2 = run.clients(["c1", "c2"])
+    run.nemesis.partition("c1", run.left)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if not run.expect(got["ok"], f"c1 acquires through {run.cluster.labels(run.left)}", _error(got)):
+        return
+    others = [i for i in range(run.params.nodes) if i not in run.left]
+    tried = c2.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+    if not run.expect(not tried["ok"], f"c2 gets only {run.cluster.labels(others)}, a minority, and is refused"):
+        _use(run, c2, hold=0.3)
+    left = [run.keys_on(i) for i in others]
+    stale = sum(len(keys) for keys in left)
+    run.metric("keys_left_by_failed_attempt", stale)
+    run.expect(stale == 0, f"c2's failed attempt left no key on {run.cluster.labels(others)}", f"{stale} left")
+    c1.call("release", name=LOCK)
+
+
+def client_clock_slow(run: Run) -> None:
+    c1, c2 = run.clients(["c1", "c2"], clock_rates={"c1": 0.9})
+    _outlives_its_keys(run, c1, c2, believes_too_long=True)
+
+
+def client_clock_fast(run: Run) -> None:
+    c1, c2 = run.clients(["c1", "c2"], clock_rates={"c1": 1.1})
+    _outlives_its_keys(run, c1, c2)
+
+
 # --- 14-15: the network and contention -------------------------------------------------------
 
 
@@ -577,7 +671,114 @@ def split_vote(run: Run) -> None:
     run.after(time_to_winner)
 
 
-# --- 21: leader election ---------------------------------------------------------------------
+# --- 21-22: the other primitives: a semaphore, a lock on several names ---------------------
+
+#: The semaphore of scenarios 21a/21b and its number of permits; the names of scenario 22.
+SEMAPHORE, PERMITS = "chaos-pool", 3
+MULTI_NAMES = ("M1", "M2", "M3")
+
+
+def _spread(nodes: int, holders: int, votes: int) -> list[list[int]]:
+    """Masters for each of ``holders`` clients, ``votes`` each, taken round-robin: no master
+    serves more than ceil(holders * votes / nodes) of them. With a plain majority of 5 and 4
+    holders: ABC, DEA, BCD, EAB, at most 3 per master, so all 4 fit a limit of 3."""
+    return [[(h * votes + j) % nodes for j in range(votes)] for h in range(holders)]
+
+
+def _semaphore(run: Run, *, majority: bool) -> None:
+    """Phase 1: limit + 1 clients, each cut off from all but a plain majority of masters,
+    spread so that no master sees more than ``limit`` of them, try to take a permit and
+    hold it. Phase 2: 8 clients contend for the permits while a master is killed (and
+    restarted after the TTL), another is paused, and clients are stopped past their
+    validity. ``majority`` forces every client to count a plain majority as enough."""
+    n, ttl = run.params.nodes, run.params.loop_ttl
+    quorum = run.quorum if majority else 0
+    names = [f"c{i}" for i in range(1, 9)]
+    clients = run.clients(names, wake_on_release=True, unavailable_timeout=0.5)
+    spread = _spread(n, PERMITS + 1, run.quorum)
+    cuts = [run.nemesis.partition(client.name, reach) for client, reach in zip(clients, spread, strict=False)]
+    hold = 3 * ttl
+    got = [
+        c.call("acquire", name=SEMAPHORE, ttl=hold, blocking=False, limit=PERMITS, quorum=quorum)
+        for c in clients[: len(spread)]
+    ]
+    holders = [c for c, g in zip(clients, got, strict=False) if g["ok"]]
+    run.metric("phase1_holders", len(holders))
+    run.note(f"phase 1: {len(holders)} of {len(spread)} clients hold a permit, each with {run.quorum} votes")
+    if majority:
+        run.expect(len(holders) > PERMITS, f"with a plain majority, more than {PERMITS} clients get a permit")
+    else:
+        run.expect(not holders, f"with the semaphore's quorum, none gets a permit from {run.quorum} masters")
+    run.sleep(0.2)
+    for client in holders:
+        client.call("release", name=SEMAPHORE)
+    for cut in cuts:
+        run.nemesis.end(cut)
+
+    duration = run.params.loop_duration
+    started = time.monotonic()
+    until = started + duration
+    args: dict[str, Any] = {"names": [SEMAPHORE], "until": until, "ttl": ttl, "limit": PERMITS, "quorum": quorum}
+    pending = [c.submit("loop", reply_timeout=duration + 60, acquire_timeout=0.5, **args) for c in clients]
+    run.note(f"phase 2: 8 clients contend for {PERMITS} permits of {SEMAPHORE!r} for {duration:g}s")
+    victim, hung = run.rng.sample(range(n), 2)
+    run.sleep_until(started + duration * 0.1)
+    killed = run.nemesis.kill(victim)
+    run.sleep(ttl + 0.5)  # restarted empty only once every permit it held has expired
+    run.nemesis.end(killed)
+    stops = 0
+    while time.monotonic() < until - (ttl + 1.0):
+        stopped = run.nemesis.pause_client(run.rng.choice(names), "SIGSTOP past the validity")
+        if stops == 0:
+            paused = run.nemesis.pause_master(hung)
+        run.sleep(ttl + run.rng.uniform(0.2, 0.5))
+        if stops == 0:
+            run.nemesis.end(paused)
+        run.nemesis.end(stopped)
+        stops += 1
+    run.metric("client_pauses", stops)
+    _finish(pending)
+
+    def count(history: History, verdict: Verdict) -> None:
+        most = most_holders(history.tenures()).get(SEMAPHORE, 0)
+        run.metric("most_holders_at_once", most)
+        ok = [r for i, r in _acquires(history) if i.time > started and r is not None and r.ok]
+        run.expect(len(ok) > 0, "permits are granted in phase 2", f"{len(ok)} granted, at most {most} at once")
+
+    run.after(count)
+
+
+def semaphore(run: Run) -> None:
+    _semaphore(run, majority=False)
+
+
+def semaphore_majority(run: Run) -> None:
+    _semaphore(run, majority=True)
+
+
+def multi_lock(run: Run) -> None:
+    n = run.params.nodes
+    clients = run.clients([f"c{i}" for i in range(1, 9)], wake_on_release=True)
+    until, pending = _loop(run, clients, names=list(MULTI_NAMES), together=2)
+    duration, ttl = run.params.loop_duration, run.params.loop_ttl
+    victim, hung = run.rng.sample(range(n), 2)
+    run.sleep_until(until - duration * 0.8)
+    killed = run.nemesis.kill(victim)
+    run.sleep(ttl + 0.5)  # restarted empty only once every key it held has expired
+    run.nemesis.end(killed)
+    paused = run.nemesis.pause_master(hung)
+    run.sleep(duration * 0.2)
+    run.nemesis.end(paused)
+    _finish(pending)
+
+    def live(history: History, verdict: Verdict) -> None:
+        ok = [r for _, r in _acquires(history) if r is not None and r.ok]
+        run.expect(len(ok) > 0, "multi-name locks are acquired", f"{len(ok)} name holdings")
+
+    run.after(live)
+
+
+# --- 23: leader election ---------------------------------------------------------------------
 
 #: The name the campaigners of the election scenario stand for.
 ELECTION = "chaos-election"
@@ -725,7 +926,29 @@ CATALOGUE: tuple[Scenario, ...] = (
              why="nobody gets a majority at first; random retry delays pick a winner"),
     Scenario("16", "late-extend", "an expired holder extends after another acquired and released", "SAFE",
              late_extend, why="extend never revives a key that is gone"),
-    Scenario("21", "election", "3 campaigners; a master paused, one killed, C x1.005, leader paused, leader killed",
+    Scenario("17", "stale-release", "an expired holder releases while another holds", "SAFE", stale_release,
+             why="release deletes only its own token: c2 keeps the lock, and c3 is refused"),
+    Scenario("18", "slow-replies", "every reply to c1 comes 300 ms late", "SAFE", slow_replies, proxies=True,
+             why="validity counts from before the requests: c1 stops believing before its keys expire"),
+    Scenario("19", "failed-acquire-rollback", "c2's attempt is granted by a minority only", "SAFE",
+             failed_acquire_rollback, proxies=True,
+             why="a failed attempt takes back the keys it set: nothing of c2 is left on D, E"),
+    Scenario("20a", "client-clock-slow", "c1's clock runs x0.9 (drift allowance 1 %)", "UNSAFE", client_clock_slow,
+             kinds=("mutual-exclusion", "lost-update", "validity-overstated"),
+             why="c1 measures too little elapsed time and believes ~10 % of the TTL past its keys' expiry"),
+    Scenario("20b", "client-clock-fast", "c1's clock runs x1.1", "SAFE", client_clock_fast,
+             why="c1 measures too much elapsed time: it gives the lock up early (less available, safe)"),
+    Scenario("21a", "semaphore", "8 clients on a semaphore of 3 permits, kills and pauses", "SAFE", semaphore,
+             loop=True, proxies=True, leftovers=True,
+             why="a permit needs floor(3N/4)+1 votes: 4 holders would need more than the 3N permits the "
+                 "masters have, so at most 3 hold at any moment (and clients with only a majority get none)"),
+    Scenario("21b", "semaphore-plain-majority", "as 21a, every client counting a plain majority", "UNSAFE",
+             semaphore_majority, kinds=("semaphore-limit",), loop=True, proxies=True,
+             why="self-test: 4 holders with 3 votes each fit in 5 masters of 3 permits; the checker sees 4"),
+    Scenario("22", "multi-lock", "8 clients lock overlapping pairs of 3 names, kills and pauses", "SAFE",
+             multi_lock, loop=True, leftovers=True,
+             why="each master sets all names or none: no name has two holders, nobody deadlocks"),
+    Scenario("23", "election", "3 campaigners; a master paused, one killed, C x1.005, leader paused, leader killed",
              "SAFE", election, clocked=True,
              why="at most one leader at any moment (by validity), and terms strictly increase"),
 )  # fmt: skip

@@ -10,8 +10,8 @@ The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 
 import importlib.metadata
 
-from redlock._client import Election, Lock, Redlock
-from redlock._core import LockInfo, MasterInfo, quorum_size, validity_left
+from redlock._client import Election, Lock, Redlock, Semaphore
+from redlock._core import LockInfo, MasterInfo, quorum_size, semaphore_quorum, validity_left
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
@@ -51,6 +51,8 @@ __all__ = [
     "Redlock",
     "RedlockError",
     "ReleaseUnconfirmed",
+    "Semaphore",
     "quorum_size",
+    "semaphore_quorum",
     "validity_left",
 ]

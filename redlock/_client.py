@@ -15,7 +15,9 @@ from redlock._lock import (
     ClusterConfig,
     LockOptions,
     LockState,
+    PermitView,
     Turn,
+    semaphore_options,
 )
 from redlock._sync import Driver
 from redlock.exceptions import LockLost
@@ -50,7 +52,7 @@ class Redlock(ClusterConfig):
 
     def lock(
         self,
-        name: str,
+        name: str | list[str] | tuple[str, ...],
         ttl: float = DEFAULT_TTL,
         *,
         timeout: float | None = None,
@@ -78,6 +80,12 @@ class Redlock(ClusterConfig):
         crashed, hung or was cut off keeps others out that much longer after its validity
         ends, so that its late writes land before the next holder's. A release deletes the
         keys at once: only a holder that fails to release costs the delay.
+
+        Given a list or tuple of names, the Lock holds all of them or none: each master sets
+        every name in one script or none of them, and votes yes only if it set them all. The
+        names are sorted and de-duplicated (``lock.names``), so clients asking for
+        overlapping sets never deadlock; release and extend cover every name. An empty list
+        is a ValueError, a name that is not a str a TypeError.
         """
         spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay)
         options = LockOptions.checked(
@@ -137,6 +145,29 @@ class Redlock(ClusterConfig):
         """
         spec = self.lock_spec(name, DEFAULT_TTL)
         return self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Semaphore], None] | None = None,
+    ) -> Semaphore:
+        """A counting Semaphore on ``name``: at most ``limit`` holders at once, each permit
+        expiring after ``ttl`` seconds unless extended; the other options as for :meth:`lock`.
+
+        A permit needs ``floor(limit * N / (limit + 1)) + 1`` of the N masters, not a plain
+        majority (see docs/algorithm.md): with fewer, ``limit + 1`` holders could each find
+        enough masters with a free place. So a semaphore tolerates fewer masters down than a
+        lock: ``sem.quorum`` tells how many it needs. Every client must use the same limit.
+        """
+        spec, options = semaphore_options(
+            self, name, limit, ttl, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost
+        )
+        return Semaphore(self, spec, options)
 
     def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -280,6 +311,19 @@ class Lock(LockState[Redlock]):
             if exc is None:
                 raise
             exc.add_note(f"redlock: {lost}")
+
+
+class Semaphore(PermitView, Lock):
+    """A counting semaphore: up to ``limit`` holders at once, each with a permit that
+    expires like a lock. The same methods as :class:`Lock`; ``permit`` is the held token.
+
+        with rl.semaphore("gpu-pool", limit=3) as sem:
+            run_on_gpu(sem.validity)
+    """
+
+    def __enter__(self) -> Semaphore:
+        super().__enter__()
+        return self
 
 
 class Election(ElectionState[Lock]):

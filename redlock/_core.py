@@ -69,6 +69,26 @@ def quorum_size(node_count: int) -> int:
     return node_count // 2 + 1
 
 
+def semaphore_quorum(node_count: int, limit: int) -> int:
+    """How many masters must grant one permit of a semaphore of ``limit`` permits.
+
+    Each master grants at most ``limit`` permits at a time, so ``limit + 1`` holders can
+    gather at most ``limit * node_count`` grants between them. A holder needs more than
+    ``limit * node_count / (limit + 1)`` grants; then ``limit + 1`` holders would need more
+    than every master can give. The smallest such count is ``floor(limit * N / (limit + 1)) + 1``.
+    For ``limit=1`` it is the plain majority; it grows toward N as the limit grows (N once
+    ``limit >= N - 1``), so a semaphore tolerates fewer masters down than a lock does.
+    """
+    if node_count < 1:
+        raise ValueError(f"node_count must be at least 1, got {node_count}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    quorum = (limit * node_count) // (limit + 1) + 1
+    if quorum > node_count:  # cannot happen (limit * N / (limit + 1) < N); unsafe if it did
+        raise ValueError(f"a semaphore of limit {limit} needs {quorum} votes of {node_count} masters")
+    return quorum
+
+
 def drift_allowance(ttl: float, clock_drift_factor: float) -> float:
     """The part of the ttl the holder must not count on (clock rate skew + expiry precision)."""
     return ttl * clock_drift_factor + EXPIRY_PRECISION
@@ -284,10 +304,31 @@ class LockSpec:
     #: Extra life of the keys on the masters beyond ``ttl``, never counted in the validity
     #: (Chubby's and Consul's lock-delay): see :func:`key_milliseconds`.
     lock_delay: float = 0.0
+    #: A multi-name lock's names, sorted and unique (``key`` is the first); () for one name.
+    names: tuple[str, ...] = ()
+    #: A semaphore's number of permits; 0 for a lock.
+    limit: int = 0
+    #: Replaces the kind's own quorum when not 0. Only the chaos harness's self-test sets it,
+    #: to show that a semaphore counting plain majorities is caught letting in too many.
+    forced_quorum: int = 0
 
     @property
     def quorum(self) -> int:
+        if self.forced_quorum:
+            return self.forced_quorum
+        if self.limit:
+            return semaphore_quorum(len(self.node_names), self.limit)
         return quorum_size(len(self.node_names))
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key this lock holds on each master."""
+        return self.names or (self.key,)
+
+    @property
+    def resource(self) -> str:
+        """The name of what is locked, as messages show it (several names joined by ", ")."""
+        return ", ".join(self.keys)
 
     @property
     def all_nodes(self) -> tuple[int, ...]:
@@ -495,8 +536,23 @@ def release_channel(key: str) -> str:
     return f"redlock:released:{key}"
 
 
-def _release_command(spec: LockSpec, token: str) -> Command:
-    return Command.run_script(_scripts.RELEASE, [spec.key], [token])
+# The commands of each kind of lock. The flows are the same for all three kinds (a lock on
+# one name, on several names, a semaphore): only these commands and the quorum differ.
+
+
+def _release_command(spec: LockSpec, token: str, *, notify: bool = False) -> Command:
+    """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
+    if spec.limit:
+        channel = [release_channel(spec.key)] if notify else []
+        return Command.run_script(_scripts.SEMAPHORE_RELEASE, [spec.key, order_key(spec.key)], [token, *channel])
+    if spec.names:
+        channels = [release_channel(name) for name in spec.names] if notify else []
+        return Command.run_script(_scripts.MULTI_RELEASE, [*spec.names, order_key(spec.key)], [token, *channels])
+    if notify:
+        return Command.run_script(
+            _scripts.RELEASE_AND_NOTIFY, [spec.key, order_key(spec.key)], [token, release_channel(spec.key)]
+        )
+    return Command.run_script(_scripts.RELEASE, [spec.key, order_key(spec.key)], [token])
 
 
 def key_milliseconds(spec: LockSpec, ttl: float) -> int:
@@ -512,9 +568,36 @@ def key_milliseconds(spec: LockSpec, ttl: float) -> int:
 
 def _acquire_command(spec: LockSpec, token: str) -> Command:
     ttl_ms = key_milliseconds(spec, spec.ttl)
+    if spec.limit:
+        return Command.run_script(
+            _scripts.SEMAPHORE_ACQUIRE, [spec.key, order_key(spec.key)], [token, ttl_ms, spec.limit]
+        )
+    if spec.names:
+        return Command.run_script(_scripts.MULTI_ACQUIRE, [*spec.names, order_key(spec.key)], [token, ttl_ms])
     if spec.fencing:
         return Command.run_script(_scripts.FENCED_ACQUIRE, [spec.key, fence_key(spec.key)], [token, ttl_ms])
     return Command.set_nx_px(spec.key, token, ttl_ms)
+
+
+def _extend_command(spec: LockSpec, token: str, ttl: float, extend_id: int) -> Command:
+    script = _scripts.SEMAPHORE_EXTEND if spec.limit else _scripts.MULTI_EXTEND if spec.names else _scripts.EXTEND
+    return Command.run_script(
+        script, [*spec.keys, order_key(spec.key)], [token, key_milliseconds(spec, ttl), extend_id]
+    )
+
+
+def wake_key(spec: LockSpec, acquire: Round) -> str:
+    """Whose release a failed acquire waits for: the lock's key, or for several names the
+    one the most refusing masters found held (the multi-name script names it)."""
+    held = [
+        int(reply[1])
+        for reply in acquire.replies.values()
+        if spec.names and isinstance(reply, list | tuple) and len(reply) == 2
+    ]
+    if not held:
+        return spec.key
+    index = max(set(held), key=held.count)
+    return spec.names[index - 1] if 1 <= index <= len(spec.names) else spec.key
 
 
 def fencing_token_from(acquire: Round) -> int:
@@ -631,7 +714,7 @@ def acquire_flow(
                 )
             delay = min(delay, give_up_at - now)
         resume_at = now + delay
-        now = yield Pause(delay, wake_on=spec.key)
+        now = yield Pause(delay, wake_on=wake_key(spec, acquire))
         woken = now < resume_at - WOKEN_MARGIN
 
 
@@ -645,10 +728,7 @@ def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
     extend_id = lease.begin_extend(spec.deadline_after(started, ttl))
     finished = False
     try:
-        command = Command.run_script(
-            _scripts.EXTEND, [spec.key, order_key(spec.key)], [lease.token, key_milliseconds(spec, ttl), extend_id]
-        )
-        extend = spec.round(command)
+        extend = spec.round(_extend_command(spec, lease.token, ttl, extend_id))
         now = yield extend
         deadline = spec.deadline_after(started, ttl)
         ok = extend.majority_granted and deadline > now
@@ -697,12 +777,7 @@ def release_flow(
     towards the majority; a master whose earlier reply never came may have run that release,
     so its "not there" now proves nothing about a loss and counts as released.
     """
-    if notify:
-        command = Command.run_script(
-            _scripts.RELEASE_AND_NOTIFY, [spec.key, order_key(spec.key)], [token, release_channel(spec.key)]
-        )
-    else:
-        command = Command.run_script(_scripts.RELEASE, [spec.key, order_key(spec.key)], [token])
+    command = _release_command(spec, token, notify=notify)
     confirmed = {
         node for round_ in earlier for node, outcome in round_.outcomes.items() if outcome.status is NodeStatus.GRANTED
     }

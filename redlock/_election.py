@@ -117,7 +117,8 @@ class ElectionState(Generic[LockT]):
         Its Lock is fenced (the term) and never gives up on an outage of the masters: see
         the module's docstring.
         """
-        spec = cluster.lock_spec(name, ttl, fencing=True, lock_delay=lock_delay)
+        # One name: an election is no semaphore and no multi-name lock.
+        spec = cluster.lock_spec(_config.check_lock_name(name), ttl, fencing=True, lock_delay=lock_delay)
         spec = dataclasses.replace(spec, unavailable_timeout=math.inf)
         options, cell = election_options(spec, identity, on_lost, cancel_on_lost)
         interval = (

@@ -127,10 +127,25 @@ class ClusterConfig:
     def master_names(self) -> tuple[str, ...]:
         return tuple(master.name for master in self.masters)
 
-    def lock_spec(self, name: object, ttl: object, *, fencing: object = False, lock_delay: object = 0.0) -> LockSpec:
-        key = _config.check_lock_name(name)
+    def lock_spec(
+        self, name: object, ttl: object, *, fencing: object = False, lock_delay: object = 0.0, limit: object = None
+    ) -> LockSpec:
+        """The spec of a lock on ``name`` (a str), on several names (a list or tuple of
+        str), or with ``limit``, of a semaphore of that many permits on ``name``."""
+        names: tuple[str, ...] = ()
+        if limit is not None:
+            key = _config.check_lock_name(name)
+            permits = _config.check_limit(limit, len(self.masters))
+        elif isinstance(name, list | tuple):
+            names = _config.check_lock_names(name)
+            key, permits = names[0], 0
+        else:
+            key, permits = _config.check_lock_name(name), 0
         seconds = _config.check_ttl(ttl, node_timeout=self.node_timeout, clock_drift_factor=self.clock_drift_factor)
         delay = _config.check_lock_delay(lock_delay, seconds)
+        fenced = _config.check_flag("fencing", fencing)
+        if fenced and (names or permits):
+            raise ValueError("fencing is for a lock on one name: a semaphore or a multi-name lock has no fencing token")
         return LockSpec(
             key=key,
             ttl=seconds,
@@ -139,8 +154,10 @@ class ClusterConfig:
             clock_drift_factor=self.clock_drift_factor,
             retry_delay=self.retry_delay,
             unavailable_timeout=self.unavailable_timeout,
-            fencing=_config.check_flag("fencing", fencing),
+            fencing=fenced,
             lock_delay=delay,
+            names=names,
+            limit=permits,
         )
 
 
@@ -201,6 +218,42 @@ class Turn(Enum):
     REFUSED = "refused"
 
 
+def semaphore_options(
+    cluster: ClusterConfig,
+    name: object,
+    limit: object,
+    ttl: object,
+    *,
+    timeout: object,
+    auto_extend: object,
+    on_lost: object,
+    cancel_on_lost: object = False,
+) -> tuple[LockSpec, LockOptions]:
+    """The checked spec and options of a semaphore, for both clients' ``semaphore()``."""
+    spec = cluster.lock_spec(name, ttl, limit=limit)
+    options = LockOptions.checked(
+        spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, cancel_on_lost=cancel_on_lost
+    )
+    return spec, options
+
+
+class PermitView:
+    """What a semaphore shows beyond a lock: its limit and the permit it holds."""
+
+    _spec: LockSpec
+    _lease: Lease | None
+
+    @property
+    def limit(self) -> int:
+        """How many holders the semaphore admits at once."""
+        return self._spec.limit
+
+    @property
+    def permit(self) -> str | None:
+        """The token of the permit held (as :attr:`token`), or None when none is held."""
+        return None if self._lease is None else self._lease.token
+
+
 class LockState(Generic[ClusterT]):
     """One lock name on one cluster, and whether this object holds it right now.
 
@@ -236,11 +289,22 @@ class LockState(Generic[ClusterT]):
 
     def __repr__(self) -> str:
         state = f"held, {self.validity:.3f}s left" if self.locked() else "not held"
-        return f"<{type(self).__name__} {self._spec.key!r} ttl={self._spec.ttl} {state}>"
+        return f"<{type(self).__name__} {self.name!r} ttl={self._spec.ttl} {state}>"
 
     @property
     def name(self) -> str:
-        return self._spec.key
+        """The lock's name; for a lock on several names, them all joined by ", "."""
+        return self._spec.resource
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name this lock holds, sorted and unique (one for a lock on one name)."""
+        return self._spec.keys
+
+    @property
+    def quorum(self) -> int:
+        """How many masters must grant it: a majority, or more for a semaphore."""
+        return self._spec.quorum
 
     @property
     def ttl(self) -> float:

@@ -37,7 +37,9 @@ from redlock._lock import (
     ClusterConfig,
     LockOptions,
     LockState,
+    PermitView,
     Turn,
+    semaphore_options,
 )
 from redlock.exceptions import (
     AcquireTimeout,
@@ -72,6 +74,7 @@ __all__ = [
     "Redlock",
     "RedlockError",
     "ReleaseUnconfirmed",
+    "Semaphore",
 ]
 
 
@@ -88,7 +91,7 @@ class Redlock(ClusterConfig):
 
     def lock(
         self,
-        name: str,
+        name: str | list[str] | tuple[str, ...],
         ttl: float = DEFAULT_TTL,
         *,
         timeout: float | None = None,
@@ -106,6 +109,7 @@ class Redlock(ClusterConfig):
         body, so that protected work stops instead of running on unprotected; the block
         then raises LockLost rather than CancelledError. Tasks share a Lock object as they
         share an ``asyncio.Lock``; with ``reentrant=True`` the owning task may acquire again.
+        A list or tuple of names makes a lock on all of them at once, as with the sync client.
         """
         spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay)
         options = LockOptions.checked(
@@ -156,6 +160,30 @@ class Redlock(ClusterConfig):
         """See :meth:`redlock.Redlock.force_release` (and its warning)."""
         spec = self.lock_spec(name, DEFAULT_TTL)
         return await self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Semaphore], None] | None = None,
+        cancel_on_lost: bool = False,
+    ) -> Semaphore:
+        """A counting Semaphore; see :meth:`redlock.Redlock.semaphore` and :meth:`lock`."""
+        spec, options = semaphore_options(
+            self,
+            name,
+            limit,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+        )
+        return Semaphore(self, spec, options)
 
     async def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -306,6 +334,14 @@ class Lock(LockState[Redlock]):
             if exc is None:
                 raise
             exc.add_note(f"redlock: {lost}")
+
+
+class Semaphore(PermitView, Lock):
+    """The asyncio twin of :class:`redlock.Semaphore`: the same methods, awaited."""
+
+    async def __aenter__(self) -> Semaphore:
+        await super().__aenter__()
+        return self
 
 
 class Election(ElectionState[Lock]):

@@ -149,6 +149,11 @@ class BlockingLock:
     validity = property(lambda self: self.inner.validity)
     fencing_token = property(lambda self: self.inner.fencing_token)
     hold_count = property(lambda self: self.inner.hold_count)
+    names = property(lambda self: self.inner.names)
+    quorum = property(lambda self: self.inner.quorum)
+    # A semaphore's: an asyncio Lock has neither.
+    permit = property(lambda self: self.inner.permit)
+    limit = property(lambda self: self.inner.limit)
 
     def locked(self) -> bool:
         return self.inner.locked()
@@ -190,6 +195,9 @@ class BlockingRedlock:
 
     def lock(self, *args: Any, **kwargs: Any) -> BlockingLock:
         return BlockingLock(self._loop, self.inner.lock(*args, **kwargs))
+
+    def semaphore(self, *args: Any, **kwargs: Any) -> BlockingLock:
+        return BlockingLock(self._loop, self.inner.semaphore(*args, **kwargs))
 
     def inspect(self, name: str) -> redlock.LockInfo:
         return self._loop.run(self.inner.inspect(name))

@@ -430,6 +430,7 @@ def test_a_cancelled_campaign_stops_and_leaves_nothing_behind(masters: LocalMast
         ({"on_lost": "no"}, TypeError, "on_lost"),
         ({"ttl": 0.01}, ValueError, "ttl"),
         ({"lock_delay": -1}, ValueError, "lock_delay"),
+        ({"name": ["e", "f"]}, TypeError, "name"),
     ],
 )
 @pytest.mark.parametrize("api", ["sync", "asyncio"])
@@ -439,13 +440,13 @@ def test_bad_arguments_fail_before_any_traffic(api: str, kwargs: dict[str, Any],
     kwargs = {"identity": "ok", **kwargs}
     if api == "sync":
         with redlock.Redlock(urls) as rl, pytest.raises(error, match=match):
-            rl.election("e", **kwargs)
+            rl.election(kwargs.pop("name", "e"), **kwargs)
         return
 
     async def main() -> None:
         async with redlock.asyncio.Redlock(urls) as rl:
             with pytest.raises(error, match=match):
-                rl.election("e", **kwargs)
+                rl.election(kwargs.pop("name", "e"), **kwargs)
 
     asyncio.run(main())
 
