@@ -64,6 +64,28 @@ def new_token() -> str:
     return secrets.token_hex(TOKEN_BYTES)
 
 
+#: Between the random part of a token and the identity it carries (an election's).
+IDENTITY_SEPARATOR = "@"
+
+
+def identity_token(identity: str) -> str:
+    """A token that carries ``identity``: the random part (as :func:`new_token`), then
+    ``@`` and the identity. The random part keeps it unique and unguessable; its fixed
+    length lets anyone read the identity back (:func:`identity_of`) whatever it contains."""
+    return f"{new_token()}{IDENTITY_SEPARATOR}{identity}"
+
+
+def identity_of(token: str | None) -> str | None:
+    """The identity carried by a token of :func:`identity_token`; None for any other token
+    (a plain Lock's, or none)."""
+    random_part = 2 * TOKEN_BYTES
+    if token is None or len(token) <= random_part + 1 or token[random_part] != IDENTITY_SEPARATOR:
+        return None
+    if any(char not in "0123456789abcdef" for char in token[:random_part]):
+        return None
+    return token[random_part + 1 :]
+
+
 class ClusterConfig:
     """A Redlock client's checked settings; the base of both public Redlock classes."""
 
@@ -148,6 +170,12 @@ class LockOptions:
     on_lost: Callable[[Any], None] | None = None
     cancel_on_lost: bool = False
     reentrant: bool = False
+    #: Carried in every token of this Lock (an election's leader identity), or None.
+    identity: str | None = None
+
+    def new_token(self) -> str:
+        """A fresh token for one acquire attempt (with the identity, if any)."""
+        return new_token() if self.identity is None else identity_token(self.identity)
 
     @classmethod
     def checked(
@@ -159,6 +187,7 @@ class LockOptions:
         on_lost: object,
         cancel_on_lost: object = False,
         reentrant: object = False,
+        identity: object = None,
     ) -> LockOptions:
         seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
         extend = _config.check_flag("auto_extend", auto_extend)
@@ -171,7 +200,8 @@ class LockOptions:
             _config.check_renewable_ttl(
                 spec.ttl, node_timeout=spec.node_timeout, clock_drift_factor=spec.clock_drift_factor
             )
-        return cls(seconds, extend, on_lost, cancel, nested)  # type: ignore[arg-type]
+        carried = None if identity is None else _config.check_identity(identity)
+        return cls(seconds, extend, on_lost, cancel, nested, carried)  # type: ignore[arg-type]
 
 
 ClusterT = TypeVar("ClusterT", bound=ClusterConfig)
@@ -400,7 +430,7 @@ class LockState(Generic[ClusterT]):
     # --- flows and their results ----------------------------------------------------------
 
     def _acquire_flow(self, blocking: bool, give_up_at: float | None) -> tuple[Tokens, Flow]:
-        tokens = Tokens(new_token)
+        tokens = Tokens(self._options.new_token)
         flow = acquire_flow(
             self._spec,
             tokens,

@@ -212,6 +212,21 @@ def test_fencing_rejects_the_paused_holders_write(out_dir: pathlib.Path) -> None
     assert rejected[0].fencing < accepted[0].fencing
 
 
+def test_election_keeps_one_leader_at_a_time_through_faults(out_dir: pathlib.Path) -> None:
+    """Three campaigners (then a fourth) over a paused and a killed master, C's clock
+    within the drift allowance, the leader paused past its validity and the leader killed:
+    leaderships never overlap and their terms strictly increase."""
+    result = run_scenario(find("election"), QUICK, out_dir, plot=False)
+    assert result.passed, explain(result)
+    assert result.observed == "SAFE"
+    terms = result.metrics["terms"]
+    assert len(terms) >= 3
+    assert terms == sorted(set(terms))
+    document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
+    kinds = {w["kind"] for w in document["faults"]}
+    assert {"pause", "kill", "clock-rate", "client-pause", "client-kill"} <= kinds
+
+
 def _never_violates(run: Run) -> None:
     (client,) = run.clients(["c1"])
     assert client.call("acquire", name="x", ttl=1.0, timeout=1.0)["ok"]
@@ -342,6 +357,7 @@ LOOKED_AT = {
     "power-loss-everysec",
     "holder-pause",
     "holder-pause-fenced",
+    "election",
 }
 THE_REST = [s for s in CATALOGUE if s.name not in LOOKED_AT]
 SEED = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))
