@@ -51,6 +51,7 @@ into :class:`~redlock.MasterMisconfigured` when no majority is left.
 from __future__ import annotations
 
 import enum
+import logging
 import ssl
 from collections import deque
 from collections.abc import Sequence
@@ -63,6 +64,8 @@ from redlock.exceptions import ClientClosed, NodeStatus
 
 if TYPE_CHECKING:  # _lock's settings are built with Credentials from here
     from redlock._lock import ClusterConfig
+
+logger = logging.getLogger("redlock")
 
 #: Replies a master may owe before it is sent no more (clean-ups get as many again): bounds
 #: what a silent master's socket buffer and our queue hold, whatever the concurrency.
@@ -228,6 +231,9 @@ class Link:
     last_failure: tuple[NodeStatus, str] = (NodeStatus.UNREACHABLE, "")
     #: When the connect under way began (its outcome is due by then + connect_timeout).
     connect_started: float = 0.0
+    #: The trouble last logged for this master (None: none since it last answered): a
+    #: master is logged once per change of state, not once per round that finds it down.
+    reported: NodeStatus | None = None
 
     # --- rounds -----------------------------------------------------------------------------
 
@@ -246,6 +252,7 @@ class Link:
         hung = self.looks_hung(now)
         if owed >= limit or (hung and not round_.cleanup):
             round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
+            self._report(NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
             return Submit.SKIPPED
         if self.state is State.READY:
             self.in_flight.append(InFlight(round_.command, round_, now))
@@ -320,6 +327,7 @@ class Link:
                 round_.record(self.node, status, detail)
 
     def _back_off(self, status: NodeStatus, detail: str, now: float) -> None:
+        self._report(status, detail)
         self.failures += 1
         delay = min(RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_FIRST * 2 ** (self.failures - 1))
         self.state = State.BACKING_OFF
@@ -327,12 +335,23 @@ class Link:
         self.last_failure = (status, detail)
         self.generation += 1
 
+    def _report(self, status: NodeStatus, detail: str) -> None:
+        if status is not self.reported:
+            self.reported = status
+            logger.warning("master %s is %s: %s", self.name, status.value, detail)
+
+    def _recovered(self) -> None:
+        logger.info("master %s answers again (it was %s)", self.name, self.reported.value if self.reported else "")
+        self.reported = None
+
     # --- replies ------------------------------------------------------------------------------
 
     def received(self, reply: object, now: float) -> Reaction:
         """Match the oldest reply; say whether to re-send something or hang up."""
         entry = self.in_flight.popleft()
         round_ = entry.round
+        if round_ is not None and round_.latencies is not None and round_.awaits(self.node):
+            round_.latencies[self.node] = now - entry.sent_at
         if isinstance(reply, ErrorReply):
             if is_misconfiguration(reply.message):
                 if entry.handshake:
@@ -343,6 +362,7 @@ class Link:
                     return Reaction(hang_up=True)
                 if round_ is not None and round_.awaits(self.node):
                     round_.record(self.node, NodeStatus.MISCONFIGURED, reply.message)
+                self._report(NodeStatus.MISCONFIGURED, reply.message)
                 return _NO_REACTION
             if entry.command.script is not None and reply.noscript:
                 # Re-sent whole, for stale commands too: a release nobody waits for must
@@ -356,8 +376,12 @@ class Link:
             return _NO_REACTION
         if entry.handshake:
             self.failures = 0  # a master that answers is no longer a reason to back off
+            if self.reported is not None:
+                self._recovered()
         elif round_ is not None and round_.awaits(self.node):
             round_.record_reply(self.node, reply)
+        if self.reported is NodeStatus.TIMEOUT and not self.looks_hung(now):
+            self._recovered()  # caught up with what it owed
         return _NO_REACTION
 
 

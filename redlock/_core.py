@@ -182,6 +182,9 @@ class Round:
     waker: Callable[[], None] | None = field(default=None, repr=False)
     #: Kept as outcomes are recorded: every reply of every round asks for them.
     granted: int = field(default=0, init=False)
+    #: Seconds from sending to each master's reply, filled in by the connection policy when
+    #: not None: redlock._telemetry sets it for the rounds it reports, and only for those.
+    latencies: dict[int, float] | None = field(default=None, repr=False)
 
     def awaits(self, node: int) -> bool:
         """Whether ``node``'s outcome is still to be recorded in this round."""
@@ -358,6 +361,8 @@ class Lease:
     release_unconfirmed: bool = False
     #: The holder was told of the loss (by a release raising LockLost): a retry is not.
     loss_reported: bool = False
+    #: The loss was logged and counted (once per lease, whoever finds it first).
+    loss_noticed: bool = False
     #: The rounds of the tries of its release so far (a release may be retried).
     release_rounds: list[Round] = field(default_factory=list)
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)

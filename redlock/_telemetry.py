@@ -1,0 +1,499 @@
+"""What the lock operations report: OpenTelemetry metrics and spans, and DEBUG logs per round.
+
+Where it sits: :mod:`redlock._lock` hands every flow it starts (acquire, release, extend, and
+auto-extension) to :func:`observe`, and both drivers run whatever comes back like any other
+flow, so both APIs report the same things from this one module.
+
+Theory of operation
+-------------------
+A flow yields its rounds and receives the time each one completed (see :mod:`redlock._core`),
+so everything worth reporting passes through it. :func:`observe` wraps the flow in a
+generator that hands every request and every time through unchanged and, on the side, times
+each round, reads its outcomes (and the per-master latencies the connection policy noted in
+:attr:`Round.latencies <redlock._core.Round.latencies>`, which it asks for by setting that
+dict), and once the flow returns, classifies its result. The span of an operation starts at
+the public call, is ended when the flow returns (or is closed early: an interruption, a
+closed client), and gets one event per round as that round completes. Auto-extension is one
+long flow of pauses and extends: each of its rounds is reported as an extend of its own.
+
+When nothing listens (OpenTelemetry not installed, and the ``redlock`` logger not enabled
+for DEBUG), :func:`observe` returns the flow as it is: an operation pays an attribute read
+and an ``isEnabledFor``. With the API installed but no SDK configured, the API's no-op
+providers take the measurements and drop them (``benchmarks/bench.py --only telemetry``
+measures all three). Which it is, is decided per client, when the client is made.
+
+Instruments follow the OpenTelemetry semantic conventions: durations in seconds, with
+buckets fine enough for sub-millisecond rounds; masters as ``server.address`` and
+``server.port``; no lock names on metrics (one series per lock name would swamp any
+metrics store; spans carry the name). They are made once per meter provider and shared by
+the clients that report to it, since an observable instrument is registered once per name.
+
+Logs (the ``redlock`` logger; it has a NullHandler, so nothing is printed unless the
+application configures logging): WARNING when a lock is lost (``redlock._lock``) and when a
+master turns misconfigured, unreachable or hung (``redlock._connection``, once per change of
+state), INFO when it answers again, DEBUG for every round.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from redlock import _scripts
+from redlock._connection import State
+from redlock._core import Flow, Result, Round
+from redlock.exceptions import NodeStatus
+
+try:
+    from opentelemetry import metrics, trace
+    from opentelemetry.trace import Span, Status, StatusCode
+except ImportError:  # the [otel] extra is not installed: logging only
+    AVAILABLE = False
+else:
+    AVAILABLE = True
+
+if TYPE_CHECKING:
+    from redlock._lock import ClusterConfig, LockState
+
+logger = logging.getLogger("redlock")
+
+#: Seconds: from a tenth of a millisecond (a loopback round) to a minute (a blocking acquire).
+DURATION_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.00075,
+    0.001,
+    0.0025,
+    0.005,
+    0.0075,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+ATTEMPT_BUCKETS = (1, 2, 3, 5, 10, 20, 50, 100)
+#: Seconds of validity at acquire: ttls run from 10 ms to hours.
+VALIDITY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+
+#: What a caller sees for each outcome that is a failure (the span's status and ``error.type``).
+FAILURES = {
+    "unavailable": "QuorumUnavailable",
+    "misconfigured": "MasterMisconfigured",
+    "lost": "LockLost",
+    "failed": "LockLost",
+    "unconfirmed": "ReleaseUnconfirmed",
+}
+
+#: Master outcomes counted as errors of that master (a denial is an answer, not an error).
+MASTER_ERRORS = frozenset({NodeStatus.UNREACHABLE, NodeStatus.TIMEOUT, NodeStatus.ERROR, NodeStatus.MISCONFIGURED})
+
+_STEPS = {
+    _scripts.FENCED_ACQUIRE.sha: "acquire",
+    _scripts.FENCE_RAISE.sha: "fence",
+    _scripts.RELEASE.sha: "release",
+    _scripts.RELEASE_AND_NOTIFY.sha: "release",
+    _scripts.EXTEND.sha: "extend",
+}
+
+
+def step_of(operation: str, round_: Round) -> str:
+    """What a round does: acquire, fence, rollback (of a failed attempt), release, extend."""
+    script = round_.command.script
+    step = _STEPS.get(script.sha, "script") if script is not None else str(round_.command.args[0]).lower()
+    if step == "set":
+        return "acquire"
+    if operation == "acquire" and step == "release":
+        return "rollback"
+    return step
+
+
+def outcome_of(operation: str, result: Result) -> str:
+    """One word for how an operation ended, the ``redlock.outcome`` attribute."""
+    if operation == "acquire":
+        if result.ok:
+            return "acquired"
+        if result.misconfigured:
+            return "misconfigured"
+        return "unavailable" if result.quorum_unreachable else "held"
+    done = "released" if operation == "release" else "extended"
+    if result.ok:
+        return done
+    if result.token_gone:
+        return "lost"
+    return "unconfirmed" if operation == "release" else "failed"
+
+
+def auto_extension_outcome(round_: Round) -> str:
+    """How one round of auto-extension ended (its flow goes on, so it has no Result)."""
+    if round_.majority_granted:
+        return "extended"
+    return "lost" if round_.count(NodeStatus.DENIED) > len(round_.node_names) - round_.quorum else "failed"
+
+
+def check_providers(meter_provider: object, tracer_provider: object) -> None:
+    """Bad providers are refused when the client is made, before any traffic."""
+    if meter_provider is None and tracer_provider is None:
+        return
+    if not AVAILABLE:
+        raise ValueError(
+            "meter_provider and tracer_provider need OpenTelemetry, which is not installed: "
+            "`pip install opentelemetry-api` (the [otel] extra)"
+        )
+    if meter_provider is not None and not isinstance(meter_provider, metrics.MeterProvider):
+        raise TypeError(f"meter_provider must be an opentelemetry MeterProvider, got {type(meter_provider).__name__}")
+    if tracer_provider is not None and not isinstance(tracer_provider, trace.TracerProvider):
+        raise TypeError(
+            f"tracer_provider must be an opentelemetry TracerProvider, got {type(tracer_provider).__name__}"
+        )
+
+
+def for_client(cluster: ClusterConfig, meter_provider: Any, tracer_provider: Any) -> ClientTelemetry | None:
+    """The telemetry of a new client (providers checked); None without OpenTelemetry."""
+    if not AVAILABLE:
+        return None
+    return ClientTelemetry(cluster, meter_provider, tracer_provider)
+
+
+def _version() -> str:
+    import redlock  # noqa: PLC0415  (the package imports this module while it is being imported)
+
+    return redlock.__version__
+
+
+class Instruments:
+    """The instruments of one meter provider, shared by every client that reports to it."""
+
+    def __init__(self, meter: metrics.Meter) -> None:
+        def duration(name: str, what: str) -> metrics.Histogram:
+            return meter.create_histogram(
+                name, unit="s", description=what, explicit_bucket_boundaries_advisory=DURATION_BUCKETS
+            )
+
+        self.acquire = duration("redlock.acquire.duration", "Duration of Lock.acquire, all attempts included")
+        self.release = duration("redlock.release.duration", "Duration of Lock.release")
+        self.extend = duration("redlock.extend.duration", "Duration of an extend (explicit, or by auto-extension)")
+        self.attempts = meter.create_histogram(
+            "redlock.acquire.attempts",
+            unit="{attempt}",
+            description="Attempts per acquire",
+            explicit_bucket_boundaries_advisory=ATTEMPT_BUCKETS,
+        )
+        self.validity = meter.create_histogram(
+            "redlock.validity.remaining",
+            unit="s",
+            description="Validity left when an acquire returns the lock held",
+            explicit_bucket_boundaries_advisory=VALIDITY_BUCKETS,
+        )
+        self.lost = meter.create_counter(
+            "redlock.lock.lost", unit="{lock}", description="Locks lost while held, by what found out"
+        )
+        self.request = duration("redlock.master.request.duration", "Duration of one command on one master")
+        self.errors = meter.create_counter(
+            "redlock.master.errors", unit="{error}", description="Masters that failed a round, by how"
+        )
+        #: Clients and held locks, for the observable instruments; weak, so that reporting
+        #: keeps nothing alive.
+        self.clients: weakref.WeakSet[ClientTelemetry] = weakref.WeakSet()
+        self.locks: weakref.WeakSet[LockState[Any]] = weakref.WeakSet()
+        meter.create_observable_up_down_counter(
+            "redlock.lock.held", [self._held], unit="{lock}", description="Locks held (valid) in this process"
+        )
+        meter.create_observable_up_down_counter(
+            "redlock.master.connections",
+            [self._connections],
+            unit="{connection}",
+            description="Open connections to each master",
+        )
+
+    def _held(self, options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        held = 0
+        for lock in list(self.locks):
+            if lock.locked():
+                held += 1
+            else:
+                self.locks.discard(lock)  # acquiring it again adds it again
+        return [metrics.Observation(held)]
+
+    def _connections(self, options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        counts: dict[tuple[tuple[str, Any], ...], int] = {}
+        for client in list(self.clients):
+            for key, count in client.open_connections():
+                counts[key] = counts.get(key, 0) + count
+        return [metrics.Observation(count, dict(key)) for key, count in counts.items()]
+
+
+_instruments: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
+
+
+def instruments_for(meter_provider: Any) -> Instruments:
+    provider = metrics.get_meter_provider() if meter_provider is None else meter_provider
+    instruments = _instruments.get(provider)
+    if instruments is None:
+        instruments = _instruments[provider] = Instruments(provider.get_meter("redlock", _version()))
+    return instruments
+
+
+def master_attributes(cluster: ClusterConfig) -> list[dict[str, str | int]]:
+    """``server.address`` and ``server.port`` of each master (a unix socket: its path)."""
+    attributes: list[dict[str, str | int]] = []
+    for master in cluster.masters:
+        if master.path is not None:
+            attributes.append({"server.address": master.path})
+        else:
+            attributes.append({"server.address": str(master.host), "server.port": int(master.port or 0)})
+    return attributes
+
+
+class ClientTelemetry:
+    """One client's instruments and tracer, and what it measures per round and operation."""
+
+    def __init__(self, cluster: ClusterConfig, meter_provider: Any, tracer_provider: Any) -> None:
+        self._cluster = cluster
+        self.instruments = instruments_for(meter_provider)
+        self.instruments.clients.add(self)
+        self.tracer = trace.get_tracer("redlock", _version(), tracer_provider)
+        self._masters = master_attributes(cluster)
+        self._master_keys = [tuple(sorted(attributes.items())) for attributes in self._masters]
+        #: Attribute dicts made once per (master, step) and (master, status), not per reply.
+        self._request_attributes: dict[tuple[int, str], dict[str, str | int]] = {}
+        self._error_attributes: dict[tuple[int, NodeStatus], dict[str, str | int]] = {}
+
+    def open_connections(self) -> Iterable[tuple[tuple[tuple[str, Any], ...], int]]:
+        driver = self._cluster._driver
+        if driver._closed:
+            return
+        policy = driver._policy
+        for node, link in enumerate(policy.links):
+            key = self._master_keys[node]
+            ready = link.state is State.READY
+            yield (*key, ("redlock.connection.kind", "command")), int(ready)
+            subscriber = policy.subscribers[node].state is State.READY
+            yield (*key, ("redlock.connection.kind", "subscriber")), int(subscriber)
+
+    def start_span(self, operation: str, lock: LockState[Any], started_ns: int) -> Span:
+        return self.tracer.start_span(
+            f"redlock.{operation}",
+            start_time=started_ns,
+            attributes={
+                "redlock.lock.name": lock.name,
+                "redlock.quorum": lock._spec.quorum,
+                "redlock.masters": len(lock._spec.node_names),
+            },
+        )
+
+    def round_finished(self, step: str, number: int, round_: Round, seconds: float, span: Span | None) -> None:
+        latencies = round_.latencies or {}
+        for node, latency in latencies.items():
+            key = (node, step)
+            attributes = self._request_attributes.get(key)
+            if attributes is None:
+                attributes = self._request_attributes[key] = {**self._masters[node], "redlock.round.step": step}
+            self.instruments.request.record(latency, attributes)
+        statuses = []
+        for node in round_.targets:
+            outcome = round_.outcomes.get(node)
+            status = NodeStatus.NOT_AWAITED if outcome is None else outcome.status
+            statuses.append(status.value)
+            if status in MASTER_ERRORS:
+                error_key = (node, status)
+                errors = self._error_attributes.get(error_key)
+                if errors is None:
+                    errors = self._error_attributes[error_key] = {
+                        **self._masters[node],
+                        "redlock.node.status": status.value,
+                    }
+                self.instruments.errors.add(1, errors)
+        if span is not None and span.is_recording():
+            span.add_event(
+                "redlock.round",
+                {
+                    "redlock.round.step": step,
+                    "redlock.round.number": number,
+                    "redlock.round.duration": seconds,
+                    "redlock.votes.granted": round_.granted + round_.credited,
+                    "redlock.votes.quorum": round_.quorum,
+                    "redlock.master.names": [round_.node_names[node] for node in round_.targets],
+                    "redlock.master.statuses": statuses,
+                },
+            )
+
+    def finished(
+        self,
+        operation: str,
+        outcome: str,
+        seconds: float,
+        span: Span | None,
+        *,
+        result: Result | None = None,
+        lock: LockState[Any] | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """Record an operation's duration and outcome and end its span."""
+        attributes = {"redlock.outcome": outcome}
+        if outcome == "error":
+            error_type: str | None = type(error).__qualname__ if error is not None else "interrupted"
+        else:
+            error_type = FAILURES.get(outcome)
+        if error_type is not None:
+            attributes["error.type"] = error_type
+        instruments = self.instruments
+        if operation == "acquire":
+            instruments.acquire.record(seconds, attributes)
+            if result is not None:
+                instruments.attempts.record(result.attempts, attributes)
+                if result.ok and lock is not None:
+                    instruments.validity.record(max(0.0, result.deadline - self._cluster.clock()))
+                    instruments.locks.add(lock)
+        elif operation == "release":
+            instruments.release.record(seconds, attributes)
+        else:
+            instruments.extend.record(seconds, attributes)
+        if span is None:
+            return
+        if span.is_recording():
+            span.set_attributes(attributes)
+            if result is not None and operation == "acquire":
+                span.set_attribute("redlock.attempts", result.attempts)
+            if error is not None:
+                span.record_exception(error)
+            if error_type is not None:
+                span.set_status(Status(StatusCode.ERROR, f"{operation}: {outcome}"))
+        span.end()
+
+    def lock_lost(self, cause: str) -> None:
+        self.instruments.lost.add(1, {"redlock.lost.cause": cause})
+
+
+# --- the wrapped flows ----------------------------------------------------------------------
+
+
+def observe(telemetry: ClientTelemetry | None, operation: str, lock: LockState[Any], flow: Flow) -> Flow:
+    """``flow``, reported on (see the module); itself when nothing listens.
+
+    ``operation`` is acquire, release, extend, or renewal (auto-extension).
+    """
+    if telemetry is None and not logger.isEnabledFor(logging.DEBUG):
+        return flow
+    if operation == "renewal":
+        return _auto_extension(telemetry, lock, flow)
+    return _Operation(telemetry, operation, lock).run(flow)
+
+
+class _Operation:
+    """One operation under way: its start, its span, and its rounds so far."""
+
+    def __init__(self, telemetry: ClientTelemetry | None, operation: str, lock: LockState[Any]) -> None:
+        self.telemetry = telemetry
+        self.operation = operation
+        self.lock = lock
+        # Read at the public call: a span and a duration that start there include the wait
+        # for the driver, which is part of what the caller waited.
+        self.started = time.monotonic()
+        self.started_ns = time.time_ns()
+        self.span: Span | None = None
+        self.rounds = 0
+
+    def begin(self) -> None:
+        if self.telemetry is not None:
+            self.span = self.telemetry.start_span(self.operation, self.lock, self.started_ns)
+
+    def run(self, flow: Flow) -> Flow:
+        self.begin()
+        try:
+            request = next(flow)
+            while True:
+                if isinstance(request, Round):
+                    if self.telemetry is not None:
+                        request.latencies = {}
+                    sent = time.monotonic()
+                    now = yield request
+                    self.round_finished(request, time.monotonic() - sent)
+                else:
+                    now = yield request
+                request = flow.send(now)
+        except StopIteration as stop:
+            result: Result = stop.value
+            self.end(outcome_of(self.operation, result), result=result)
+            return result
+        except BaseException as error:
+            self.interrupted(error)
+            raise
+        finally:
+            flow.close()
+
+    def round_finished(self, round_: Round, seconds: float) -> None:
+        self.rounds += 1
+        step = step_of(self.operation, round_)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "%s %r, round %d (%s): %d of %d granted, quorum %d, in %.3f ms: %s",
+                self.operation,
+                self.lock.name,
+                self.rounds,
+                step,
+                round_.granted + round_.credited,
+                len(round_.node_names),
+                round_.quorum,
+                seconds * 1000,
+                ", ".join(map(str, round_.ordered_outcomes())),
+            )
+        if self.telemetry is not None:
+            self.telemetry.round_finished(step, self.rounds, round_, seconds, self.span)
+
+    def end(self, outcome: str, *, result: Result | None = None, error: BaseException | None = None) -> None:
+        if self.telemetry is not None:
+            self.telemetry.finished(
+                self.operation,
+                outcome,
+                time.monotonic() - self.started,
+                self.span,
+                result=result,
+                lock=self.lock,
+                error=error,
+            )
+
+    def interrupted(self, error: BaseException) -> None:
+        # A driver closes the flow (GeneratorExit) while what interrupted it propagates:
+        # that is the error the caller sees.
+        cause = error.__context__ if isinstance(error, GeneratorExit) else error
+        self.end("error", error=cause)
+
+
+def _auto_extension(telemetry: ClientTelemetry | None, lock: LockState[Any], flow: Flow) -> Flow:
+    """A renewal flow, each of its rounds reported as an extend of its own."""
+    try:
+        request = next(flow)
+        while True:
+            if isinstance(request, Round):
+                extend = _Operation(telemetry, "extend", lock)
+                extend.begin()
+                if telemetry is not None:
+                    request.latencies = {}
+                try:
+                    now = yield request
+                except BaseException as error:
+                    extend.interrupted(error)
+                    raise
+                extend.round_finished(request, time.monotonic() - extend.started)
+                extend.end(auto_extension_outcome(request))
+            else:
+                now = yield request
+            request = flow.send(now)
+    except StopIteration as stop:
+        result: Result = stop.value
+        return result
+    finally:
+        flow.close()
