@@ -350,7 +350,7 @@ class Link:
         """Match the oldest reply; say whether to re-send something or hang up."""
         entry = self.in_flight.popleft()
         round_ = entry.round
-        if round_ is not None and round_.latencies is not None and round_.awaits(self.node):
+        if round_ is not None and round_.latencies is not None:
             round_.latencies[self.node] = now - entry.sent_at
         if isinstance(reply, ErrorReply):
             if is_misconfiguration(reply.message):

@@ -51,6 +51,13 @@ class Event(Protocol):
 
 EventT = TypeVar("EventT", bound=Event)
 
+
+class Latencies(Protocol):
+    """Takes ``latencies[node] = seconds`` (a dict does)."""
+
+    def __setitem__(self, node: int, seconds: float, /) -> None: ...
+
+
 #: Covers Redis's 1 ms expiry precision, with a millisecond to spare for rounding.
 EXPIRY_PRECISION = 0.002
 
@@ -182,9 +189,9 @@ class Round:
     waker: Callable[[], None] | None = field(default=None, repr=False)
     #: Kept as outcomes are recorded: every reply of every round asks for them.
     granted: int = field(default=0, init=False)
-    #: Seconds from sending to each master's reply, filled in by the connection policy when
-    #: not None: redlock._telemetry sets it for the rounds it reports, and only for those.
-    latencies: dict[int, float] | None = field(default=None, repr=False)
+    #: Where the connection policy puts the seconds from sending to each master's reply
+    #: (late ones too) when not None: redlock._telemetry sets it for the rounds it reports.
+    latencies: Latencies | None = field(default=None, repr=False)
 
     def awaits(self, node: int) -> bool:
         """Whether ``node``'s outcome is still to be recorded in this round."""

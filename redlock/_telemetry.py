@@ -9,9 +9,11 @@ Theory of operation
 A flow yields its rounds and receives the time each one completed (see :mod:`redlock._core`),
 so everything worth reporting passes through it. :func:`observe` wraps the flow in a
 generator that hands every request and every time through unchanged and, on the side, times
-each round, reads its outcomes (and the per-master latencies the connection policy noted in
-:attr:`Round.latencies <redlock._core.Round.latencies>`, which it asks for by setting that
-dict), and once the flow returns, classifies its result. The span of an operation starts at
+each round and reads its outcomes, and once the flow returns, classifies its result. Each
+master's request duration is taken where it is known, in the connection policy, as the reply
+arrives: the wrapper hands the round a recorder (:attr:`Round.latencies
+<redlock._core.Round.latencies>`), so a reply that comes after the round was decided (the
+slowest master's, always) is measured too. The span of an operation starts at
 the public call, is ended when the flow returns (or is closed early: an interruption, a
 closed client), and gets one event per round as that round completes. Auto-extension is one
 long flow of pauses and extends: each of its rounds is reported as an extend of its own.
@@ -100,7 +102,8 @@ FAILURES = {
 #: Master outcomes counted as errors of that master (a denial is an answer, not an error).
 MASTER_ERRORS = frozenset({NodeStatus.UNREACHABLE, NodeStatus.TIMEOUT, NodeStatus.ERROR, NodeStatus.MISCONFIGURED})
 
-_STEPS = {
+STEPS = ("acquire", "fence", "rollback", "release", "extend")
+_SCRIPT_STEPS = {
     _scripts.FENCED_ACQUIRE.sha: "acquire",
     _scripts.FENCE_RAISE.sha: "fence",
     _scripts.RELEASE.sha: "release",
@@ -112,7 +115,7 @@ _STEPS = {
 def step_of(operation: str, round_: Round) -> str:
     """What a round does: acquire, fence, rollback (of a failed attempt), release, extend."""
     script = round_.command.script
-    step = _STEPS.get(script.sha, "script") if script is not None else str(round_.command.args[0]).lower()
+    step = _SCRIPT_STEPS.get(script.sha, "script") if script is not None else str(round_.command.args[0]).lower()
     if step == "set":
         return "acquire"
     if operation == "acquire" and step == "release":
@@ -257,6 +260,17 @@ def master_attributes(cluster: ClusterConfig) -> list[dict[str, str | int]]:
     return attributes
 
 
+class LatencyRecorder:
+    """Records ``recorder[node] = seconds`` as that master's request duration of one step."""
+
+    def __init__(self, histogram: metrics.Histogram, attributes: list[dict[str, str | int]]) -> None:
+        self._histogram = histogram
+        self._attributes = attributes
+
+    def __setitem__(self, node: int, seconds: float) -> None:
+        self._histogram.record(seconds, self._attributes[node])
+
+
 class ClientTelemetry:
     """One client's instruments and tracer, and what it measures per round and operation."""
 
@@ -267,9 +281,21 @@ class ClientTelemetry:
         self.tracer = trace.get_tracer("redlock", _version(), tracer_provider)
         self._masters = master_attributes(cluster)
         self._master_keys = [tuple(sorted(attributes.items())) for attributes in self._masters]
-        #: Attribute dicts made once per (master, step) and (master, status), not per reply.
-        self._request_attributes: dict[tuple[int, str], dict[str, str | int]] = {}
-        self._error_attributes: dict[tuple[int, NodeStatus], dict[str, str | int]] = {}
+        #: Made once, not per reply or per round.
+        self._recorders = {step: self._recorder(step) for step in STEPS}
+        self._error_attributes = {
+            (node, status): {**attributes, "redlock.node.status": status.value}
+            for node, attributes in enumerate(self._masters)
+            for status in MASTER_ERRORS
+        }
+
+    def _recorder(self, step: str) -> LatencyRecorder:
+        attributes = [{**master, "redlock.round.step": step} for master in self._masters]
+        return LatencyRecorder(self.instruments.request, attributes)
+
+    def latencies(self, step: str) -> LatencyRecorder:
+        recorder = self._recorders.get(step)
+        return self._recorder(step) if recorder is None else recorder
 
     def open_connections(self) -> Iterable[tuple[tuple[tuple[str, Any], ...], int]]:
         driver = self._cluster._driver
@@ -295,27 +321,13 @@ class ClientTelemetry:
         )
 
     def round_finished(self, step: str, number: int, round_: Round, seconds: float, span: Span | None) -> None:
-        latencies = round_.latencies or {}
-        for node, latency in latencies.items():
-            key = (node, step)
-            attributes = self._request_attributes.get(key)
-            if attributes is None:
-                attributes = self._request_attributes[key] = {**self._masters[node], "redlock.round.step": step}
-            self.instruments.request.record(latency, attributes)
         statuses = []
         for node in round_.targets:
             outcome = round_.outcomes.get(node)
             status = NodeStatus.NOT_AWAITED if outcome is None else outcome.status
             statuses.append(status.value)
             if status in MASTER_ERRORS:
-                error_key = (node, status)
-                errors = self._error_attributes.get(error_key)
-                if errors is None:
-                    errors = self._error_attributes[error_key] = {
-                        **self._masters[node],
-                        "redlock.node.status": status.value,
-                    }
-                self.instruments.errors.add(1, errors)
+                self.instruments.errors.add(1, self._error_attributes[node, status])
         if span is not None and span.is_recording():
             span.add_event(
                 "redlock.round",
@@ -416,11 +428,10 @@ class _Operation:
             request = next(flow)
             while True:
                 if isinstance(request, Round):
-                    if self.telemetry is not None:
-                        request.latencies = {}
+                    step = self.sent(request)
                     sent = time.monotonic()
                     now = yield request
-                    self.round_finished(request, time.monotonic() - sent)
+                    self.round_finished(request, step, time.monotonic() - sent)
                 else:
                     now = yield request
                 request = flow.send(now)
@@ -434,9 +445,15 @@ class _Operation:
         finally:
             flow.close()
 
-    def round_finished(self, round_: Round, seconds: float) -> None:
-        self.rounds += 1
+    def sent(self, round_: Round) -> str:
+        """The round is about to go out: its step, and where its masters' latencies go."""
         step = step_of(self.operation, round_)
+        if self.telemetry is not None:
+            round_.latencies = self.telemetry.latencies(step)
+        return step
+
+    def round_finished(self, round_: Round, step: str, seconds: float) -> None:
+        self.rounds += 1
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "%s %r, round %d (%s): %d of %d granted, quorum %d, in %.3f ms: %s",
@@ -480,14 +497,13 @@ def _auto_extension(telemetry: ClientTelemetry | None, lock: LockState[Any], flo
             if isinstance(request, Round):
                 extend = _Operation(telemetry, "extend", lock)
                 extend.begin()
-                if telemetry is not None:
-                    request.latencies = {}
+                step = extend.sent(request)
                 try:
                     now = yield request
                 except BaseException as error:
                     extend.interrupted(error)
                     raise
-                extend.round_finished(request, time.monotonic() - extend.started)
+                extend.round_finished(request, step, time.monotonic() - extend.started)
                 extend.end(auto_extension_outcome(request))
             else:
                 now = yield request
