@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from redlock import _config, _telemetry
 from redlock._connection import DriverBase
@@ -43,6 +43,10 @@ from redlock.exceptions import (
     RedlockError,
     ReleaseUnconfirmed,
 )
+
+if TYPE_CHECKING:  # the [otel] extra: optional, and only ever passed through
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
 
 logger = logging.getLogger("redlock")
 # A library's logs go where the application sends them, and nowhere (not even to stderr, as
@@ -87,8 +91,8 @@ class ClusterConfig:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         wake_on_release: bool = True,
         clock: _config.Clock = time.monotonic,
-        meter_provider: Any = None,
-        tracer_provider: Any = None,
+        meter_provider: MeterProvider | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.node_timeout = _config.check_seconds("node_timeout", node_timeout)
         self.clock_drift_factor = _config.check_drift_factor(clock_drift_factor)
