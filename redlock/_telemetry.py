@@ -38,10 +38,14 @@ state), INFO when it answers again, DEBUG for every round.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from redlock import _scripts
@@ -50,8 +54,8 @@ from redlock._core import Flow, Result, Round
 from redlock.exceptions import NodeStatus
 
 try:
-    from opentelemetry import metrics, trace
-    from opentelemetry.trace import Span, Status, StatusCode
+    from opentelemetry import context, metrics, trace
+    from opentelemetry.trace import Status, StatusCode
 except ImportError:  # the [otel] extra is not installed: logging only
     AVAILABLE = False
 else:
@@ -222,6 +226,9 @@ class Instruments:
         )
 
     def _held(self, options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        # Called at every collection, before the synchronous instruments are read: what the
+        # operations queued until now goes into this collection.
+        flush()
         held = 0
         for lock in list(self.locks):
             if lock.locked():
@@ -239,6 +246,59 @@ class Instruments:
 
 
 _instruments: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
+
+
+class Reporter:
+    """Makes the OpenTelemetry calls of every client of the process, off the callers' path.
+
+    An SDK takes some microseconds per measurement and tens per span: made by the caller,
+    the dozen of an acquire+release would add a third to a loopback lock (see the
+    benchmark). A caller only queues what it measured (a deque append); this thread does
+    the calls, every :attr:`INTERVAL`, and so does any metrics collection, first (see
+    ``Instruments._held``), and the process's exit.
+    """
+
+    INTERVAL = 0.01
+
+    def __init__(self) -> None:
+        self.queue: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
+        #: One drainer at a time: a client's reports are made in the order they were queued.
+        self._draining = threading.Lock()
+        self._pid = 0
+
+    def start(self) -> None:
+        """Make sure the thread runs in this process (a fork's child starts its own)."""
+        if self._pid == os.getpid():
+            return
+        with self._draining:
+            if self._pid == os.getpid():
+                return
+            if not self._pid:
+                atexit.register(self.flush)
+            self._pid = os.getpid()
+            threading.Thread(target=self._serve, name="redlock-telemetry", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            time.sleep(self.INTERVAL)
+            self.flush()
+
+    def flush(self) -> None:
+        with self._draining:
+            while self.queue:
+                call, args = self.queue.popleft()
+                try:
+                    call(*args)
+                except Exception:  # a failing exporter or SDK must not stop the others' reports
+                    logger.exception("reporting to OpenTelemetry failed")
+
+
+_reporter = Reporter()
+
+
+def flush() -> None:
+    """Make now the OpenTelemetry calls of everything measured so far (tests, exit)."""
+    _reporter.flush()
 
 
 def instruments_for(meter_provider: Any) -> Instruments:
@@ -268,7 +328,7 @@ class LatencyRecorder:
         self._attributes = attributes
 
     def __setitem__(self, node: int, seconds: float) -> None:
-        self._histogram.record(seconds, self._attributes[node])
+        _reporter.queue.append((self._histogram.record, (seconds, self._attributes[node])))
 
 
 class ClientTelemetry:
@@ -309,26 +369,58 @@ class ClientTelemetry:
             subscriber = policy.subscribers[node].state is State.READY
             yield (*key, ("redlock.connection.kind", "subscriber")), int(subscriber)
 
-    def start_span(self, operation: str, lock: LockState[Any], started_ns: int) -> Span:
-        return self.tracer.start_span(
-            f"redlock.{operation}",
-            start_time=started_ns,
+    def report(self, operation: _Operation, outcome: str, ended_ns: int, seconds: float, validity: float) -> None:
+        """In the reporter: the measurements and the span of one finished operation."""
+        attributes: dict[str, str] = {"redlock.outcome": outcome}
+        error = operation.error
+        if outcome == "error":
+            attributes["error.type"] = type(error).__qualname__ if error is not None else "interrupted"
+        elif outcome in FAILURES:
+            attributes["error.type"] = FAILURES[outcome]
+        instruments = self.instruments
+        kind = operation.operation
+        result = operation.result
+        if kind == "acquire":
+            instruments.acquire.record(seconds, attributes)
+            if result is not None:
+                instruments.attempts.record(result.attempts, attributes)
+            if outcome == "acquired":
+                instruments.validity.record(validity)
+                instruments.locks.add(operation.lock)
+        elif kind == "release":
+            instruments.release.record(seconds, attributes)
+        else:
+            instruments.extend.record(seconds, attributes)
+        for round_, *_ in operation.rounds:
+            for node in round_.targets:
+                outcome_of_node = round_.outcomes.get(node)
+                if outcome_of_node is not None and outcome_of_node.status in MASTER_ERRORS:
+                    instruments.errors.add(1, self._error_attributes[node, outcome_of_node.status])
+        self._trace(operation, attributes, ended_ns)
+
+    def _trace(self, operation: _Operation, attributes: dict[str, str], ended_ns: int) -> None:
+        lock = operation.lock
+        span = self.tracer.start_span(
+            f"redlock.{operation.operation}",
+            context=operation.parent,
+            start_time=operation.started_ns,
             attributes={
                 "redlock.lock.name": lock.name,
                 "redlock.quorum": lock._spec.quorum,
                 "redlock.masters": len(lock._spec.node_names),
+                **attributes,
             },
         )
-
-    def round_finished(self, step: str, number: int, round_: Round, seconds: float, span: Span | None) -> None:
-        statuses = []
-        for node in round_.targets:
-            outcome = round_.outcomes.get(node)
-            status = NodeStatus.NOT_AWAITED if outcome is None else outcome.status
-            statuses.append(status.value)
-            if status in MASTER_ERRORS:
-                self.instruments.errors.add(1, self._error_attributes[node, status])
-        if span is not None and span.is_recording():
+        if not span.is_recording():
+            span.end(end_time=ended_ns)
+            return
+        if operation.result is not None and operation.operation == "acquire":
+            span.set_attribute("redlock.attempts", operation.result.attempts)
+        for round_, step, number, seconds, at_ns in operation.rounds:
+            statuses = [
+                (NodeStatus.NOT_AWAITED if node not in round_.outcomes else round_.outcomes[node].status).value
+                for node in round_.targets
+            ]
             span.add_event(
                 "redlock.round",
                 {
@@ -340,53 +432,16 @@ class ClientTelemetry:
                     "redlock.master.names": [round_.node_names[node] for node in round_.targets],
                     "redlock.master.statuses": statuses,
                 },
+                timestamp=at_ns,
             )
-
-    def finished(
-        self,
-        operation: str,
-        outcome: str,
-        seconds: float,
-        span: Span | None,
-        *,
-        result: Result | None = None,
-        lock: LockState[Any] | None = None,
-        error: BaseException | None = None,
-    ) -> None:
-        """Record an operation's duration and outcome and end its span."""
-        attributes = {"redlock.outcome": outcome}
-        if outcome == "error":
-            error_type: str | None = type(error).__qualname__ if error is not None else "interrupted"
-        else:
-            error_type = FAILURES.get(outcome)
-        if error_type is not None:
-            attributes["error.type"] = error_type
-        instruments = self.instruments
-        if operation == "acquire":
-            instruments.acquire.record(seconds, attributes)
-            if result is not None:
-                instruments.attempts.record(result.attempts, attributes)
-                if result.ok and lock is not None:
-                    instruments.validity.record(max(0.0, result.deadline - self._cluster.clock()))
-                    instruments.locks.add(lock)
-        elif operation == "release":
-            instruments.release.record(seconds, attributes)
-        else:
-            instruments.extend.record(seconds, attributes)
-        if span is None:
-            return
-        if span.is_recording():
-            span.set_attributes(attributes)
-            if result is not None and operation == "acquire":
-                span.set_attribute("redlock.attempts", result.attempts)
-            if error is not None:
-                span.record_exception(error)
-            if error_type is not None:
-                span.set_status(Status(StatusCode.ERROR, f"{operation}: {outcome}"))
-        span.end()
+        if operation.error is not None:
+            span.record_exception(operation.error, timestamp=ended_ns)
+        if "error.type" in attributes:
+            span.set_status(Status(StatusCode.ERROR, f"{operation.operation}: {attributes['redlock.outcome']}"))
+        span.end(end_time=ended_ns)
 
     def lock_lost(self, cause: str) -> None:
-        self.instruments.lost.add(1, {"redlock.lost.cause": cause})
+        _reporter.queue.append((self.instruments.lost.add, (1, {"redlock.lost.cause": cause})))
 
 
 # --- the wrapped flows ----------------------------------------------------------------------
@@ -405,7 +460,11 @@ def observe(telemetry: ClientTelemetry | None, operation: str, lock: LockState[A
 
 
 class _Operation:
-    """One operation under way: its start, its span, and its rounds so far."""
+    """One operation under way: when it started, its rounds so far, and how it ended.
+
+    The span is made from this record once the operation is over, in the reporter: its
+    start, and each round's event, carry the times measured here.
+    """
 
     def __init__(self, telemetry: ClientTelemetry | None, operation: str, lock: LockState[Any]) -> None:
         self.telemetry = telemetry
@@ -415,15 +474,14 @@ class _Operation:
         # for the driver, which is part of what the caller waited.
         self.started = time.monotonic()
         self.started_ns = time.time_ns()
-        self.span: Span | None = None
-        self.rounds = 0
-
-    def begin(self) -> None:
-        if self.telemetry is not None:
-            self.span = self.telemetry.start_span(self.operation, self.lock, self.started_ns)
+        #: The caller's current span (and the rest of its context): the parent of ours.
+        self.parent = context.get_current() if telemetry is not None else None
+        #: (round, step, number, seconds, completed at in ns since the epoch), in order.
+        self.rounds: list[tuple[Round, str, int, float, int]] = []
+        self.result: Result | None = None
+        self.error: BaseException | None = None
 
     def run(self, flow: Flow) -> Flow:
-        self.begin()
         try:
             request = next(flow)
             while True:
@@ -437,7 +495,8 @@ class _Operation:
                 request = flow.send(now)
         except StopIteration as stop:
             result: Result = stop.value
-            self.end(outcome_of(self.operation, result), result=result)
+            self.result = result
+            self.end(outcome_of(self.operation, result))
             return result
         except BaseException as error:
             self.interrupted(error)
@@ -453,13 +512,13 @@ class _Operation:
         return step
 
     def round_finished(self, round_: Round, step: str, seconds: float) -> None:
-        self.rounds += 1
+        number = len(self.rounds) + 1
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "%s %r, round %d (%s): %d of %d granted, quorum %d, in %.3f ms: %s",
                 self.operation,
                 self.lock.name,
-                self.rounds,
+                number,
                 step,
                 round_.granted + round_.credited,
                 len(round_.node_names),
@@ -467,26 +526,22 @@ class _Operation:
                 seconds * 1000,
                 ", ".join(map(str, round_.ordered_outcomes())),
             )
-        if self.telemetry is not None:
-            self.telemetry.round_finished(step, self.rounds, round_, seconds, self.span)
+        self.rounds.append((round_, step, number, seconds, time.time_ns()))
 
-    def end(self, outcome: str, *, result: Result | None = None, error: BaseException | None = None) -> None:
-        if self.telemetry is not None:
-            self.telemetry.finished(
-                self.operation,
-                outcome,
-                time.monotonic() - self.started,
-                self.span,
-                result=result,
-                lock=self.lock,
-                error=error,
-            )
+    def end(self, outcome: str) -> None:
+        if self.telemetry is None:
+            return
+        seconds = time.monotonic() - self.started
+        result = self.result
+        validity = max(0.0, result.deadline - self.lock._cluster.clock()) if result is not None and result.ok else 0.0
+        _reporter.queue.append((self.telemetry.report, (self, outcome, time.time_ns(), seconds, validity)))
+        _reporter.start()
 
     def interrupted(self, error: BaseException) -> None:
         # A driver closes the flow (GeneratorExit) while what interrupted it propagates:
         # that is the error the caller sees.
-        cause = error.__context__ if isinstance(error, GeneratorExit) else error
-        self.end("error", error=cause)
+        self.error = error.__context__ if isinstance(error, GeneratorExit) else error
+        self.end("error")
 
 
 def _auto_extension(telemetry: ClientTelemetry | None, lock: LockState[Any], flow: Flow) -> Flow:
@@ -496,7 +551,6 @@ def _auto_extension(telemetry: ClientTelemetry | None, lock: LockState[Any], flo
         while True:
             if isinstance(request, Round):
                 extend = _Operation(telemetry, "extend", lock)
-                extend.begin()
                 step = extend.sent(request)
                 try:
                     now = yield request

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import redlock
-from redlock import ClientClosed, LockLost, MasterMisconfigured, QuorumUnavailable
+from redlock import ClientClosed, LockLost, MasterMisconfigured, QuorumUnavailable, _telemetry
 from redlock.servers import LocalMasters
 
 from .cli_helpers import PATIENCE, without_modules
@@ -87,6 +87,7 @@ class Telemetry:
         )
 
     def spans(self, name: str) -> list[ReadableSpan]:
+        _telemetry.flush()  # spans are made off the callers' path, by the library's reporter
         return [span for span in self.exporter.get_finished_spans() if span.name == name]
 
     def shutdown(self) -> None:
