@@ -392,19 +392,23 @@ class LockState(Generic[ClusterT]):
             logger.error("auto-extension of %r stopped by an unexpected error", self.name, exc_info=error)
         if not lease.lost or lease.ended:
             return
-        self._notice_loss(lease, "extend_failed", "auto-extension could not renew it in time")
+        self._notice_loss(lease, "extend_failed", "auto-extension could not renew it in time", told=False)
         if self._options.on_lost is not None:
             try:
                 self._options.on_lost(self)
             except Exception:
                 logger.exception("on_lost callback of lock %r failed", self.name)
 
-    def _notice_loss(self, lease: Lease, cause: str, why: str) -> None:
-        """Log and count a loss once per lease, whichever operation finds it first."""
+    def _notice_loss(self, lease: Lease, cause: str, why: str, *, told: bool = True) -> None:
+        """Log and count a loss once per lease, whichever operation finds it first.
+
+        A WARNING when nobody was ``told`` (auto-extension found it); INFO when the caller
+        gets LockLost for it right now, which a warning would only report twice.
+        """
         if lease.loss_noticed:
             return
         lease.loss_noticed = True
-        logger.warning("lock %r was lost: %s", self.name, why)
+        logger.log(logging.INFO if told else logging.WARNING, "lock %r was lost: %s", self.name, why)
         if self._cluster._telemetry is not None:
             self._cluster._telemetry.lock_lost(cause)
 

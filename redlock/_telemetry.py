@@ -13,10 +13,16 @@ each round and reads its outcomes, and once the flow returns, classifies its res
 master's request duration is taken where it is known, in the connection policy, as the reply
 arrives: the wrapper hands the round a recorder (:attr:`Round.latencies
 <redlock._core.Round.latencies>`), so a reply that comes after the round was decided (the
-slowest master's, always) is measured too. The span of an operation starts at
-the public call, is ended when the flow returns (or is closed early: an interruption, a
-closed client), and gets one event per round as that round completes. Auto-extension is one
-long flow of pauses and extends: each of its rounds is reported as an extend of its own.
+slowest master's, always) is measured too. Auto-extension is one long flow of pauses and
+extends: each of its rounds is reported as an extend of its own.
+
+The caller only measures (clock reads, a few appends); the OpenTelemetry calls, which take
+microseconds each in the SDK (tens for a span), are queued and made by :class:`Reporter`, a
+thread of its own, and first thing at every metrics collection. So a span is made once its
+operation is over, from what was recorded: it starts at the public call, ends when the flow
+returned (or was closed early: an interruption, a closed client), has the caller's current
+span as parent (captured at the call), and carries one event per round, stamped with the
+time that round completed.
 
 When nothing listens (OpenTelemetry not installed, and the ``redlock`` logger not enabled
 for DEBUG), :func:`observe` returns the flow as it is: an operation pays an attribute read
@@ -31,9 +37,10 @@ metrics store; spans carry the name). They are made once per meter provider and 
 the clients that report to it, since an observable instrument is registered once per name.
 
 Logs (the ``redlock`` logger; it has a NullHandler, so nothing is printed unless the
-application configures logging): WARNING when a lock is lost (``redlock._lock``) and when a
-master turns misconfigured, unreachable or hung (``redlock._connection``, once per change of
-state), INFO when it answers again, DEBUG for every round.
+application configures logging): WARNING when auto-extension finds a lock lost
+(``redlock._lock``; INFO when the caller gets LockLost for it anyway) and when a master turns
+misconfigured, unreachable or hung (``redlock._connection``, once per change of state), INFO
+when it answers again, DEBUG for every round.
 """
 
 from __future__ import annotations
