@@ -1013,11 +1013,11 @@ def telemetry_rounds_async(
 
 def telemetry_section(cluster: LocalMasters, rounds: int, count: int) -> dict[str, Any]:
     if not _telemetry.AVAILABLE:
-        print("telemetry: skipped, OpenTelemetry is not installed (pip install opentelemetry-sdk)", flush=True)
+        print(f"telemetry: skipped, OpenTelemetry is not installed; {install_hint('bench')}", flush=True)
         return {}
     providers = sdk_providers()
     if providers is None:
-        print("telemetry: skipped, the OpenTelemetry SDK is not installed (pip install opentelemetry-sdk)")
+        print(f"telemetry: skipped, the OpenTelemetry SDK is not installed; {install_hint('bench')}", flush=True)
         return {}
     print(
         f"telemetry: acquire+release p50 on {len(cluster.urls)} masters, {rounds} interleaved rounds of {count}"

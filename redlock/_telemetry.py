@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from redlock import _scripts
 from redlock._connection import State
 from redlock._core import Flow, Result, Round
+from redlock._extras import install_hint
 from redlock.exceptions import NodeStatus
 
 try:
@@ -163,8 +164,7 @@ def check_providers(meter_provider: object, tracer_provider: object) -> None:
         return
     if not AVAILABLE:
         raise ValueError(
-            "meter_provider and tracer_provider need OpenTelemetry, which is not installed: "
-            "`pip install opentelemetry-api` (the [otel] extra)"
+            f"meter_provider and tracer_provider need OpenTelemetry, which is not installed: {install_hint('otel')}"
         )
     if meter_provider is not None and not isinstance(meter_provider, metrics.MeterProvider):
         raise TypeError(f"meter_provider must be an opentelemetry MeterProvider, got {type(meter_provider).__name__}")
@@ -285,6 +285,12 @@ class Reporter:
             self._pid = os.getpid()
             threading.Thread(target=self._serve, name="redlock-telemetry", daemon=True).start()
 
+    def after_fork(self) -> None:
+        """In a fork's child: the parent's thread is not here, and it may have held the lock;
+        what the parent measured is the parent's to report."""
+        self._draining = threading.Lock()
+        self.queue.clear()
+
     def _serve(self) -> None:
         while True:
             time.sleep(self.INTERVAL)
@@ -301,6 +307,7 @@ class Reporter:
 
 
 _reporter = Reporter()
+os.register_at_fork(after_in_child=_reporter.after_fork)
 
 
 def flush() -> None:
