@@ -26,9 +26,10 @@ time that round completed.
 
 When nothing listens (OpenTelemetry not installed, and the ``redlock`` logger not enabled
 for DEBUG), :func:`observe` returns the flow as it is: an operation pays an attribute read
-and an ``isEnabledFor``. With the API installed but no SDK configured, the API's no-op
-providers take the measurements and drop them (``benchmarks/bench.py --only telemetry``
-measures all three). Which it is, is decided per client, when the client is made.
+and an ``isEnabledFor``. With the API installed and no provider given, as long as the
+application has set no global provider either (it may, later), an operation also asks the
+API for the two global providers, and measures nothing (``benchmarks/bench.py --only
+telemetry`` measures all three cases).
 
 Instruments follow the OpenTelemetry semantic conventions: durations in seconds, with
 buckets fine enough for sub-millisecond rounds; masters as ``server.address`` and
@@ -68,6 +69,16 @@ except ImportError:  # the [otel] extra is not installed: logging only
     AVAILABLE = False
 else:
     AVAILABLE = True
+    try:
+        # What the global getters return until an application sets a provider (the proxy
+        # class of the metrics API is not public; without it, the global meter provider is
+        # taken as set).
+        from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+        _UNSET_METERS: tuple[type, ...] = (metrics.NoOpMeterProvider, _ProxyMeterProvider)
+    except ImportError:  # pragma: no cover (another version of the API)
+        _UNSET_METERS = ()
+    _UNSET_TRACERS = (trace.NoOpTracerProvider, trace.ProxyTracerProvider)
 
 if TYPE_CHECKING:
     from redlock._lock import ClusterConfig, LockState
@@ -350,6 +361,7 @@ class ClientTelemetry:
 
     def __init__(self, cluster: ClusterConfig, meter_provider: Any, tracer_provider: Any) -> None:
         self._cluster = cluster
+        self._given = meter_provider is not None or tracer_provider is not None
         self.instruments = instruments_for(meter_provider)
         self.instruments.clients.add(self)
         self.tracer = trace.get_tracer("redlock", _version(), tracer_provider)
@@ -362,6 +374,18 @@ class ClientTelemetry:
             for node, attributes in enumerate(self._masters)
             for status in MASTER_ERRORS
         }
+
+    def active(self) -> bool:
+        """Whether anything would record: providers given, or global ones an application set.
+
+        Asked per operation (a client made before the application configures OpenTelemetry
+        reports from then on); until then the operation skips even the queueing.
+        """
+        return (
+            self._given
+            or not isinstance(metrics.get_meter_provider(), _UNSET_METERS)
+            or not isinstance(trace.get_tracer_provider(), _UNSET_TRACERS)
+        )
 
     def _recorder(self, step: str) -> LatencyRecorder:
         attributes = [{**master, "redlock.round.step": step} for master in self._masters]
@@ -466,6 +490,8 @@ def observe(telemetry: ClientTelemetry | None, operation: str, lock: LockState[A
 
     ``operation`` is acquire, release, extend, or renewal (auto-extension).
     """
+    if telemetry is not None and not telemetry.active():
+        telemetry = None
     if telemetry is None and not logger.isEnabledFor(logging.DEBUG):
         return flow
     if operation == "renewal":
