@@ -54,13 +54,13 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redlock import _scripts
 from redlock._connection import State
 from redlock._core import Flow, Result, Round
 from redlock._extras import install_hint
-from redlock.exceptions import NodeStatus
+from redlock.exceptions import NodeOutcome, NodeStatus
 
 try:
     from opentelemetry import context, metrics, trace
@@ -429,10 +429,9 @@ class ClientTelemetry:
             instruments.release.record(seconds, attributes)
         else:
             instruments.extend.record(seconds, attributes)
-        for round_, *_ in operation.rounds:
-            for node in round_.targets:
-                outcome_of_node = round_.outcomes.get(node)
-                if outcome_of_node is not None and outcome_of_node.status in MASTER_ERRORS:
+        for done in operation.rounds:
+            for node, outcome_of_node in done.outcomes.items():
+                if outcome_of_node.status in MASTER_ERRORS:
                     instruments.errors.add(1, self._error_attributes[node, outcome_of_node.status])
         self._trace(operation, attributes, ended_ns)
 
@@ -454,23 +453,24 @@ class ClientTelemetry:
             return
         if operation.result is not None and operation.operation == "acquire":
             span.set_attribute("redlock.attempts", operation.result.attempts)
-        for round_, step, number, seconds, at_ns in operation.rounds:
+        for done in operation.rounds:
+            round_ = done.round
             statuses = [
-                (NodeStatus.NOT_AWAITED if node not in round_.outcomes else round_.outcomes[node].status).value
+                (NodeStatus.NOT_AWAITED if node not in done.outcomes else done.outcomes[node].status).value
                 for node in round_.targets
             ]
             span.add_event(
                 "redlock.round",
                 {
-                    "redlock.round.step": step,
-                    "redlock.round.number": number,
-                    "redlock.round.duration": seconds,
-                    "redlock.votes.granted": round_.granted + round_.credited,
+                    "redlock.round.step": done.step,
+                    "redlock.round.number": done.number,
+                    "redlock.round.duration": done.seconds,
+                    "redlock.votes.granted": done.votes,
                     "redlock.votes.quorum": round_.quorum,
                     "redlock.master.names": [round_.node_names[node] for node in round_.targets],
                     "redlock.master.statuses": statuses,
                 },
-                timestamp=at_ns,
+                timestamp=done.at_ns,
             )
         if operation.error is not None:
             span.record_exception(operation.error, timestamp=ended_ns)
@@ -499,6 +499,19 @@ def observe(telemetry: ClientTelemetry | None, operation: str, lock: LockState[A
     return _Operation(telemetry, operation, lock).run(flow)
 
 
+class RoundDone(NamedTuple):
+    """One round of an operation, as it was when it completed."""
+
+    round: Round
+    step: str
+    number: int
+    seconds: float
+    #: When it completed, in nanoseconds since the epoch (the span event's timestamp).
+    at_ns: int
+    outcomes: dict[int, NodeOutcome]
+    votes: int
+
+
 class _Operation:
     """One operation under way: when it started, its rounds so far, and how it ended.
 
@@ -516,8 +529,7 @@ class _Operation:
         self.started_ns = time.time_ns()
         #: The caller's current span (and the rest of its context): the parent of ours.
         self.parent = context.get_current() if telemetry is not None else None
-        #: (round, step, number, seconds, completed at in ns since the epoch), in order.
-        self.rounds: list[tuple[Round, str, int, float, int]] = []
+        self.rounds: list[RoundDone] = []
         self.result: Result | None = None
         self.error: BaseException | None = None
 
@@ -566,7 +578,10 @@ class _Operation:
                 seconds * 1000,
                 ", ".join(map(str, round_.ordered_outcomes())),
             )
-        self.rounds.append((round_, step, number, seconds, time.time_ns()))
+        # The outcomes as they were when the flow went on: a late reply is still recorded in
+        # the round afterwards, while the reporter may be reading it.
+        votes = round_.granted + round_.credited
+        self.rounds.append(RoundDone(round_, step, number, seconds, time.time_ns(), dict(round_.outcomes), votes))
 
     def end(self, outcome: str) -> None:
         if self.telemetry is None:
