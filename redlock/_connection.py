@@ -71,6 +71,9 @@ logger = logging.getLogger("redlock")
 #: what a silent master's socket buffer and our queue hold, whatever the concurrency.
 MAX_IN_FLIGHT = 8192
 
+#: Why the connections of a closed client were lost.
+CLOSED = "the client was closed"
+
 #: Backoff after a failed connect: first retry at once, then doubling up to the cap.
 RECONNECT_BACKOFF_FIRST = 0.025
 RECONNECT_BACKOFF_MAX = 1.0
@@ -306,7 +309,8 @@ class Link:
         handshaking = any(entry.handshake for entry in self.in_flight)
         self._fail_all(status, detail)
         if handshaking or status is NodeStatus.MISCONFIGURED:
-            self._back_off(status, detail, now)
+            # Our own close() is no news about the master.
+            self._back_off(status, detail, now, report=not (isinstance(error, ClientClosed) or error == CLOSED))
         else:
             self.state = State.IDLE
 
@@ -326,8 +330,9 @@ class Link:
             if round_ is not None and round_.awaits(self.node):
                 round_.record(self.node, status, detail)
 
-    def _back_off(self, status: NodeStatus, detail: str, now: float) -> None:
-        self._report(status, detail)
+    def _back_off(self, status: NodeStatus, detail: str, now: float, *, report: bool = True) -> None:
+        if report:
+            self._report(status, detail)
         self.failures += 1
         delay = min(RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_FIRST * 2 ** (self.failures - 1))
         self.state = State.BACKING_OFF
@@ -623,7 +628,7 @@ class Connections:
 
     def close(self, now: float) -> None:
         for link in self.links:
-            link.lost("the client was closed", now)
+            link.lost(CLOSED, now)
 
     def forget(self) -> None:
         """In a fork's child: drop the parent's state without telling anyone."""

@@ -30,6 +30,8 @@ from opentelemetry.trace import StatusCode
 
 import redlock
 from redlock import ClientClosed, LockLost, MasterMisconfigured, QuorumUnavailable, _telemetry
+from redlock._connection import CLOSED, Credentials, Link, Submit
+from redlock._core import Command, Round
 from redlock.servers import LocalMasters
 
 from .cli_helpers import PATIENCE, without_modules
@@ -453,3 +455,31 @@ def test_providers_are_checked(masters: LocalMasters) -> None:
         redlock.Redlock(masters.urls, meter_provider=trace.NoOpTracerProvider())
     with pytest.raises(TypeError, match="tracer_provider must be an opentelemetry TracerProvider"):
         redlock.Redlock(masters.urls, tracer_provider="jaeger")
+
+
+def test_a_master_is_logged_once_per_change_of_state_and_never_for_our_own_close(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The policy alone (no sockets): refused connects in a row are one warning; a client
+    closed while a connection says its handshake is no news about the master."""
+    caplog.set_level(logging.INFO, logger="redlock")
+    link = Link(0, "a:1", Credentials(), hung_after=1.0)
+
+    def attempt(now: float) -> Submit:
+        round_ = Round(Command(("SET", "k", "v")), (0,), ("a:1",), quorum=1, timeout=0.1, cleanup=True)
+        return link.submit(round_, now)
+
+    for now in (0.0, 1.0, 2.0):
+        assert attempt(now) is Submit.CONNECT
+        link.connect_failed(ConnectionRefusedError("refused"), now)
+    assert attempt(3.0) is Submit.CONNECT
+    link.connected(3.0)
+    link.received(b"OK", 3.0)  # the first handshake reply: it answers again
+    link.lost(CLOSED, 4.0)  # closed mid-handshake (the rest of it still in flight)
+    assert attempt(5.0) is Submit.CONNECT
+    link.connected(5.0)
+    link.lost(ClientClosed("the client was closed"), 5.0)  # closed mid-handshake
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "master a:1 is unreachable: refused"),
+        ("INFO", "master a:1 answers again (it was unreachable)"),
+    ]
