@@ -43,6 +43,9 @@ class Redlock(ClusterConfig):
     * ``wake_on_release=True``: a waiting acquire listens (pub/sub, one connection per
       master per client) for the release of the lock it waits for and retries at once,
       so a handoff takes about a round trip instead of a retry delay.
+    * ``meter_provider=None``, ``tracer_provider=None``: where the client's OpenTelemetry
+      metrics and spans go (the ``[otel]`` extra; see docs/operations.md): by default the
+      global providers, which do nothing until the application configures an SDK.
     """
 
     client_types = (redis.Redis,)

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from redlock import _config
+from redlock import _config, _telemetry
 from redlock._connection import DriverBase
 from redlock._core import (
     RELEASE_PATIENCE,
@@ -45,7 +45,14 @@ from redlock.exceptions import (
     ReleaseUnconfirmed,
 )
 
+if TYPE_CHECKING:  # the [otel] extra: optional, and only ever passed through
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
 logger = logging.getLogger("redlock")
+# A library's logs go where the application sends them, and nowhere (not even to stderr, as
+# Python's last-resort handler would) when it configures no logging.
+logger.addHandler(logging.NullHandler())
 
 #: 160 random bits: far beyond guessing, and unique across every client that ever runs.
 TOKEN_BYTES = 20
@@ -107,6 +114,8 @@ class ClusterConfig:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         wake_on_release: bool = True,
         clock: _config.Clock = time.monotonic,
+        meter_provider: MeterProvider | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.node_timeout = _config.check_seconds("node_timeout", node_timeout)
         self.clock_drift_factor = _config.check_drift_factor(clock_drift_factor)
@@ -118,7 +127,9 @@ class ClusterConfig:
         self.masters = _config.parse_masters(masters, self.client_types, self.client_kind)
         self.clock = clock
         self.rng = random.Random()
+        _telemetry.check_providers(meter_provider, tracer_provider)
         self._start_driver()
+        self._telemetry = _telemetry.for_client(self, meter_provider, tracer_provider)
 
     def _start_driver(self) -> None:
         self._driver = self.driver_class(self)
@@ -439,7 +450,10 @@ class LockState(Generic[ClusterT]):
             timeout=self._time_left(give_up_at),
             rng=self._cluster.rng,
         )
-        return tokens, flow
+        return tokens, self._observed("acquire", flow)
+
+    def _observed(self, operation: str, flow: Flow) -> Flow:
+        return _telemetry.observe(self._cluster._telemetry, operation, self, flow)
 
     def _acquired(self, result: Result) -> Lease | None:
         """The new lease if the acquire held the lock; None if others hold it."""
@@ -502,7 +516,7 @@ class LockState(Generic[ClusterT]):
             earlier=lease.release_rounds,
             timeout=release_timeout(self._spec, validity),
         )
-        return lease, flow
+        return lease, self._observed("release", flow)
 
     def _released(self, lease: Lease, result: Result) -> None:
         lease.release_rounds.extend(result.rounds)
@@ -513,6 +527,8 @@ class LockState(Generic[ClusterT]):
         lease.release_unconfirmed = unconfirmed
         if not unconfirmed and self._lease is lease:
             self._lease = None
+        if not result.ok and not unconfirmed:
+            self._notice_loss(lease, "release_refused", "its release found our token gone from a majority")
         retry = "; this Lock keeps the token, so release() can be retried" if unconfirmed else ""
         if lease.lost and not lease.loss_reported:
             lease.loss_reported = True
@@ -554,7 +570,7 @@ class LockState(Generic[ClusterT]):
                 resource=self.name,
                 quorum=self._spec.quorum,
             )
-        return lease, extend_flow(self._spec, lease, seconds, self._cluster.clock())
+        return lease, self._observed("extend", extend_flow(self._spec, lease, seconds, self._cluster.clock()))
 
     def _extended(self, lease: Lease, result: Result) -> float:
         if self._lease is not lease or lease.ended:
@@ -563,6 +579,7 @@ class LockState(Generic[ClusterT]):
             return self.validity
         if result.token_gone:
             lease.lost = True
+            self._notice_loss(lease, "extend_failed", "an extend found our token gone from a majority")
         gone = (
             "; our token is gone from a majority"
             if result.token_gone
@@ -573,7 +590,7 @@ class LockState(Generic[ClusterT]):
         )
 
     def _renewal_flow(self, lease: Lease) -> Flow:
-        return renewal_flow(self._spec, lease, self._cluster.clock())
+        return self._observed("renewal", renewal_flow(self._spec, lease, self._cluster.clock()))
 
     def _renewal_finished(self, lease: Lease, error: BaseException | None = None) -> None:
         """Called by the renewer when it stops: report a loss, loudly, to whoever listens."""
@@ -587,12 +604,25 @@ class LockState(Generic[ClusterT]):
             logger.error("auto-extension of %r stopped by an unexpected error", self.name, exc_info=error)
         if not lease.lost or lease.ended:
             return
-        logger.warning("lock %r was lost: auto-extension could not renew it in time", self.name)
+        self._notice_loss(lease, "extend_failed", "auto-extension could not renew it in time", told=False)
         if self._options.on_lost is not None:
             try:
                 self._options.on_lost(self)
             except Exception:
                 logger.exception("on_lost callback of lock %r failed", self.name)
+
+    def _notice_loss(self, lease: Lease, cause: str, why: str, *, told: bool = True) -> None:
+        """Log and count a loss once per lease, whichever operation finds it first.
+
+        A WARNING when nobody was ``told`` (auto-extension found it); INFO when the caller
+        gets LockLost for it right now, which a warning would only report twice.
+        """
+        if lease.loss_noticed:
+            return
+        lease.loss_noticed = True
+        logger.log(logging.INFO if told else logging.WARNING, "lock %r was lost: %s", self.name, why)
+        if self._cluster._telemetry is not None:
+            self._cluster._telemetry.lock_lost(cause)
 
     def _held_lease(self, action: str) -> Lease:
         if self._lease is None:
