@@ -126,6 +126,8 @@ class Scenario:
     persistence: Persistence = "none"
     #: libfaketime on the masters both partitions share.
     clocked: bool = False
+    #: libfaketime on every master (randomized schedules move any master's clock).
+    all_clocked: bool = False
     proxies: bool = False
     #: Uses --duration (a free-running workload) rather than a fixed script.
     loop: bool = False
@@ -179,16 +181,19 @@ class Run:
         node_timeout: float = 0.1,
         retry_delay: float = 0.2,
         unavailable_timeout: float = 10.0,
+        clock_drift_factor: float | None = None,
     ) -> list[ClientProcess]:
         """Start client processes, connected and warmed up, each with its own proxies
         when the scenario has them."""
         self.note(f"starting clients {', '.join(names)}")
-        options = {
+        options: dict[str, Any] = {
             "node_timeout": node_timeout,
             "retry_delay": retry_delay,
             "unavailable_timeout": unavailable_timeout,
             "wake_on_release": wake_on_release,
         }
+        if clock_drift_factor is not None:
+            options["clock_drift_factor"] = clock_drift_factor
         return self.cluster.add_clients(names, redlock_options=options, fencing=fencing, seed=self.params.seed)
 
     def partition_k3(self, c1: str = "c1", c2: str = "c2") -> None:
@@ -354,7 +359,11 @@ def run_scenario(
     with Cluster(
         params.nodes,
         persistence=scenario.persistence,
-        clocked=partitions(params.nodes)[2] if scenario.clocked else (),
+        clocked=range(params.nodes)
+        if scenario.all_clocked
+        else partitions(params.nodes)[2]
+        if scenario.clocked
+        else (),
         proxies=scenario.proxies,
         progress=say,
     ) as cluster:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -79,8 +79,12 @@ def plot_timeline(
     path: str | os.PathLike[str],
     *,
     title: str = "",
+    panels: Sequence[Callable[[Any, float], None]] = (),
 ) -> None:
-    """Draw ``history`` (judged as ``verdict``) to a PNG file at ``path``."""
+    """Draw ``history`` (judged as ``verdict``) to a PNG file at ``path``.
+
+    Each of ``panels`` draws one more plot below the timeline, sharing its time axis:
+    ``panel(axes, t0)``, with ``t0`` the monotonic time of the first event."""
     t0 = history.start or 0.0
     t_end = (history.end or t0) - t0
     tenures = sorted(history.tenures(), key=lambda t: (t.start, t.client))
@@ -105,9 +109,13 @@ def plot_timeline(
     total = y + (fault_count if windows else 0)
 
     height = 1.6 + 0.32 * max(total, 2)
-    figure = Figure(figsize=(11, min(height, 14)), dpi=80)
+    main_height = min(height, 14)
+    figure = Figure(figsize=(11, main_height + 2.0 * len(panels)), dpi=80)
     FigureCanvasAgg(figure)
-    ax = figure.add_subplot(1, 1, 1)
+    grid = figure.add_gridspec(1 + len(panels), 1, height_ratios=[main_height, *(2.0 for _ in panels)])
+    ax = figure.add_subplot(grid[0])
+    for number, panel in enumerate(panels, start=1):
+        panel(figure.add_subplot(grid[number], sharex=ax), t0)
 
     def row(name: str, lane: int) -> float:
         top, _count = layout[name]

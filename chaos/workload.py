@@ -97,7 +97,14 @@ class Resource:
 class LoopSpec:
     """A free-running workload: until ``until`` (monotonic), pick a name, acquire, do the
     read-modify-write (holding the lock ``hold`` seconds between read and write, sometimes
-    extending it), release, think, repeat."""
+    extending it), release, think, repeat.
+
+    ``hold_share``, when given, replaces ``hold``: the holder works for that share of the
+    validity it has left, so that holders often still hold near their deadline (where a
+    master that expires early, or a pause, hurts). ``check_first`` checks the validity
+    before the work instead of just before the write: a pause during the work then makes
+    a stale write (K1).
+    """
 
     names: tuple[str, ...]
     until: float
@@ -107,6 +114,8 @@ class LoopSpec:
     hold: tuple[float, float] = (0.005, 0.03)
     think: tuple[float, float] = (0.0, 0.02)
     extend_share: float = 0.2
+    hold_share: tuple[float, float] | None = None
+    check_first: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoopSpec:
@@ -119,6 +128,8 @@ class LoopSpec:
             hold=_pair(data.get("hold", (0.005, 0.03))),
             think=_pair(data.get("think", (0.0, 0.02))),
             extend_share=float(data.get("extend_share", 0.2)),
+            hold_share=None if data.get("hold_share") is None else _pair(data["hold_share"]),
+            check_first=bool(data.get("check_first", False)),
         )
 
 
@@ -276,6 +287,11 @@ class ClientSession:
 
     # -- the free-running workload --
 
+    def _hold(self, spec: LoopSpec, deadline: float) -> float:
+        if spec.hold_share is None:
+            return self.rng.uniform(*spec.hold)
+        return max(0.0, deadline - time.monotonic()) * self.rng.uniform(*spec.hold_share)
+
     def loop(self, spec: LoopSpec) -> dict[str, Any]:
         """Contend for ``spec.names`` until ``spec.until``; returns counts."""
         acquired = failed = writes = 0
@@ -293,10 +309,11 @@ class ClientSession:
             if got["ok"]:
                 acquired += 1
                 self.read(name)
-                time.sleep(self.rng.uniform(*spec.hold))
+                valid = not spec.check_first or self._lock(name).locked()
+                time.sleep(self._hold(spec, float(got["deadline"])))
                 if self.rng.random() < spec.extend_share:
                     self.extend(name)
-                if self.write(name)["written"]:
+                if valid and self.write(name, check=not spec.check_first)["written"]:
                     writes += 1
                 self.release(name)
             else:
