@@ -141,6 +141,13 @@ def _can_plot() -> bool:
     return True
 
 
+def _missing(exc: RedisServerNotFound | LibfaketimeNotFound) -> int:
+    """What the environment lacks: say how to get it."""
+    message = redis_server_hint() if isinstance(exc, RedisServerNotFound) else str(exc)
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_ENVIRONMENT
+
+
 def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.all == bool(args.names):
         print("error: give scenario names, or --all", file=sys.stderr)
@@ -187,12 +194,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if results:
             print(text_table(results))
         return EXIT_INTERRUPTED
-    except RedisServerNotFound:
-        print(f"error: {redis_server_hint()}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
-    except LibfaketimeNotFound as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
+    except (RedisServerNotFound, LibfaketimeNotFound) as exc:
+        return _missing(exc)
     write_summary(results, args.out, command=f"{command}  # seed {seed}")
     print(text_table(results))
     print()
@@ -224,12 +227,8 @@ def _guarded(call: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: every process was stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except RedisServerNotFound:
-        print(f"error: {redis_server_hint()}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
-    except LibfaketimeNotFound as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
+    except (RedisServerNotFound, LibfaketimeNotFound) as exc:
+        return _missing(exc)
 
 
 def _plot_wanted(args: argparse.Namespace) -> bool:

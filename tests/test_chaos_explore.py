@@ -52,15 +52,6 @@ clients = st.integers(1, 6)
 ttls = st.sampled_from([0.5, 1.0, 2.0])
 
 
-@pytest.fixture(autouse=True)
-def _long_runs_only_when_asked(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("chaos") is None:
-        return
-    asked = "chaos" in (request.config.getoption("markexpr", "") or "")
-    if not asked and os.environ.get("REDLOCK_CHAOS") != "1":
-        pytest.skip("the long explore and sweep runs: run with -m chaos or REDLOCK_CHAOS=1")
-
-
 # --- the schedule generator (pure) -------------------------------------------------------------
 
 
