@@ -14,6 +14,11 @@ expected one; 1 when any did not (a SAFE scenario with a violation, or an UNSAFE
 violation the harness failed to produce); 2 for a usage error; 3 when the environment lacks
 something (no redis-server, no libfaketime); 130 on Ctrl-C. Every process a run starts is
 stopped before it exits, whichever way it exits.
+
+``explore`` exits 0 when its fault set met its expectation (no violation under ``safe``,
+some under an ``unsafe-*`` set) and 1 otherwise; ``replay`` 0 when the saved violation's
+kind happened again and 1 when not; ``sweep`` 0 once every trial ran (its curve is the
+result, not a verdict). Usage errors, the environment and Ctrl-C as for ``run``.
 """
 
 from __future__ import annotations
