@@ -299,6 +299,10 @@ def find_violations(verdict: Verdict, t0: float) -> list[Violation]:
     found = [Violation("mutual-exclusion", o.start - t0, o.describe()) for o in verdict.overlaps]
     for report in verdict.lost_updates:
         found += [Violation("lost-update", w.time - t0, report.describe()) for w in report.lost_writes]
+        if not report.ok and not report.lost_writes:
+            # Short of its count with no write to blame (a write the history does not
+            # have): the end of the run is the only moment known.
+            found.append(Violation("lost-update", (verdict.liveness.window or (t0, t0))[1] - t0, report.describe()))
     found += [Violation("stale-write", s.write.time - t0, s.describe()) for s in verdict.stale_writes]
     for f in verdict.fencing:
         when = f.later.start if isinstance(f, TokenRegression) else f.second.start
