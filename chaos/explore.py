@@ -37,9 +37,9 @@ from typing import Any, cast
 
 from redlock.servers import Persistence
 
-from .checkers import TokenRegression, Verdict, percentile
+from .checkers import TokenRegression, Verdict, check_all, percentile
 from .clients import ClientError, ClientProcess, Pending, process_state
-from .history import AcquireInvoked, AcquireReturned, History
+from .history import AcquireInvoked, AcquireReturned, Event, History
 from .nemesis import Nemesis
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
@@ -61,6 +61,8 @@ __all__ = [
 _WINDOW_TTLS = 3.0
 _WINDOW_EXTRA = 2.0
 _WINDOW_AFTER = 0.5
+#: How many seconds of a run ``timeline.png`` shows (a longer run is unreadable there).
+_PLOT_SPAN = 60.0
 
 
 @dataclass(frozen=True)
@@ -445,12 +447,76 @@ def explore(
     summary["windows"] = [str(p) for p in windows]
     (out / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False), encoding="utf-8")
     if plot and result.verdict is not None:
-        from .timeline import plot_timeline  # noqa: PLC0415 (matplotlib: only for a picture)
-
-        panels = _panels(summary["bins"], summary["bin_seconds"], t0 - (history.start or t0))
-        title = f"explore {config.faults.name}: {len(violations)} violations (seed {config.seed})"
-        plot_timeline(history, result.verdict, out / "timeline.png", title=title, panels=panels)
+        _plot(config, summary, history, t0=t0, violations=violations, out=out)
     return ExploreOutcome(config, schedule, result, summary, violations, windows)
+
+
+def _plot(
+    config: ExploreConfig,
+    summary: dict[str, Any],
+    history: History,
+    *,
+    t0: float,
+    violations: Sequence[Violation],
+    out: pathlib.Path,
+) -> None:
+    """``timeline.png``: at most :data:`_PLOT_SPAN` seconds (from a little before the first
+    violation, else from the start), holders by client slot, with latency and throughput
+    below; ``over-time.png``: latency and throughput over the whole run."""
+    # matplotlib takes a second to import: only when a picture is wanted.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    from .timeline import plot_timeline  # noqa: PLC0415
+
+    start = max(0.0, violations[0].time - _PLOT_SPAN / 4) if violations else 0.0
+    # Judged whole, drawn in part: a window's own check would miss what came before it.
+    renamed = _by_slot(history)
+    shown = _between(renamed, t0 + start, t0 + start + _PLOT_SPAN)
+    judged = check_all(renamed)
+    inside = tuple(
+        o
+        for o in judged.overlaps
+        if shown.start is not None and o.start >= shown.start and o.end <= (shown.end or o.end)
+    )
+    verdict = dataclasses.replace(judged, overlaps=inside)
+    width = summary["bin_seconds"]
+    bins = [b for b in summary["bins"] if start <= b["start"] < start + _PLOT_SPAN]
+    panels = _panels(bins, width, t0 - (shown.start or t0))
+    span = f", {start:.0f}-{start + _PLOT_SPAN:.0f}s of {config.duration:g}s" if config.duration > _PLOT_SPAN else ""
+    title = f"explore {config.faults.name}: {len(violations)} violations (seed {config.seed}{span})"
+    plot_timeline(shown, verdict, out / "timeline.png", title=title, panels=panels)
+    figure = Figure(figsize=(11, 4.5), dpi=80)
+    FigureCanvasAgg(figure)
+    for number, panel in enumerate(_panels(summary["bins"], width, 0.0), start=1):
+        panel(figure.add_subplot(2, 1, number), t0)
+    figure.axes[-1].set_xlabel("seconds since the schedule's start")
+    figure.suptitle(f"explore {config.faults.name}: acquire latency and throughput per {width:g}s", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(str(out / "over-time.png"), format="png")
+
+
+def _between(history: History, start: float, end: float) -> History:
+    return History(e for e in history if start <= e.time <= end)
+
+
+def _by_slot(history: History) -> History:
+    """The history with each replacement client (``c1.3``) named by its slot (``c1``), for
+    a picture with one colour per slot rather than per process. Its op numbers move by a
+    million per generation, so that ``(client, op)`` still names one operation."""
+
+    def renamed(event: Event) -> Event:
+        client = getattr(event, "client", None)
+        if not isinstance(client, str) or "." not in client:
+            return event
+        slot, generation = client.split(".", 1)
+        op = getattr(event, "op", None)
+        changes: dict[str, Any] = {"client": slot}
+        if isinstance(op, int):
+            changes["op"] = op + int(generation) * 1_000_000
+        return dataclasses.replace(event, **changes)
+
+    return History(renamed(e) for e in history)
 
 
 def _save_windows(
