@@ -149,6 +149,7 @@ class _Player:
         self.pending: list[Pending] = []
         self.replacing: list[threading.Thread] = []
         self.skipped = 0
+        self.failed_replacements = 0
         self.until = 0.0
         self._open: dict[int, list[str]] = {}
         self._cut: dict[int, list[Callable[[], None]]] = {}
@@ -176,6 +177,7 @@ class _Player:
         for thread in self.replacing:
             thread.join()
         self.run.metric("ops_skipped", self.skipped)
+        self.run.metric("replacements_failed", self.failed_replacements)
 
     def _alive(self, slot: str) -> ClientProcess | None:
         with self._lock:
@@ -242,8 +244,15 @@ class _Player:
             left = self.until - time.monotonic()
             if left <= 0.5:
                 return
-            (client,) = self._clients([f"{slot}.{generation}"])
-            _, pending = _loop(self.run, [client], duration=self.until - time.monotonic(), **self.spec)
+            try:
+                (client,) = self._clients([f"{slot}.{generation}"])
+                _, pending = _loop(self.run, [client], duration=self.until - time.monotonic(), **self.spec)
+            except ClientError as exc:
+                # The run goes on with one client fewer; the report says so.
+                self.run.note(f"no client took slot {slot}: {exc}")
+                with self._lock:
+                    self.failed_replacements += 1
+                return
             with self._lock:
                 self.slots[slot] = client
             _finish_all(pending)
