@@ -309,7 +309,10 @@ def find_violations(verdict: Verdict, t0: float) -> list[Violation]:
     stale write accepted, fencing regression and late extend."""
     found = [Violation("mutual-exclusion", o.start - t0, o.describe()) for o in verdict.overlaps]
     for report in verdict.lost_updates:
-        found += [Violation("lost-update", w.time - t0, report.describe()) for w in report.lost_writes]
+        for lost, by in zip(report.lost_writes, report.overwritten_by, strict=True):
+            # The increment is lost when the write that did not build on it lands (when
+            # several wrote one value, which of them is "lost" is arbitrary, but not when).
+            found.append(Violation("lost-update", (lost if by is None else by).time - t0, report.describe()))
         if not report.ok and not report.lost_writes:
             # Short of its count with no write to blame (a write the history does not
             # have): the end of the run is the only moment known.
