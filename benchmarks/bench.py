@@ -9,6 +9,9 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
 * acquire+release on 5 masters, sync and asyncio, and the ratio to the floor;
 * acquire+release while one of the 5 masters is SIGSTOPped, against the same floor (a round
   is decided by the other four; about node_timeout at worst, never a hang);
+* primitives: acquire+release of a semaphore (limit 3) and of a lock on 3 names, each against
+  the single lock in the same run (interleaved), sync and asyncio, with the ratio to the
+  single lock's p50 (issue 12's target: 1.3x at most);
 * contended throughput, 8 clients on one name, against redis-py's single-node Lock in the
   same run, with each client's share;
 * handoff: from the start of a release to the next holder's acquire returning, 8 waiters,
@@ -145,11 +148,23 @@ def floor_async(url: str, count: int) -> list[float]:
     return asyncio.run(run())
 
 
-def redlock_sync(urls: list[str], count: int, **kwargs: Any) -> list[float]:
+#: What the latency rows lock: the single lock, and the issue 12 primitives beside it.
+PRIMITIVES: dict[str, Callable[[Any], Any]] = {
+    "lock": lambda rl: rl.lock("bench", ttl=10.0),
+    "semaphore (limit 3)": lambda rl: rl.semaphore("bench:pool", 3, ttl=10.0),
+    # Limit 1 needs the lock's own majority (3 of 5), limit 3 needs 4: the difference between
+    # the two rows is what the larger quorum costs, the rest is the script's.
+    "semaphore (limit 1)": lambda rl: rl.semaphore("bench:pool1", 1, ttl=10.0),
+    "3-name lock": lambda rl: rl.lock(["bench:a", "bench:b", "bench:c"], ttl=10.0),
+}
+
+
+def redlock_sync(urls: list[str], count: int, kind: str = "lock", **kwargs: Any) -> list[float]:
+    make = PRIMITIVES[kind]
     with Redlock(urls, **kwargs) as rl:
 
         def once() -> None:
-            lock = rl.lock("bench", ttl=10.0)
+            lock = make(rl)
             if not lock.acquire(blocking=False):
                 raise RuntimeError("uncontended acquire failed")
             lock.release()
@@ -157,12 +172,14 @@ def redlock_sync(urls: list[str], count: int, **kwargs: Any) -> list[float]:
         return timed(once, count)
 
 
-def redlock_async(urls: list[str], count: int) -> list[float]:
+def redlock_async(urls: list[str], count: int, kind: str = "lock") -> list[float]:
+    make = PRIMITIVES[kind]
+
     async def run() -> list[float]:
         async with redlock.asyncio.Redlock(urls) as rl:
 
             async def once() -> None:
-                lock = rl.lock("bench", ttl=10.0)
+                lock = make(rl)
                 if not await lock.acquire(blocking=False):
                     raise RuntimeError("uncontended acquire failed")
                 await lock.release()
@@ -170,6 +187,35 @@ def redlock_async(urls: list[str], count: int) -> list[float]:
             return await timed_async(once, count)
 
     return asyncio.run(run())
+
+
+def primitives_section(urls: list[str], count: int, rounds: int = 3) -> dict[str, Any]:
+    """Each primitive's acquire+release against the single lock, per API, in the same run.
+
+    The kinds take turns (``rounds`` rounds of count/rounds each) so that a slow stretch of
+    a busy machine falls on all of them alike; the ratio is to the single lock's p50.
+    """
+    rows: dict[str, Any] = {}
+    for api, measure in (("sync", redlock_sync), ("asyncio", redlock_async)):
+        samples: dict[str, list[float]] = {kind: [] for kind in PRIMITIVES}
+        for _ in range(rounds):
+            for kind in PRIMITIVES:
+                samples[kind] += measure(urls, max(50, count // rounds), kind)
+        single = percentiles(samples["lock"])["p50_ms"]
+        for kind, taken in samples.items():
+            row = percentiles(taken)
+            row["x_lock_p50"] = row["p50_ms"] / single
+            row["within_target"] = row["x_lock_p50"] <= PRIMITIVE_TARGET
+            rows[f"{kind} {api}"] = row
+            print(
+                f"{kind + ' ' + api:40s} p50 {row['p50_ms']:8.3f} ms  p99 {row['p99_ms']:8.3f} ms"
+                f"  x{row['x_lock_p50']:5.2f} lock (target x{PRIMITIVE_TARGET})"
+            )
+    return rows
+
+
+#: Issue 12: a semaphore or a 3-name lock within 1.3x of the single lock's p50.
+PRIMITIVE_TARGET = 1.3
 
 
 def hung_master(cluster: LocalMasters, count: int) -> dict[str, Any]:
@@ -708,6 +754,8 @@ def chart(results: dict[str, Any], path: Path) -> None:
     panels: list[Callable[[Any], None]] = []
     if "latency" in results:
         panels.append(lambda ax: latency_panel(ax, results["latency"]))
+    if "primitives" in results:
+        panels.append(lambda ax: latency_panel(ax, results["primitives"]))
     if "contention" in results:
         panels.append(lambda ax: contention_panel(ax, results["contention"]))
         panels.append(lambda ax: handoff_panel(ax, results["handoff"]))
@@ -764,7 +812,7 @@ def scale_panel(ax: Any, scale_result: dict[str, Any]) -> None:
     ax.legend(fontsize=8)
 
 
-SECTIONS = ("latency", "contention", "scale")
+SECTIONS = ("latency", "primitives", "contention", "scale")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -813,6 +861,9 @@ def run(
         print(f"machine: {machine['summary']}; hiredis {HIREDIS_AVAILABLE}; {limit}", flush=True)
         if "latency" in sections:
             results["latency"] = latency_section(cluster, count)
+        if "primitives" in sections:
+            print("acquire+release on 5 masters: semaphore and 3-name lock against the single lock", flush=True)
+            results["primitives"] = primitives_section(cluster.urls, count)
         if "contention" in sections:
             results["contention"], results["handoff"] = contention_section(cluster, seconds)
         if "scale" in sections:

@@ -5,6 +5,7 @@ From a checkout, ``python -m chaos``; installed (as ``redlock_chaos``), ``redloc
     python -m chaos list
     python -m chaos run restart-empty --seed 7 --out chaos-out
     python -m chaos run --all --quick
+    python -m chaos selftest --quick --out chaos-selftest
     python -m chaos explore --faults unsafe-clock --duration 60 --seed 3 --out explore-out
     python -m chaos replay explore-out/violations/violation-1.json
     python -m chaos sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 5
@@ -12,7 +13,8 @@ From a checkout, ``python -m chaos``; installed (as ``redlock_chaos``), ``redloc
 Exit status: 0 when every scenario ran and its observed verdict (and checks) matched the
 expected one; 1 when any did not (a SAFE scenario with a violation, or an UNSAFE one whose
 violation the harness failed to produce); 2 for a usage error; 3 when the environment lacks
-something (no redis-server, no libfaketime); 130 on Ctrl-C. Every process a run starts is
+something (no redis-server, no libfaketime); 130 on Ctrl-C. ``selftest`` exits 1 when a
+broken client (:mod:`chaos.variants`) escaped the catalogue (:mod:`chaos.selftest`). Every process a run starts is
 stopped before it exits, whichever way it exits.
 
 ``explore`` exits 0 when its fault set met its expectation (no violation under ``safe``,
@@ -40,10 +42,13 @@ from redlock.servers import RedisServerNotFound
 
 from .clock import LibfaketimeNotFound
 from .explore import ExploreConfig, explore, replay
+from .powerloss import CompilerNotFound
 from .report import details, text_table, write_summary
 from .runner import Params, ScenarioResult, run_scenario
 from .scenarios import CATALOGUE, find
 from .schedule import FAULT_KINDS, FAULT_SETS, resolve_fault_set
+from .selftest import add_arguments as add_selftest_arguments
+from .selftest import selftest
 from .sweep import PARAMETERS, run_sweep
 
 __all__ = ["main"]
@@ -72,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quick", action="store_true", help="short TTLs and durations (CI)")
     run.add_argument("--no-plot", action="store_true", help="skip the PNG timelines")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_selftest_arguments(commands.add_parser("selftest", help="would the catalogue catch a broken client?"))
     _add_explore_parsers(commands)
     return parser
 
@@ -146,7 +152,7 @@ def _can_plot() -> bool:
     return True
 
 
-def _missing(exc: RedisServerNotFound | LibfaketimeNotFound) -> int:
+def _missing(exc: RedisServerNotFound | LibfaketimeNotFound | CompilerNotFound) -> int:
     """What the environment lacks: say how to get it."""
     message = redis_server_hint() if isinstance(exc, RedisServerNotFound) else str(exc)
     print(f"error: {message}", file=sys.stderr)
@@ -199,7 +205,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if results:
             print(text_table(results))
         return EXIT_INTERRUPTED
-    except (RedisServerNotFound, LibfaketimeNotFound) as exc:
+    except (RedisServerNotFound, LibfaketimeNotFound, CompilerNotFound) as exc:
         return _missing(exc)
     write_summary(results, args.out, command=f"{command}  # seed {seed}")
     print(text_table(results))
@@ -232,7 +238,7 @@ def _guarded(call: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: every process was stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (RedisServerNotFound, LibfaketimeNotFound) as exc:
+    except (RedisServerNotFound, LibfaketimeNotFound, CompilerNotFound) as exc:
         return _missing(exc)
 
 
@@ -320,10 +326,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if args.command == "list":
         return _list()
+    if args.command == "selftest":
+        return _selftest(args)
     if args.command in ("explore", "replay", "sweep"):
         command = {"explore": _explore, "replay": _replay, "sweep": _sweep}[args.command]
         return _guarded(lambda: command(args))
     return _run(args, arguments)
+
+
+def _selftest(args: argparse.Namespace) -> int:
+    if args.runs < 1 or args.nodes < 3:
+        print("error: --runs must be at least 1 and --nodes at least 3", file=sys.stderr)
+        return EXIT_USAGE
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    try:
+        with _sigterm_interrupts():
+            return selftest(args, say=say)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\ninterrupted: every process was stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (RedisServerNotFound, LibfaketimeNotFound, CompilerNotFound) as exc:
+        return _missing(exc)
 
 
 if __name__ == "__main__":

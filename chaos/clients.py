@@ -105,8 +105,10 @@ class Pending:
 class ClientProcess:
     """One client process; ``name`` is how histories and reports call it ("c1")."""
 
-    def __init__(self, name: str, workdir: pathlib.Path) -> None:
+    def __init__(self, name: str, workdir: pathlib.Path, *, env: dict[str, str] | None = None) -> None:
         self.name = name
+        #: Variables added to the process's environment (libfaketime for a faulty clock).
+        self.env = dict(env or {})
         self.history_path = workdir / f"{name}.jsonl"
         self.log_path = workdir / f"{name}.log"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -130,7 +132,7 @@ class ClientProcess:
 
     def spawn(self) -> None:
         """Start the process (without waiting for it to be ready: see :meth:`init`)."""
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env[PARENT_ENV] = str(os.getpid())
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed by close())

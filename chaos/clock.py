@@ -48,7 +48,7 @@ from collections.abc import Callable
 
 from redlock._extras import install_hint
 
-__all__ = ["SPEC_FILE", "ClockControl", "LibfaketimeNotFound", "libfaketime_path"]
+__all__ = ["SPEC_FILE", "ClockControl", "LibfaketimeNotFound", "client_env", "libfaketime_path"]
 
 SPEC_FILE = "faketime.rc"
 
@@ -72,6 +72,28 @@ def libfaketime_path() -> str:
         if os.path.isfile(candidate):
             return candidate
     raise LibfaketimeNotFound(f"libfaketime.so.1 not found (the libfaketime wheel ships it): {install_hint('chaos')}")
+
+
+def _preload_env() -> dict[str, str]:
+    """``LD_PRELOAD`` with libfaketime first, and whatever the harness preloads after it."""
+    library = libfaketime_path()
+    preload = os.environ.get("LD_PRELOAD")
+    return {"LD_PRELOAD": f"{library}:{preload}" if preload else library}
+
+
+def client_env(rate: float) -> dict[str, str]:
+    """Environment variables that start a client process with its wall clock running
+    ``rate`` times as fast as the real one, from its start to its end (0.9: 10 % slow).
+
+    Unlike a master's, a client's clock does not change while it runs (a machine whose
+    oscillator is off), so the spec goes in ``FAKETIME`` itself: ``+0 xR`` starts from the
+    real time and runs at R, with no file to read. CLOCK_MONOTONIC stays real (Python's
+    sleeps wait on it with absolute deadlines, which a faked clock would make wait for
+    years); the worker gives its lock the faked wall clock to measure with instead.
+    """
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate must be finite and > 0, not {rate!r}")
+    return {**_preload_env(), "FAKETIME": f"+0 x{rate:.6f}", "DONT_FAKE_MONOTONIC": "1", "TZ": "UTC"}
 
 
 def _format_absolute(seconds: float) -> str:
@@ -133,10 +155,8 @@ class ClockControl:
                 f"{', '.join(conflicting)} set in the environment would override the clock "
                 f"file {self.path}; unset it for the harness"
             )
-        library = libfaketime_path()
-        preload = os.environ.get("LD_PRELOAD")
         return {
-            "LD_PRELOAD": f"{library}:{preload}" if preload else library,
+            **_preload_env(),
             "FAKETIME_TIMESTAMP_FILE": str(self.path.resolve()),
             # Re-read the file on every call: the point is to change it while running.
             "FAKETIME_NO_CACHE": "1",

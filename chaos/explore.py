@@ -40,7 +40,6 @@ from redlock.servers import Persistence
 from .checkers import TokenRegression, Verdict, check_all, percentile
 from .clients import ClientError, ClientProcess, Pending, process_state
 from .history import AcquireInvoked, AcquireReturned, Event, History
-from .nemesis import Nemesis
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
 from .schedule import CLIENT_KINDS, FaultOp, FaultSet, Schedule, generate
@@ -51,7 +50,6 @@ __all__ = [
     "Violation",
     "explore",
     "find_violations",
-    "power_loss_fault",
     "replay",
     "time_bins",
 ]
@@ -111,20 +109,6 @@ class ExploreConfig:
         return cls(**fields)
 
 
-# --- the seam for power loss ----------------------------------------------------------------
-
-
-def power_loss_fault(nemesis: Nemesis, index: int) -> Callable[[], None]:
-    """Begin a power loss on master ``index``: what it writes from now on may be lost.
-    Returns the function that cuts the power (the master restarts from what its disk has).
-
-    For now the AOF snapshot of :class:`~chaos.nemesis.AofSnapshot`: the writes of the
-    whole window are lost, as a power cut under ``appendfsync everysec`` can lose up to
-    about a second of them. The one place to swap in a faithful model (fsync tracking)."""
-    snapshot = nemesis.snapshot_aof(index)
-    return lambda: nemesis.power_loss(snapshot)
-
-
 # --- playing a schedule ---------------------------------------------------------------------
 
 
@@ -152,7 +136,6 @@ class _Player:
         self.failed_replacements = 0
         self.until = 0.0
         self._open: dict[int, list[str]] = {}
-        self._cut: dict[int, list[Callable[[], None]]] = {}
         self._lock = threading.Lock()
 
     def _clients(self, names: Sequence[str]) -> list[ClientProcess]:
@@ -205,7 +188,8 @@ class _Player:
             for i in masters:
                 nemesis.crash_restart(i, wipe=True)
         elif op.kind == "power-loss":
-            self._cut[index] = [power_loss_fault(nemesis, i) for i in masters]
+            # The disk keeps what was fsynced (chaos.powerloss); back after the op's length.
+            faults = [nemesis.power_off(i) for i in masters]
         elif op.kind == "pause-master":
             faults = [nemesis.pause_master(i) for i in masters]
         elif op.kind == "clock-jump":
@@ -228,8 +212,6 @@ class _Player:
     def _stop(self, index: int) -> None:
         for fault in self._open.pop(index, []):
             self.nemesis.end(fault)
-        for cut in self._cut.pop(index, []):
-            cut()
 
     def _replace(self, slot: str) -> None:
         """A new client takes ``slot``, in the background: starting a process takes a
@@ -283,6 +265,7 @@ def _scenario(config: ExploreConfig, schedule: Schedule) -> Scenario:
         script=script,
         persistence=cast(Persistence, faults.persistence),
         all_clocked=faults.clocked,
+        power_loss="power-loss" in faults.kinds,
         proxies=faults.proxied,
         loop=True,
     )

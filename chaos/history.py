@@ -84,7 +84,8 @@ class Event:
 
 @dataclass(frozen=True, kw_only=True)
 class AcquireInvoked(Event):
-    """A client starts trying to acquire ``name``; ``ttl`` in seconds, if the client knows it."""
+    """A client starts trying to acquire ``name``; ``ttl`` in seconds, if the client knows it.
+    ``blocking`` is whether it may retry (False: one attempt only; None: not recorded)."""
 
     type: ClassVar[str] = "acquire_invoked"
 
@@ -92,6 +93,7 @@ class AcquireInvoked(Event):
     name: str
     op: int
     ttl: float | None = None
+    blocking: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +116,8 @@ class AcquireReturned(Event):
     deadline: float | None = None
     fencing: int | None = None
     error: str | None = None
+    #: For a semaphore's permit: how many may hold ``name`` at once (None: a lock, one).
+    limit: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,6 +308,8 @@ class Tenure:
     deadline: float | None
     released: float | None
     via: Literal["acquire", "extend"] = "acquire"
+    #: How many may hold ``name`` at once: 1 for a lock, the limit for a semaphore.
+    limit: int = 1
 
     @property
     def holder(self) -> str:
@@ -356,6 +362,7 @@ class _OpenTenure:
         self.deadline = event.deadline
         self.released: float | None = None
         self.via = via
+        self.limit = event.limit or 1
 
     def close(self) -> Tenure:
         ends = [t for t in (self.released, self.deadline) if t is not None]
@@ -371,6 +378,7 @@ class _OpenTenure:
             deadline=self.deadline,
             released=self.released,
             via="extend" if self.via == "extend" else "acquire",
+            limit=self.limit,
         )
 
 
@@ -497,6 +505,7 @@ class History:
                     token=tenure.token,
                     deadline=event.deadline,
                     fencing=tenure.fencing,
+                    limit=tenure.limit,
                 )
                 key = (tenure.client, tenure.name, tenure.token)
                 open_[key] = _OpenTenure(revived, tenure.invoked, via="extend")
@@ -634,10 +643,10 @@ class Recorder:
 
     # -- one helper per event, stamping the time now --
 
-    def acquire_invoked(self, client: str, name: str, *, ttl: float | None = None) -> int:
+    def acquire_invoked(self, client: str, name: str, *, ttl: float | None = None, blocking: bool | None = None) -> int:
         """Record the start of an acquire; returns the op id its returned event must repeat."""
         op = self.next_op()
-        self.record(AcquireInvoked(time=self.now(), client=client, name=name, op=op, ttl=ttl))
+        self.record(AcquireInvoked(time=self.now(), client=client, name=name, op=op, ttl=ttl, blocking=blocking))
         return op
 
     def acquire_returned(
@@ -651,6 +660,7 @@ class Recorder:
         deadline: float | None = None,
         fencing: int | None = None,
         error: str | None = None,
+        limit: int | None = None,
     ) -> None:
         self.record(
             AcquireReturned(
@@ -663,6 +673,7 @@ class Recorder:
                 deadline=deadline,
                 fencing=fencing,
                 error=error,
+                limit=limit,
             )
         )
 

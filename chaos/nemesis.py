@@ -13,33 +13,18 @@ Masters are named by index (0 is A); clients by name ("c1").
 from __future__ import annotations
 
 import os
-import pathlib
-import shutil
 import signal
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from .cluster import Cluster
 from .history import Recorder
+from .powerloss import FileLoss
 from .proxy import Link
 
-__all__ = ["AofSnapshot", "Nemesis"]
+__all__ = ["Nemesis"]
 
-#: What a master keeps its append-only file in: 6.2's appendonly.aof, 7.x's appendonlydir/.
-_AOF_PATTERNS = ("appendonly*",)
-
-
-@dataclass(frozen=True)
-class AofSnapshot:
-    """A copy of a master's append-only file(s) as they were at ``time``."""
-
-    master: int
-    path: pathlib.Path
-    time: float
-    size: int
+_POWER_CUT = "SIGKILL; its files keep only what it fsynced"
 
 
 class Nemesis:
@@ -59,7 +44,6 @@ class Nemesis:
         #: client -> the fault id of a pause that a tap started (stop_client_on_send).
         self.tap_faults: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._snapshots = pathlib.Path(tempfile.mkdtemp(prefix="aof-", dir=cluster.workdir))
 
     # -- bookkeeping --
 
@@ -113,47 +97,38 @@ class Nemesis:
             self._reapply_clock(index)
             master.restart(wipe=wipe)
 
-    def snapshot_aof(self, index: int) -> AofSnapshot:
-        """Copy master ``index``'s append-only file(s) now, for a later :meth:`power_loss`."""
+    def power_off(self, index: int) -> str:
+        """Cut master ``index``'s power: it dies, and its files keep only what it fsynced
+        (:mod:`chaos.powerloss`); :meth:`end` starts it again from what they kept."""
         master = self.cluster.master(index)
-        target = self._snapshots / f"{self._label(index)}-{time.monotonic_ns()}"
-        target.mkdir()
-        size = 0
-        for pattern in _AOF_PATTERNS:
-            for path in master.dir.glob(pattern):
-                if path.is_dir():
-                    shutil.copytree(path, target / path.name)
-                    size += sum(p.stat().st_size for p in (target / path.name).rglob("*") if p.is_file())
-                else:
-                    shutil.copy2(path, target / path.name)
-                    size += path.stat().st_size
-        return AofSnapshot(index, target, time.monotonic(), size)
+        self._cut_power(index)
 
-    def power_loss(self, snapshot: AofSnapshot) -> None:
-        """A power cut on master ``snapshot.master``: it dies (SIGKILL) and comes back with
-        its append-only file as it was at the snapshot, losing every write since, which is
-        what ``appendfsync everysec`` risks (up to about a second); a plain SIGKILL cannot
-        show it, since Redis writes to the OS before it replies."""
-        index = snapshot.master
-        master = self.cluster.master(index)
-        lost = time.monotonic() - snapshot.time
-        detail = f"SIGKILL, restart from the AOF as of {lost:.2f}s earlier"
-        with self.recorder.fault("power-loss", self._label(index), detail):
-            self._progress(f"fault: power loss on {self._label(index)} ({detail})")
-            master.kill()
-            for pattern in _AOF_PATTERNS:
-                for path in master.dir.glob(pattern):
-                    if path.is_dir():
-                        shutil.rmtree(path)
-                    else:
-                        path.unlink()
-            for path in snapshot.path.iterdir():
-                if path.is_dir():
-                    shutil.copytree(path, master.dir / path.name)
-                else:
-                    shutil.copy2(path, master.dir / path.name)
+        def power_on() -> None:
             self._reapply_clock(index)
             master.start()
+
+        return self._begin("power-loss", self._label(index), _POWER_CUT, power_on)
+
+    def power_loss(self, index: int) -> list[FileLoss]:
+        """Cut master ``index``'s power and start it again at once from what its disk kept;
+        returns what each of its data files lost."""
+        master = self.cluster.master(index)
+        with self.recorder.fault("power-loss", self._label(index), _POWER_CUT):
+            losses = self._cut_power(index)
+            self._reapply_clock(index)
+            master.start()
+        return losses
+
+    def _cut_power(self, index: int) -> list[FileLoss]:
+        disk = self.cluster.disks.get(index)
+        if disk is None:
+            raise RuntimeError(
+                f"master {self._label(index)} has no power-loss disk: build the cluster with power_loss=True"
+            )
+        losses = disk.cut()
+        lost = ", ".join(str(loss) for loss in losses if loss.lost) or "nothing was unsynced"
+        self._progress(f"fault: power loss on {self._label(index)}: {lost}")
+        return losses
 
     def pause_master(self, index: int) -> str:
         """SIGSTOP master ``index`` (its connections stay open); :meth:`end` resumes it."""
@@ -228,6 +203,12 @@ class Nemesis:
         return self._begin("latency", client, detail, heal)
 
     # -- clients --
+
+    def client_clock(self, client: str, rate: float) -> str:
+        """Record that ``client``'s clock runs at ``rate``: set when its process starts
+        (:func:`chaos.clock.client_env`) and for its whole life, so :meth:`end` only
+        closes the window."""
+        return self._begin("client-clock", client, f"x{rate:g}", lambda: None)
 
     def pause_client(self, client: str, detail: str = "SIGSTOP") -> str:
         """SIGSTOP a client process; :meth:`end` continues it."""

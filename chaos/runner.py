@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import redis
+
 from redlock import quorum_size
 from redlock.servers import Persistence
 
@@ -59,7 +61,8 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Params:
-    """How to run: the seed, quick (CI) or full, loop duration and number of masters.
+    """How to run: the seed, quick (CI) or full, loop duration and number of masters, and
+    the broken client every client runs (``variant``, for the self-test; None: the real one).
 
     The timing constants of each mode live here, so that every scenario scales together.
     """
@@ -68,6 +71,7 @@ class Params:
     quick: bool = True
     duration: float | None = None
     nodes: int = 5
+    variant: str | None = None
 
     @property
     def loop_duration(self) -> float:
@@ -97,7 +101,11 @@ class Params:
         return 4 if self.quick else 15
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "quick": self.quick, "duration": self.loop_duration, "nodes": self.nodes}
+        data: dict[str, Any] = {"seed": self.seed, "quick": self.quick, "duration": self.loop_duration}
+        data["nodes"] = self.nodes
+        if self.variant is not None:
+            data["variant"] = self.variant
+        return data
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,8 @@ class Scenario:
     clocked: bool = False
     #: libfaketime on every master (randomized schedules move any master's clock).
     all_clocked: bool = False
+    #: A disk model under every master (chaos.powerloss), for power cuts.
+    power_loss: bool = False
     proxies: bool = False
     #: Uses --duration (a free-running workload) rather than a fixed script.
     loop: bool = False
@@ -181,10 +191,12 @@ class Run:
         node_timeout: float = 0.1,
         retry_delay: float = 0.2,
         unavailable_timeout: float = 10.0,
+        clock_rates: dict[str, float] | None = None,
         clock_drift_factor: float | None = None,
     ) -> list[ClientProcess]:
         """Start client processes, connected and warmed up, each with its own proxies
-        when the scenario has them."""
+        when the scenario has them; ``clock_rates`` runs some clients' clocks off (each
+        recorded as a fault lasting the whole run)."""
         self.note(f"starting clients {', '.join(names)}")
         options: dict[str, Any] = {
             "node_timeout": node_timeout,
@@ -194,7 +206,16 @@ class Run:
         }
         if clock_drift_factor is not None:
             options["clock_drift_factor"] = clock_drift_factor
-        return self.cluster.add_clients(names, redlock_options=options, fencing=fencing, seed=self.params.seed)
+        for name, rate in (clock_rates or {}).items():
+            self.nemesis.client_clock(name, rate)
+        return self.cluster.add_clients(
+            names,
+            redlock_options=options,
+            fencing=fencing,
+            seed=self.params.seed,
+            variant=self.params.variant,
+            clock_rates=clock_rates,
+        )
 
     def partition_k3(self, c1: str = "c1", c2: str = "c2") -> None:
         """Client ``c1`` reaches A,B,C only and ``c2`` C,D,E only (for 5 masters)."""
@@ -230,6 +251,10 @@ class Run:
     @staticmethod
     def sleep_until(when: float) -> None:
         Run.sleep(when - time.monotonic())
+
+    def keys_on(self, index: int) -> list[str]:
+        """The lock keys on master ``index`` now (fencing counters aside)."""
+        return _lock_keys(self.cluster.direct(index))
 
     def wait_key_gone(self, index: int, key: str, timeout: float) -> float | None:
         """Poll master ``index`` directly until ``key`` is gone; when it was seen gone, or
@@ -321,6 +346,10 @@ def _final_values(cluster: Cluster) -> dict[str, int]:
         client.close()
 
 
+def _lock_keys(client: redis.Redis) -> list[str]:
+    return sorted(k.decode() for k in client.scan_iter() if not k.startswith(b"redlock:fence:"))
+
+
 def leftover_keys(cluster: Cluster) -> dict[str, list[str]]:
     """Keys still on the masters that are running, other than fencing counters, by master."""
     found: dict[str, list[str]] = {}
@@ -330,7 +359,7 @@ def leftover_keys(cluster: Cluster) -> dict[str, list[str]]:
             continue
         client = direct_client(master.url)
         try:
-            keys = sorted(k.decode() for k in client.scan_iter() if not k.startswith(b"redlock:fence:"))
+            keys = _lock_keys(client)
         finally:
             client.close()
         if keys:
@@ -365,6 +394,7 @@ def run_scenario(
         if scenario.clocked
         else (),
         proxies=scenario.proxies,
+        power_loss=scenario.power_loss,
         progress=say,
     ) as cluster:
         nemesis = Nemesis(cluster, recorder, progress=say)

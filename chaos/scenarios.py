@@ -22,10 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from .checkers import Verdict
+from .checkers import Verdict, most_holders
 from .clients import ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, History
-from .nemesis import AofSnapshot
 from .runner import Run, Scenario, fault_window
 
 __all__ = ["CATALOGUE", "LOCK", "NAMES", "clock_rate_trial", "find", "restart_after"]
@@ -168,7 +167,7 @@ def pause_masters(run: Run) -> None:
     run.after(bounded)
 
 
-# --- 5-8: a master loses the lock it granted ------------------------------------------------
+# --- 5-8: a master loses the lock it granted, or keeps it ------------------------------------------------
 
 
 class Held(NamedTuple):
@@ -279,30 +278,67 @@ def restart_after(run: Run, delay: float, *, ttl: float | None = None) -> None:
     _c2_tries(run, held, ttl)
 
 
+# A key of the harness's own, written to C to take the fsync of the second.
+_FSYNC_TICK = "chaos:fsync-tick"
+
+
+def _just_after_an_fsync(run: Run) -> None:
+    """Have c1's SET reach C early in a wall-clock second in which C has already fsynced.
+
+    ``appendfsync everysec`` fsyncs at the first write of each new second (Redis compares
+    whole seconds of its wall clock), so a SET that comes later in the same second waits
+    for the next one: up to a second in which it is in the page cache only. The harness
+    waits for a new second, writes a key of its own to C (which takes that second's
+    fsync, if nothing did yet) and waits for C's background fsync to be over, so that C
+    writes c1's SET to the file at once instead of postponing it behind that fsync. Under
+    ``always`` the same steps change nothing: every write is fsynced before its reply.
+    """
+    now = time.time()
+    run.sleep(math.ceil(now) - now + 0.02)
+    for index in run.overlap:
+        direct = run.cluster.direct(index)
+        direct.set(_FSYNC_TICK, repr(now))
+        deadline = time.monotonic() + 5.0
+        while int(direct.info("persistence").get("aof_pending_bio_fsync", 0)) and time.monotonic() < deadline:
+            run.sleep(0.002)
+
+
+def _c_fails_and_restarts(run: Run, *, power: bool, refused: bool) -> None:
+    """K4 with C keeping its data: C crashes (SIGKILL: the page cache survives) or loses its
+    power (only what it fsynced survives) right after c1 acquired, and restarts at once.
+    ``refused``: theory's answer, checked as the scenario's own check; the verdict is what
+    the checkers find."""
+    ttl = run.params.ttl if refused else _long_ttl(run)
+    held = _c1_holds(run, ttl, before=lambda: _just_after_an_fsync(run))
+    if held is None:
+        return
+    for index in run.overlap:
+        label = run.cluster.label(index)
+        if power:
+            losses = run.nemesis.power_loss(index)
+            run.metric(f"{label}_unsynced_bytes_lost", sum(loss.lost for loss in losses))
+        else:
+            run.nemesis.crash_restart(index, wipe=False)
+        kept = bool(run.cluster.direct(index).exists(LOCK))
+        run.metric(f"c1_key_on_{label}_after_restart", kept)
+        run.note(f"{label} is back {'with' if kept else 'without'} c1's key")
+    _c2_tries(run, held, ttl, expect_denied=refused)
+
+
 def restart_aof_always(run: Run) -> None:
-    ttl = run.params.ttl
-    held = _c1_holds(run, ttl)
-    if held is None:
-        return
-    for i in run.overlap:
-        run.nemesis.crash_restart(i, wipe=False)
-    _c2_tries(run, held, ttl, expect_denied=True)
+    _c_fails_and_restarts(run, power=False, refused=True)
 
 
-def power_loss(run: Run) -> None:
-    ttl = _long_ttl(run)
-    snapshots: list[AofSnapshot] = []
+def restart_aof_everysec(run: Run) -> None:
+    _c_fails_and_restarts(run, power=False, refused=True)
 
-    def snapshot() -> None:
-        # The AOF as the disk has it just before the acquire; everysec may lose what follows.
-        snapshots.extend(run.nemesis.snapshot_aof(i) for i in run.overlap)
 
-    held = _c1_holds(run, ttl, before=snapshot)
-    if held is None:
-        return
-    for taken in snapshots:
-        run.nemesis.power_loss(taken)
-    _c2_tries(run, held, ttl)
+def power_loss_always(run: Run) -> None:
+    _c_fails_and_restarts(run, power=True, refused=True)
+
+
+def power_loss_everysec(run: Run) -> None:
+    _c_fails_and_restarts(run, power=True, refused=False)
 
 
 # --- 9-11: a master's clock ------------------------------------------------------------------
@@ -396,10 +432,10 @@ def pause_during_acquire(run: Run) -> None:
         c2.call("release", name=LOCK)
 
 
-def _holder_pause(run: Run, *, fencing: bool) -> None:
+def _holder_pause(run: Run, *, fencing: bool = False, lock_delay: float = 0.0, within_delay: bool = False) -> None:
     ttl = run.params.ttl
     c1, c2 = run.clients(["c1", "c2"], fencing=fencing)
-    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl, lock_delay=lock_delay)
     if not run.expect(got["ok"], "c1 acquires", _error(got)):
         return
     c1.call("read", name=LOCK)
@@ -407,7 +443,10 @@ def _holder_pause(run: Run, *, fencing: bool) -> None:
     stale = c1.submit("write", name=LOCK, pause="before")
     c1.wait_stopped()
     run.note("c1 is stopped between its validity check and its write")
-    other = c2.call("acquire", name=LOCK, ttl=ttl, timeout=2 * ttl + 1)
+    if within_delay:
+        _resume_within_the_lock_delay(run, (c1, c2), stale, got["deadline"], lock_delay)
+        return
+    other = c2.call("acquire", name=LOCK, ttl=ttl, timeout=2 * ttl + lock_delay + 1)
     if run.expect(other["ok"], "c2 acquires once c1's lock expired", _error(other)):
         _use(run, c2)
     run.sleep(0.2)  # a gap, so that the timeline shows what c1 does after it
@@ -424,12 +463,39 @@ def _holder_pause(run: Run, *, fencing: bool) -> None:
         run.expect(wrote.get("accepted") is True, "c1's stale write lands (nothing stops it)")
 
 
+def _resume_within_the_lock_delay(
+    run: Run, clients: tuple[ClientProcess, ClientProcess], stale: Pending, deadline: float, lock_delay: float
+) -> None:
+    c1, c2 = clients
+    ttl = run.params.ttl
+    waiting = c2.submit("acquire", name=LOCK, ttl=ttl, timeout=2 * ttl + lock_delay + 5)
+    # Past c1's validity (its write is now stale: without the delay c2 would hold the lock),
+    # but not past the lock-delay, during which c1's keys keep c2 out.
+    run.sleep_until(deadline + lock_delay / 2)
+    run.note("c1's validity is over, its keys live on for the lock-delay; c1 resumes")
+    c1.resume()
+    wrote = stale.result()
+    c1.call("release", name=LOCK)
+    other = waiting.result()
+    run.expect(wrote.get("accepted") is True, "c1's late write lands while nobody else holds the lock")
+    if run.expect(other["ok"], "c2 acquires once c1 released", _error(other)):
+        _use(run, c2)
+
+
 def holder_pause(run: Run) -> None:
-    _holder_pause(run, fencing=False)
+    _holder_pause(run)
 
 
 def holder_pause_fenced(run: Run) -> None:
     _holder_pause(run, fencing=True)
+
+
+def holder_pause_within_delay(run: Run) -> None:
+    _holder_pause(run, lock_delay=run.params.ttl, within_delay=True)
+
+
+def holder_pause_past_delay(run: Run) -> None:
+    _holder_pause(run, lock_delay=run.params.ttl)
 
 
 def late_extend(run: Run) -> None:
@@ -450,6 +516,100 @@ def late_extend(run: Run) -> None:
     run.expect(not extended["ok"], "c1's extend fails: its token is gone", _error(extended))
     released = c1.call("release", name=LOCK)
     run.expect(not released["ok"], "c1's release reports the lock lost")
+
+
+# --- 17-20: what a broken client would get wrong (python -m chaos selftest) -------------------
+
+
+def stale_release(run: Run) -> None:
+    ttl = run.params.ttl
+    c1, c2, c3 = run.clients(["c1", "c2", "c3"])
+    pending = c1.submit("acquire", name=LOCK, ttl=ttl, timeout=ttl, pause="after")
+    c1.wait_stopped()
+    run.note("c1 stopped right after acquiring")
+    # c2 holds for long, so that a third holder would overlap it by far.
+    got = c2.call("acquire", name=LOCK, ttl=_long_ttl(run), timeout=2 * ttl + 1)
+    if not run.expect(got["ok"], "c2 acquires once c1's lock expired", _error(got)):
+        return
+    c2.call("read", name=LOCK)
+    c1.resume()
+    run.expect(pending.result()["ok"], "c1 had acquired before it stopped")
+    released = c1.call("release", name=LOCK)
+    run.expect(not released["ok"], "c1's late release reports its lock lost and leaves c2's key")
+    third = c3.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+    run.expect(not third["ok"], "c3 is refused: c2 still holds the lock")
+    if third["ok"]:
+        _use(run, c3, hold=0.3, release=False)
+    c2.call("write", name=LOCK)
+    c2.call("release", name=LOCK)
+    if third["ok"]:
+        c3.call("release", name=LOCK)
+
+
+def _outlives_its_keys(run: Run, c1: ClientProcess, c2: ClientProcess, *, believes_too_long: bool = False) -> None:
+    """c1 acquires (one attempt) and reads; once its keys are gone from every master, c2
+    acquires and reads; c1 writes if it still believes its lock valid, then c2 writes. A
+    client that believes too long overlaps c2 and loses c2's increment."""
+    ttl = run.params.ttl
+    got = c1.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+    if not run.expect(got["ok"], "c1 acquires", _error(got)):
+        return
+    c1.call("read", name=LOCK)
+    gone = [run.wait_key_gone(i, LOCK, timeout=2 * ttl) for i in range(run.params.nodes)]
+    if not run.expect(all(g is not None for g in gone), "c1's keys expire on every master"):
+        return
+    run.metric("c1_validity_left_when_keys_gone", float(got["deadline"]) - max(g for g in gone if g is not None))
+    other = c2.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if not run.expect(other["ok"], "c2 acquires once c1's keys are gone", _error(other)):
+        return
+    c2.call("read", name=LOCK)
+    wrote = bool(c1.call("write", name=LOCK).get("written"))
+    if believes_too_long:
+        run.expect(wrote, "c1 writes: by its own clock its lock is still valid")
+    else:
+        run.expect(not wrote, "c1 does not write: its own validity check says the lock ran out")
+    c2.call("write", name=LOCK)
+    # Both release only once c1's own deadline is past, so that the overlap, if any, shows
+    # its full length.
+    run.sleep_until(float(got["deadline"]) + 0.05)
+    c2.call("release", name=LOCK)
+    c1.call("release", name=LOCK)
+
+
+def slow_replies(run: Run) -> None:
+    delay = 0.3
+    c1, c2 = run.clients(["c1", "c2"], node_timeout=2 * delay)
+    for i in range(run.params.nodes):
+        run.nemesis.latency("c1", i, to_server=0.0, to_client=delay)
+    _outlives_its_keys(run, c1, c2)
+
+
+def failed_acquire_rollback(run: Run) -> None:
+    ttl = run.params.ttl
+    c1, c2 = run.clients(["c1", "c2"])
+    run.nemesis.partition("c1", run.left)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if not run.expect(got["ok"], f"c1 acquires through {run.cluster.labels(run.left)}", _error(got)):
+        return
+    others = [i for i in range(run.params.nodes) if i not in run.left]
+    tried = c2.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+    if not run.expect(not tried["ok"], f"c2 gets only {run.cluster.labels(others)}, a minority, and is refused"):
+        _use(run, c2, hold=0.3)
+    left = [run.keys_on(i) for i in others]
+    stale = sum(len(keys) for keys in left)
+    run.metric("keys_left_by_failed_attempt", stale)
+    run.expect(stale == 0, f"c2's failed attempt left no key on {run.cluster.labels(others)}", f"{stale} left")
+    c1.call("release", name=LOCK)
+
+
+def client_clock_slow(run: Run) -> None:
+    c1, c2 = run.clients(["c1", "c2"], clock_rates={"c1": 0.9})
+    _outlives_its_keys(run, c1, c2, believes_too_long=True)
+
+
+def client_clock_fast(run: Run) -> None:
+    c1, c2 = run.clients(["c1", "c2"], clock_rates={"c1": 1.1})
+    _outlives_its_keys(run, c1, c2)
 
 
 # --- 14-15: the network and contention -------------------------------------------------------
@@ -521,6 +681,113 @@ def split_vote(run: Run) -> None:
     run.after(time_to_winner)
 
 
+# --- 21-22: the other primitives: a semaphore, a lock on several names ---------------------
+
+#: The semaphore of scenarios 21a/21b and its number of permits; the names of scenario 22.
+SEMAPHORE, PERMITS = "chaos-pool", 3
+MULTI_NAMES = ("M1", "M2", "M3")
+
+
+def _spread(nodes: int, holders: int, votes: int) -> list[list[int]]:
+    """Masters for each of ``holders`` clients, ``votes`` each, taken round-robin: no master
+    serves more than ceil(holders * votes / nodes) of them. With a plain majority of 5 and 4
+    holders: ABC, DEA, BCD, EAB, at most 3 per master, so all 4 fit a limit of 3."""
+    return [[(h * votes + j) % nodes for j in range(votes)] for h in range(holders)]
+
+
+def _semaphore(run: Run, *, majority: bool) -> None:
+    """Phase 1: limit + 1 clients, each cut off from all but a plain majority of masters,
+    spread so that no master sees more than ``limit`` of them, try to take a permit and
+    hold it. Phase 2: 8 clients contend for the permits while a master is killed (and
+    restarted after the TTL), another is paused, and clients are stopped past their
+    validity. ``majority`` forces every client to count a plain majority as enough."""
+    n, ttl = run.params.nodes, run.params.loop_ttl
+    quorum = run.quorum if majority else 0
+    names = [f"c{i}" for i in range(1, 9)]
+    clients = run.clients(names, wake_on_release=True, unavailable_timeout=0.5)
+    spread = _spread(n, PERMITS + 1, run.quorum)
+    cuts = [run.nemesis.partition(client.name, reach) for client, reach in zip(clients, spread, strict=False)]
+    hold = 3 * ttl
+    got = [
+        c.call("acquire", name=SEMAPHORE, ttl=hold, blocking=False, limit=PERMITS, quorum=quorum)
+        for c in clients[: len(spread)]
+    ]
+    holders = [c for c, g in zip(clients, got, strict=False) if g["ok"]]
+    run.metric("phase1_holders", len(holders))
+    run.note(f"phase 1: {len(holders)} of {len(spread)} clients hold a permit, each with {run.quorum} votes")
+    if majority:
+        run.expect(len(holders) > PERMITS, f"with a plain majority, more than {PERMITS} clients get a permit")
+    else:
+        run.expect(not holders, f"with the semaphore's quorum, none gets a permit from {run.quorum} masters")
+    run.sleep(0.2)
+    for client in holders:
+        client.call("release", name=SEMAPHORE)
+    for cut in cuts:
+        run.nemesis.end(cut)
+
+    duration = run.params.loop_duration
+    started = time.monotonic()
+    until = started + duration
+    args: dict[str, Any] = {"names": [SEMAPHORE], "until": until, "ttl": ttl, "limit": PERMITS, "quorum": quorum}
+    pending = [c.submit("loop", reply_timeout=duration + 60, acquire_timeout=0.5, **args) for c in clients]
+    run.note(f"phase 2: 8 clients contend for {PERMITS} permits of {SEMAPHORE!r} for {duration:g}s")
+    victim, hung = run.rng.sample(range(n), 2)
+    run.sleep_until(started + duration * 0.1)
+    killed = run.nemesis.kill(victim)
+    run.sleep(ttl + 0.5)  # restarted empty only once every permit it held has expired
+    run.nemesis.end(killed)
+    stops = 0
+    while time.monotonic() < until - (ttl + 1.0):
+        stopped = run.nemesis.pause_client(run.rng.choice(names), "SIGSTOP past the validity")
+        if stops == 0:
+            paused = run.nemesis.pause_master(hung)
+        run.sleep(ttl + run.rng.uniform(0.2, 0.5))
+        if stops == 0:
+            run.nemesis.end(paused)
+        run.nemesis.end(stopped)
+        stops += 1
+    run.metric("client_pauses", stops)
+    _finish(pending)
+
+    def count(history: History, verdict: Verdict) -> None:
+        most = most_holders(history.tenures()).get(SEMAPHORE, 0)
+        run.metric("most_holders_at_once", most)
+        ok = [r for i, r in _acquires(history) if i.time > started and r is not None and r.ok]
+        run.expect(len(ok) > 0, "permits are granted in phase 2", f"{len(ok)} granted, at most {most} at once")
+
+    run.after(count)
+
+
+def semaphore(run: Run) -> None:
+    _semaphore(run, majority=False)
+
+
+def semaphore_majority(run: Run) -> None:
+    _semaphore(run, majority=True)
+
+
+def multi_lock(run: Run) -> None:
+    n = run.params.nodes
+    clients = run.clients([f"c{i}" for i in range(1, 9)], wake_on_release=True)
+    until, pending = _loop(run, clients, names=list(MULTI_NAMES), together=2)
+    duration, ttl = run.params.loop_duration, run.params.loop_ttl
+    victim, hung = run.rng.sample(range(n), 2)
+    run.sleep_until(until - duration * 0.8)
+    killed = run.nemesis.kill(victim)
+    run.sleep(ttl + 0.5)  # restarted empty only once every key it held has expired
+    run.nemesis.end(killed)
+    paused = run.nemesis.pause_master(hung)
+    run.sleep(duration * 0.2)
+    run.nemesis.end(paused)
+    _finish(pending)
+
+    def live(history: History, verdict: Verdict) -> None:
+        ok = [r for _, r in _acquires(history) if r is not None and r.ok]
+        run.expect(len(ok) > 0, "multi-name locks are acquired", f"{len(ok)} name holdings")
+
+    run.after(live)
+
+
 CATALOGUE: tuple[Scenario, ...] = (
     Scenario("1", "baseline", "no faults", "SAFE", baseline, loop=True,
              why="three clients contend for two names; every holder interval is disjoint"),
@@ -535,11 +802,19 @@ CATALOGUE: tuple[Scenario, ...] = (
              why="C forgets c1's key and grants it to c2, which reaches C,D,E: two holders"),
     Scenario("6", "restart-delayed", "K4 with C restarted only after the TTL", "SAFE", restart_delayed,
              proxies=True, why="the spec's remedy: by the time C is back, c1's validity is over"),
-    Scenario("7", "restart-aof-always", "K4 with appendfsync always", "SAFE", restart_aof_always,
-             persistence="aof-always", proxies=True, why="C comes back with c1's key, so c2 is refused"),
-    Scenario("8", "power-loss-everysec", "K4 with appendfsync everysec and a power loss", "UNSAFE", power_loss,
-             kinds=("mutual-exclusion",), persistence="aof-everysec", proxies=True,
-             why="C comes back from an AOF that misses the last writes, c1's SET among them"),
+    Scenario("7a", "restart-aof-always", "K4 with appendfsync always", "SAFE", restart_aof_always,
+             persistence="aof-always", proxies=True,
+             why="C comes back with c1's key, so c2 is refused; so it would under everysec (7b): a crash "
+                 "tests the AOF, not the fsync policy"),
+    Scenario("7b", "restart-aof-everysec", "K4 with appendfsync everysec, c1's SET not yet fsynced", "SAFE",
+             restart_aof_everysec, persistence="aof-everysec", proxies=True,
+             why="a process crash keeps the page cache: C reads c1's unsynced SET back, and c2 is refused"),
+    Scenario("8a", "power-loss-always", "as 7a, but C loses its power", "SAFE", power_loss_always,
+             persistence="aof-always", power_loss=True, proxies=True,
+             why="C fsynced c1's SET before it replied: the disk has it, and c2 is refused"),
+    Scenario("8b", "power-loss-everysec", "as 7b, but C loses its power", "UNSAFE", power_loss_everysec,
+             kinds=("mutual-exclusion",), persistence="aof-everysec", power_loss=True, proxies=True,
+             why="C loses its unsynced last second, c1's SET in it, and grants the lock to c2"),
     Scenario("9", "clock-jump-forward", "K3: C's clock jumps past the TTL", "UNSAFE", clock_jump_forward,
              kinds=("mutual-exclusion", "lost-update"), clocked=True, proxies=True,
              why="C expires c1's key early and grants it to c2"),
@@ -559,6 +834,12 @@ CATALOGUE: tuple[Scenario, ...] = (
              why="no lock can stop a paused holder from writing late: c2's increment is lost"),
     Scenario("13b", "holder-pause-fenced", "K1 with fencing tokens", "SAFE", holder_pause_fenced,
              why="the store rejects c1's older fencing token"),
+    Scenario("13c", "holder-pause-within-delay", "K1 with lock_delay=ttl, paused shorter than the delay",
+             "SAFE", holder_pause_within_delay,
+             why="c1's keys outlive its validity by the delay: its late write lands before c2 gets in"),
+    Scenario("13d", "holder-pause-past-delay", "K1 with lock_delay=ttl, paused longer than the delay",
+             "UNSAFE", holder_pause_past_delay, kinds=("lost-update",),
+             why="a delay only postpones the next holder: a longer pause still loses c2's increment"),
     Scenario("14", "link-faults", "latency and blackholes on 1-2 links", "SAFE", link_faults, loop=True,
              proxies=True, leftovers=True,
              why="late and lost requests: still safe, and every key set by a failed attempt is undone"),
@@ -566,6 +847,28 @@ CATALOGUE: tuple[Scenario, ...] = (
              why="nobody gets a majority at first; random retry delays pick a winner"),
     Scenario("16", "late-extend", "an expired holder extends after another acquired and released", "SAFE",
              late_extend, why="extend never revives a key that is gone"),
+    Scenario("17", "stale-release", "an expired holder releases while another holds", "SAFE", stale_release,
+             why="release deletes only its own token: c2 keeps the lock, and c3 is refused"),
+    Scenario("18", "slow-replies", "every reply to c1 comes 300 ms late", "SAFE", slow_replies, proxies=True,
+             why="validity counts from before the requests: c1 stops believing before its keys expire"),
+    Scenario("19", "failed-acquire-rollback", "c2's attempt is granted by a minority only", "SAFE",
+             failed_acquire_rollback, proxies=True,
+             why="a failed attempt takes back the keys it set: nothing of c2 is left on D, E"),
+    Scenario("20a", "client-clock-slow", "c1's clock runs x0.9 (drift allowance 1 %)", "UNSAFE", client_clock_slow,
+             kinds=("mutual-exclusion", "lost-update", "validity-overstated"),
+             why="c1 measures too little elapsed time and believes ~10 % of the TTL past its keys' expiry"),
+    Scenario("20b", "client-clock-fast", "c1's clock runs x1.1", "SAFE", client_clock_fast,
+             why="c1 measures too much elapsed time: it gives the lock up early (less available, safe)"),
+    Scenario("21a", "semaphore", "8 clients on a semaphore of 3 permits, kills and pauses", "SAFE", semaphore,
+             loop=True, proxies=True, leftovers=True,
+             why="a permit needs floor(3N/4)+1 votes: 4 holders would need more than the 3N permits the "
+                 "masters have, so at most 3 hold at any moment (and clients with only a majority get none)"),
+    Scenario("21b", "semaphore-plain-majority", "as 21a, every client counting a plain majority", "UNSAFE",
+             semaphore_majority, kinds=("semaphore-limit",), loop=True, proxies=True,
+             why="self-test: 4 holders with 3 votes each fit in 5 masters of 3 permits; the checker sees 4"),
+    Scenario("22", "multi-lock", "8 clients lock overlapping pairs of 3 names, kills and pauses", "SAFE",
+             multi_lock, loop=True, leftovers=True,
+             why="each master sets all names or none: no name has two holders, nobody deadlocks"),
 )  # fmt: skip
 
 

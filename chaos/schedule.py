@@ -12,8 +12,9 @@ Fault kinds and what they do to their target (a master A.., a link ``c1-A``, a c
 * ``kill``: SIGKILL a master, restart it after the fault's length (from its data with
   ``appendfsync always`` in a SAFE set, else empty);
 * ``restart``: SIGKILL a master and restart it empty at once (K4);
-* ``power-loss``: a master loses the writes of the fault's length, then restarts from what
-  its disk had (``appendfsync everysec``);
+* ``power-loss``: a master loses its power: it dies with only what it fsynced on its disk
+  (``appendfsync everysec``: up to about a second lost, :mod:`chaos.powerloss`) and is
+  back after the fault's length;
 * ``pause-master``: SIGSTOP a master;
 * ``clock-jump``: step a master's wall clock forward by ``value`` seconds;
 * ``clock-rate``: run a master's wall clock ``value`` times as fast;
@@ -306,8 +307,8 @@ def _length_and_value(kind: str, safe: bool, ttl: float, rng: random.Random) -> 
     if kind == "restart":
         return _INSTANT, 0.0
     if kind == "power-loss":
-        # The writes of this long are lost; everysec loses up to about a second.
-        return rng.uniform(0.3, 1.0), 0.0
+        # Back within the ttl with what everysec had synced: up to a second's grants gone.
+        return rng.uniform(0.1, 0.5) * ttl, 0.0
     if kind == "pause-master":
         return rng.uniform(0.2, 1.5) * ttl, 0.0
     if kind == "clock-jump":

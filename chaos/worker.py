@@ -7,15 +7,25 @@ clock for the whole machine, so every process's history shares one time line.
 Protocol: JSON, one object per line. The first line configures the client::
 
     {"cmd": "init", "client": "c1", "urls": [...], "resource_url": "...", "history": "...",
-     "redlock": {"node_timeout": 0.05, ...}, "fencing": false, "seed": 1}
+     "redlock": {"node_timeout": 0.05, ...}, "fencing": false, "seed": 1,
+     "variant": null, "clock_rate": null}
+
+``variant`` names a deliberately broken client (:mod:`chaos.variants`), patched in before
+the Redlock is built. ``clock_rate`` says that the harness started this process under
+libfaketime with its wall clock running at that rate (:func:`chaos.clock.client_env`):
+the Redlock then measures time with that clock, as a client on a machine whose clock is
+off would, while the history keeps the machine's real CLOCK_MONOTONIC (left unfaked), and
+the deadlines the lock computes are mapped onto it.
 
 then each command, ``{"id": 7, "cmd": "acquire", "args": {...}, "pause": null}``, is
 answered by ``{"id": 7, "ok": true, "result": {...}}`` or ``{"id": 7, "ok": false,
 "error": "..."}``, in order. Commands are the :class:`~chaos.workload.ClientSession`
 methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``)
-plus ``ping``. ``"pause": "before" | "after"`` makes the process SIGSTOP itself around the
-step (for ``write``, between its validity check and the write itself). End of input ends
-the process.
+plus ``ping``; ``acquire`` takes ``lock_delay`` (seconds, default 0) among its args, and
+``also`` (more names: one lock on all of them), ``limit`` (a semaphore's permit) and
+``quorum`` (a forced quorum: the self-test's semaphore on a plain majority).
+``"pause": "before" | "after"`` makes the process SIGSTOP itself around the step (for
+``write``, between its validity check and the write itself). End of input ends the process.
 
 The process dies with its parent (``PR_SET_PDEATHSIG``), so a harness killed outright
 leaves no client behind; replies go to a private copy of stdout, and anything a library
@@ -30,11 +40,14 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from typing import IO, Any
 
 import redlock
 
+from . import variants
 from .history import Recorder
 from .workload import ClientSession, LoopSpec, Resource, direct_client
 
@@ -58,10 +71,31 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _faked_clock(rate: float) -> tuple[Callable[[], float], Callable[[float], float]]:
+    """The clock the lock reads (the wall clock, which libfaketime runs at ``rate``) and
+    the map from its readings to the real monotonic time the history is written in.
+
+    libfaketime's ``+0 xR`` runs the faked clock at rate R from the process's start, so
+    one pair of readings taken together fixes the map; the map is the harness's
+    bookkeeping, not something the lock knows.
+    """
+    real, faked = time.monotonic(), time.time()
+
+    def timeline(reading: float) -> float:
+        return real + (reading - faked) / rate
+
+    return time.time, timeline
+
+
 class _Worker:
     def __init__(self, config: dict[str, Any]) -> None:
         self.client = str(config["client"])
         options = dict(config.get("redlock", {}))
+        if config.get("variant"):
+            variants.apply(str(config["variant"]))
+        timeline: Callable[[float], float] | None = None
+        if config.get("clock_rate") is not None:
+            options["clock"], timeline = _faked_clock(float(config["clock_rate"]))
         self.rl = redlock.Redlock(list(config["urls"]), **options)
         self.resource_client = direct_client(str(config["resource_url"]))
         self.recorder = Recorder(config["history"], source=self.client)
@@ -72,6 +106,7 @@ class _Worker:
             self.recorder,
             fencing=bool(config.get("fencing", False)),
             seed=int(config.get("seed", 0)),
+            timeline=timeline,
         )
         self._warm_up()
 
@@ -106,6 +141,10 @@ class _Worker:
                 blocking=bool(args.get("blocking", True)),
                 timeout=args.get("timeout"),
                 at=args.get("at"),
+                lock_delay=float(args.get("lock_delay", 0.0)),
+                also=list(args.get("also", ())),
+                limit=int(args.get("limit", 0)),
+                quorum=int(args.get("quorum", 0)),
             )
         elif name == "read":
             result = session.read(args["name"])

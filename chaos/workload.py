@@ -20,11 +20,12 @@ one. The check and the write are two steps, and a process can be paused between 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -114,6 +115,13 @@ class LoopSpec:
     hold: tuple[float, float] = (0.005, 0.03)
     think: tuple[float, float] = (0.0, 0.02)
     extend_share: float = 0.2
+    #: A semaphore of this many permits on each name instead of a lock (0: a lock). Its
+    #: holders do no read-modify-write: sharing is what a semaphore is for.
+    limit: int = 0
+    #: Overrides the semaphore's quorum (0: its own); the self-test's plain majority.
+    quorum: int = 0
+    #: Lock this many of ``names`` at once in one multi-name lock (0: one name).
+    together: int = 0
     hold_share: tuple[float, float] | None = None
     check_first: bool = False
 
@@ -128,6 +136,9 @@ class LoopSpec:
             hold=_pair(data.get("hold", (0.005, 0.03))),
             think=_pair(data.get("think", (0.0, 0.02))),
             extend_share=float(data.get("extend_share", 0.2)),
+            limit=int(data.get("limit", 0)),
+            quorum=int(data.get("quorum", 0)),
+            together=int(data.get("together", 0)),
             hold_share=None if data.get("hold_share") is None else _pair(data["hold_share"]),
             check_first=bool(data.get("check_first", False)),
         )
@@ -148,7 +159,8 @@ class ClientSession:
     Every method records what it did and returns a JSON-ready dict. ``pause`` stops this
     very process with SIGSTOP before or after the step (recorded as a ``client-pause``
     fault that this process ends itself once continued); whoever runs the scenario sends
-    the SIGCONT.
+    the SIGCONT. ``timeline`` maps a deadline of the lock's clock to the recorder's (they
+    differ only for a client whose clock the harness fakes).
     """
 
     def __init__(
@@ -160,8 +172,10 @@ class ClientSession:
         *,
         fencing: bool = False,
         seed: int = 0,
+        timeline: Callable[[float], float] | None = None,
     ) -> None:
         self.client = client
+        self.timeline = timeline or (lambda reading: reading)
         self.rl = rl
         self.resource = resource
         self.recorder = recorder
@@ -189,30 +203,52 @@ class ClientSession:
         blocking: bool = True,
         timeout: float | None = None,
         at: float | None = None,
+        lock_delay: float = 0.0,
+        also: Sequence[str] = (),
+        limit: int = 0,
+        quorum: int = 0,
     ) -> dict[str, Any]:
+        """Acquire ``name`` (with ``also``: one lock on all those names; with ``limit``: a
+        permit of a semaphore). A lock on several names is recorded as one holding per
+        name, so that the per-name checkers judge it like any other lock on that name."""
         if at is not None:
             time.sleep(max(0.0, at - time.monotonic()))
-        lock = self.rl.lock(name, ttl, fencing=self.fencing)
-        self.locks[name] = lock
-        op = self.recorder.acquire_invoked(self.client, name, ttl=ttl)
+        lock = self._new_lock(name, ttl, also, limit=limit, quorum=quorum, lock_delay=lock_delay)
+        self.locks.update(dict.fromkeys(lock.names, lock))
+        ops = [self.recorder.acquire_invoked(self.client, each, ttl=ttl, blocking=blocking) for each in lock.names]
+        recorded: dict[str, Any] = {"limit": limit or None}
         try:
             ok = lock.acquire(blocking=blocking, timeout=timeout if blocking else None)
         except redlock.RedlockError as exc:
-            self.recorder.acquire_returned(self.client, name, op, ok=False, error=_describe(exc))
+            self._acquire_returned(lock, ops, ok=False, error=_describe(exc), **recorded)
             return {"ok": False, "error": _describe(exc)}
         if not ok:
-            self.recorder.acquire_returned(self.client, name, op, ok=False)
+            self._acquire_returned(lock, ops, ok=False, **recorded)
             return {"ok": False, "error": None}
-        self.recorder.acquire_returned(
-            self.client,
-            name,
-            op,
-            ok=True,
-            token=lock.token,
-            deadline=lock.deadline,
-            fencing=lock.fencing_token,
+        deadline = self._deadline(lock)
+        self._acquire_returned(
+            lock, ops, ok=True, token=lock.token, deadline=deadline, fencing=lock.fencing_token, **recorded
         )
-        return {"ok": True, "deadline": lock.deadline, "fencing": lock.fencing_token, "token": lock.token}
+        return {"ok": True, "deadline": deadline, "fencing": lock.fencing_token, "token": lock.token}
+
+    def _new_lock(
+        self, name: str, ttl: float, also: Sequence[str], *, limit: int, quorum: int, lock_delay: float
+    ) -> redlock.Lock:
+        if limit:
+            lock: redlock.Lock = self.rl.semaphore(name, limit, ttl)
+        elif also:
+            lock = self.rl.lock([name, *also], ttl, lock_delay=lock_delay)
+        else:
+            lock = self.rl.lock(name, ttl, fencing=self.fencing, lock_delay=lock_delay)
+        if quorum:
+            # The self-test's broken client: too few votes for what it asks (the harness
+            # reaches into the spec on purpose; no public option may make a lock unsafe).
+            lock._spec = dataclasses.replace(lock._spec, forced_quorum=quorum)
+        return lock
+
+    def _acquire_returned(self, lock: redlock.Lock, ops: Sequence[int], **fields: Any) -> None:
+        for each, op in zip(lock.names, ops, strict=True):
+            self.recorder.acquire_returned(self.client, each, op, **fields)
 
     def read(self, name: str) -> dict[str, Any]:
         lock = self.locks.get(name)
@@ -250,24 +286,30 @@ class ClientSession:
 
     def extend(self, name: str, ttl: float | None = None) -> dict[str, Any]:
         lock = self._lock(name)
-        op = self.recorder.extend_invoked(self.client, name, token=lock.token, ttl=ttl if ttl is not None else lock.ttl)
+        seconds = ttl if ttl is not None else lock.ttl
+        ops = [self.recorder.extend_invoked(self.client, each, token=lock.token, ttl=seconds) for each in lock.names]
         try:
             lock.extend(ttl)
         except redlock.RedlockError as exc:
-            self.recorder.extend_returned(self.client, name, op, ok=False, error=_describe(exc))
+            for each, op in zip(lock.names, ops, strict=True):
+                self.recorder.extend_returned(self.client, each, op, ok=False, error=_describe(exc))
             return {"ok": False, "error": _describe(exc), "lost": lock.lost}
-        self.recorder.extend_returned(self.client, name, op, ok=True, deadline=lock.deadline)
-        return {"ok": True, "deadline": lock.deadline}
+        deadline = self._deadline(lock)
+        for each, op in zip(lock.names, ops, strict=True):
+            self.recorder.extend_returned(self.client, each, op, ok=True, deadline=deadline)
+        return {"ok": True, "deadline": deadline}
 
     def release(self, name: str) -> dict[str, Any]:
         lock = self._lock(name)
-        op = self.recorder.release_invoked(self.client, name, token=lock.token)
+        ops = [self.recorder.release_invoked(self.client, each, token=lock.token) for each in lock.names]
         try:
             lock.release()
         except redlock.RedlockError as exc:
-            self.recorder.release_returned(self.client, name, op, ok=False, error=_describe(exc))
+            for each, op in zip(lock.names, ops, strict=True):
+                self.recorder.release_returned(self.client, each, op, ok=False, error=_describe(exc))
             return {"ok": False, "error": _describe(exc)}
-        self.recorder.release_returned(self.client, name, op, ok=True)
+        for each, op in zip(lock.names, ops, strict=True):
+            self.recorder.release_returned(self.client, each, op, ok=True)
         return {"ok": True}
 
     def cycle(self, name: str, ttl: float, *, at: float | None = None, timeout: float = 5.0) -> dict[str, Any]:
@@ -278,6 +320,9 @@ class ClientSession:
             self.write(name)
             self.release(name)
         return got
+
+    def _deadline(self, lock: redlock.Lock) -> float | None:
+        return None if lock.deadline is None else self.timeline(lock.deadline)
 
     def _lock(self, name: str) -> redlock.Lock:
         lock = self.locks.get(name)
@@ -296,7 +341,10 @@ class ClientSession:
         """Contend for ``spec.names`` until ``spec.until``; returns counts."""
         acquired = failed = writes = 0
         while time.monotonic() < spec.until:
-            name = self.rng.choice(spec.names)
+            # Several names in a random order: the lock sorts them, or overlapping sets
+            # taken in different orders could deadlock.
+            names = self.rng.sample(spec.names, spec.together) if spec.together else [self.rng.choice(spec.names)]
+            name = names[0]
             left = spec.until - time.monotonic()
             if left <= 0:
                 break
@@ -305,16 +353,23 @@ class ClientSession:
                 spec.ttl,
                 blocking=spec.blocking,
                 timeout=min(spec.acquire_timeout, left) if spec.blocking else None,
+                also=names[1:],
+                limit=spec.limit,
+                quorum=spec.quorum,
             )
             if got["ok"]:
                 acquired += 1
-                self.read(name)
+                # A semaphore's holders share the resource by design: no counter to protect.
+                counters = [] if spec.limit else names
+                for each in counters:
+                    self.read(each)
                 valid = not spec.check_first or self._lock(name).locked()
                 time.sleep(self._hold(spec, float(got["deadline"])))
                 if self.rng.random() < spec.extend_share:
                     self.extend(name)
-                if valid and self.write(name, check=not spec.check_first)["written"]:
-                    writes += 1
+                for each in counters if valid else []:
+                    if self.write(each, check=not spec.check_first)["written"]:
+                        writes += 1
                 self.release(name)
             else:
                 failed += 1

@@ -29,16 +29,16 @@ API_MD = pathlib.Path(__file__).resolve().parent / "api.md"
 #: (module, the names to document, or None for its ``__all__``), in page order.
 SECTIONS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     ("redlock", None),
-    ("redlock.asyncio", ("Redlock", "Lock")),
+    ("redlock.asyncio", ("Redlock", "Lock", "Semaphore")),
     ("redlock.fencing", ("FencedStore",)),
     ("redlock.cli", ("main", "release_token", "ExitCode")),
 )
 
 #: Documented first in their module's section, in this order; the rest follow alphabetically.
-LEAD = ("Redlock", "Lock")
+LEAD = ("Redlock", "Lock", "Semaphore")
 
 #: Classes that callers get from a factory rather than construct: no constructor is shown.
-MADE_BY = {"Lock": "Redlock.lock()"}
+MADE_BY = {"Lock": "Redlock.lock()", "Semaphore": "Redlock.semaphore()"}
 
 #: Public-looking members that are plumbing between the two clients, not API.
 HIDDEN_MEMBERS = frozenset({"lock_spec"})

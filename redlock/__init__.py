@@ -10,8 +10,8 @@ The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 
 import importlib.metadata
 
-from redlock._core import quorum_size, validity_left
-from redlock._sync import Lock, Redlock
+from redlock._client import Lock, Redlock, Semaphore
+from redlock._core import LockInfo, MasterInfo, quorum_size, semaphore_quorum, validity_left
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
@@ -38,9 +38,11 @@ __all__ = [
     "ClientClosed",
     "Lock",
     "LockAlreadyHeld",
+    "LockInfo",
     "LockLost",
     "LockNotAcquired",
     "LockNotHeld",
+    "MasterInfo",
     "MasterMisconfigured",
     "NodeOutcome",
     "NodeStatus",
@@ -48,6 +50,8 @@ __all__ = [
     "Redlock",
     "RedlockError",
     "ReleaseUnconfirmed",
+    "Semaphore",
     "quorum_size",
+    "semaphore_quorum",
     "validity_left",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 from redis.connection import parse_url
 
 from redlock._connection import Credentials
-from redlock._core import MAX_TTL, MIN_TTL, RESERVED_PREFIXES, validity_left
+from redlock._core import MAX_TTL, MIN_TTL, RESERVED_PREFIXES, semaphore_quorum, validity_left
 
 #: What a caller's redis-py client may tell us beyond its address: who to be. Everything else
 #: (timeouts, retries, health checks, handshake extras) is ours to set, so a caller's defaults
@@ -103,6 +103,37 @@ def check_lock_name(name: object) -> str:
     return name
 
 
+def check_lock_names(names: object) -> tuple[str, ...]:
+    """The names of a multi-name lock, checked one by one, sorted and without duplicates.
+
+    Sorted, so that every client takes overlapping sets in the same order on each master
+    (each master sets all of them in one script anyway, but the order fixes which key the
+    extend-order key is kept beside, and makes equal sets equal).
+    """
+    if not isinstance(names, list | tuple):
+        raise TypeError(f"names must be a list or tuple of str, got {type(names).__name__}")
+    if not names:
+        raise ValueError("names must not be empty: give at least one lock name")
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"names must all be str, got {type(name).__name__} ({name!r})")
+        check_lock_name(name)
+    return tuple(sorted(set(names)))
+
+
+def check_limit(limit: object, node_count: int) -> int:
+    """A semaphore's number of permits: an int of at least 1."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, got {type(limit).__name__}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    try:
+        semaphore_quorum(node_count, limit)
+    except ValueError as error:
+        raise ValueError(f"limit={limit} cannot be made safe on {node_count} masters: {error}") from None
+    return limit
+
+
 def check_ttl(ttl: object, *, node_timeout: float, clock_drift_factor: float) -> float:
     seconds = check_seconds("ttl", ttl)
     if seconds < MIN_TTL:
@@ -113,6 +144,16 @@ def check_ttl(ttl: object, *, node_timeout: float, clock_drift_factor: float) ->
         raise ValueError(
             f"ttl={ttl!r} leaves no validity once a round takes node_timeout={node_timeout!r} "
             f"and the clock drift allowance is subtracted: use a ttl well above node_timeout"
+        )
+    return seconds
+
+
+def check_lock_delay(lock_delay: object, ttl: float) -> float:
+    """``lock_delay`` is zero or more seconds, and the keys' life ``ttl + lock_delay`` fits MAX_TTL."""
+    seconds = check_seconds("lock_delay", lock_delay, allow_zero=True)
+    if ttl + seconds > MAX_TTL:
+        raise ValueError(
+            f"ttl + lock_delay must be at most {MAX_TTL:.0f} seconds (ten years), got {ttl!r} + {lock_delay!r}"
         )
     return seconds
 

@@ -55,11 +55,14 @@ import ssl
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from redlock import _scripts
 from redlock._core import Command, ErrorReply, Round, Waiters, subscription_changes
-from redlock.exceptions import NodeStatus
+from redlock.exceptions import ClientClosed, NodeStatus
+
+if TYPE_CHECKING:  # _lock's settings are built with Credentials from here
+    from redlock._lock import ClusterConfig
 
 #: Replies a master may owe before it is sent no more (clean-ups get as many again): bounds
 #: what a silent master's socket buffer and our queue hold, whatever the concurrency.
@@ -240,7 +243,7 @@ class Link:
             self.state = State.IDLE
         owed = len(self.in_flight) + len(self.backlog)
         limit = 2 * MAX_IN_FLIGHT if round_.cleanup else MAX_IN_FLIGHT
-        hung = bool(self.in_flight) and now - self.in_flight[0].sent_at > self.hung_after
+        hung = self.looks_hung(now)
         if owed >= limit or (hung and not round_.cleanup):
             round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
             return Submit.SKIPPED
@@ -258,6 +261,9 @@ class Link:
         self.generation += 1
         self.connect_started = now
         return Submit.CONNECT
+
+    def looks_hung(self, now: float) -> bool:
+        return bool(self.in_flight) and now - self.in_flight[0].sent_at > self.hung_after
 
     def connecting(self) -> bool:
         return self.state is State.CONNECTING
@@ -337,7 +343,7 @@ class Link:
                     return Reaction(hang_up=True)
                 if round_ is not None and round_.awaits(self.node):
                     round_.record(self.node, NodeStatus.MISCONFIGURED, reply.message)
-                return Reaction()
+                return _NO_REACTION
             if entry.command.script is not None and reply.noscript:
                 # Re-sent whole, for stale commands too: a release nobody waits for must
                 # still delete the key. It goes behind what was sent meanwhile, which is safe:
@@ -347,12 +353,12 @@ class Link:
                 return Reaction(resend=resend)
             if round_ is not None and round_.awaits(self.node):
                 round_.record(self.node, NodeStatus.ERROR, reply.message)
-            return Reaction()
+            return _NO_REACTION
         if entry.handshake:
             self.failures = 0  # a master that answers is no longer a reason to back off
         elif round_ is not None and round_.awaits(self.node):
             round_.record_reply(self.node, reply)
-        return Reaction()
+        return _NO_REACTION
 
 
 @dataclass(frozen=True)
@@ -361,6 +367,9 @@ class Reaction:
 
     resend: Command | None = None
     hang_up: bool = False
+
+
+_NO_REACTION = Reaction()
 
 
 @dataclass
@@ -461,6 +470,9 @@ class ReadOutcome:
     failure: BaseException | str | None = None
 
 
+_NOTHING_TO_DO = ReadOutcome()
+
+
 class Connections:
     """Every connection of one client, as policy: what both drivers ask and are told.
 
@@ -495,6 +507,14 @@ class Connections:
         if action is Submit.CONNECT:
             return Connect("command", node, link.generation)
         return None
+
+    def looks_hung(self, node: int, now: float) -> bool:
+        """Whether master ``node`` has owed a reply so long that rounds would skip it: a
+        driver that reads only while somebody waits first reads what arrived meanwhile."""
+        return self.links[node].looks_hung(now)
+
+    def connecting(self) -> bool:
+        return any(link.connecting() for link in self.links)
 
     def time_out(self, round_: Round) -> None:
         """The round's time is up: each master it still waits for failed to answer (one it
@@ -546,7 +566,7 @@ class Connections:
             except ProtocolViolation as error:
                 return ReadOutcome(b"".join(writes), failure=error)
             if reply is False:
-                return ReadOutcome(b"".join(writes))
+                return ReadOutcome(b"".join(writes)) if writes else _NOTHING_TO_DO
             if kind == "subscriber":
                 if not self.subscribers[node].received(reply, self.waiters):
                     return ReadOutcome(b"".join(writes), failure="refused")
@@ -588,3 +608,34 @@ class Connections:
         for subscriber in self.subscribers:
             subscriber.forget()
         self.waiters = Waiters()
+
+
+class DriverBase:
+    """What both drivers keep alike: the masters, their settings, the policy, and whether
+    the client is closed. Subclasses add the sockets (or transports) and the waiting."""
+
+    def __init__(self, settings: ClusterConfig) -> None:
+        self._masters = settings.masters
+        self._node_timeout = settings.node_timeout
+        self._connect_timeout = settings.connect_timeout
+        self._clock = settings.clock
+        self._wake_on_release = settings.wake_on_release
+        self._policy = Connections(
+            [m.name for m in self._masters],
+            [m.credentials for m in self._masters],
+            node_timeout=self._node_timeout,
+            connect_timeout=self._connect_timeout,
+        )
+        #: close() was called: no new operations; clean-ups under way still run.
+        self._closed = False
+        #: The connections are torn down: a connect that finishes now hangs up at once.
+        self._shut = False
+        self._fresh_process_state()
+
+    def _fresh_process_state(self) -> None:
+        """What belongs to one process (sockets, threads): a fork's child starts these anew."""
+        raise NotImplementedError
+
+    def _raise_if_closed(self) -> None:
+        if self._closed:
+            raise ClientClosed("this Redlock client is closed")

@@ -69,6 +69,26 @@ def quorum_size(node_count: int) -> int:
     return node_count // 2 + 1
 
 
+def semaphore_quorum(node_count: int, limit: int) -> int:
+    """How many masters must grant one permit of a semaphore of ``limit`` permits.
+
+    Each master grants at most ``limit`` permits at a time, so ``limit + 1`` holders can
+    gather at most ``limit * node_count`` grants between them. A holder needs more than
+    ``limit * node_count / (limit + 1)`` grants; then ``limit + 1`` holders would need more
+    than every master can give. The smallest such count is ``floor(limit * N / (limit + 1)) + 1``.
+    For ``limit=1`` it is the plain majority; it grows toward N as the limit grows (N once
+    ``limit >= N - 1``), so a semaphore tolerates fewer masters down than a lock does.
+    """
+    if node_count < 1:
+        raise ValueError(f"node_count must be at least 1, got {node_count}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    quorum = (limit * node_count) // (limit + 1) + 1
+    if quorum > node_count:  # cannot happen (limit * N / (limit + 1) < N); unsafe if it did
+        raise ValueError(f"a semaphore of limit {limit} needs {quorum} votes of {node_count} masters")
+    return quorum
+
+
 def drift_allowance(ttl: float, clock_drift_factor: float) -> float:
     """The part of the ttl the holder must not count on (clock rate skew + expiry precision)."""
     return ttl * clock_drift_factor + EXPIRY_PRECISION
@@ -281,10 +301,34 @@ class LockSpec:
     retry_delay: float
     unavailable_timeout: float
     fencing: bool = False
+    #: Extra life of the keys on the masters beyond ``ttl``, never counted in the validity
+    #: (Chubby's and Consul's lock-delay): see :func:`key_milliseconds`.
+    lock_delay: float = 0.0
+    #: A multi-name lock's names, sorted and unique (``key`` is the first); () for one name.
+    names: tuple[str, ...] = ()
+    #: A semaphore's number of permits; 0 for a lock.
+    limit: int = 0
+    #: Replaces the kind's own quorum when not 0. Only the chaos harness's self-test sets it,
+    #: to show that a semaphore counting plain majorities is caught letting in too many.
+    forced_quorum: int = 0
 
     @property
     def quorum(self) -> int:
+        if self.forced_quorum:
+            return self.forced_quorum
+        if self.limit:
+            return semaphore_quorum(len(self.node_names), self.limit)
         return quorum_size(len(self.node_names))
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key this lock holds on each master."""
+        return self.names or (self.key,)
+
+    @property
+    def resource(self) -> str:
+        """The name of what is locked, as messages show it (several names joined by ", ")."""
+        return ", ".join(self.keys)
 
     @property
     def all_nodes(self) -> tuple[int, ...]:
@@ -492,15 +536,68 @@ def release_channel(key: str) -> str:
     return f"redlock:released:{key}"
 
 
-def _release_command(spec: LockSpec, token: str) -> Command:
-    return Command.run_script(_scripts.RELEASE, [spec.key], [token])
+# The commands of each kind of lock. The flows are the same for all three kinds (a lock on
+# one name, on several names, a semaphore): only these commands and the quorum differ.
+
+
+def _release_command(spec: LockSpec, token: str, *, notify: bool = False) -> Command:
+    """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
+    if spec.limit:
+        channel = [release_channel(spec.key)] if notify else []
+        return Command.run_script(_scripts.SEMAPHORE_RELEASE, [spec.key, order_key(spec.key)], [token, *channel])
+    if spec.names:
+        channels = [release_channel(name) for name in spec.names] if notify else []
+        return Command.run_script(_scripts.MULTI_RELEASE, [*spec.names, order_key(spec.key)], [token, *channels])
+    if notify:
+        return Command.run_script(
+            _scripts.RELEASE_AND_NOTIFY, [spec.key, order_key(spec.key)], [token, release_channel(spec.key)]
+        )
+    return Command.run_script(_scripts.RELEASE, [spec.key, order_key(spec.key)], [token])
+
+
+def key_milliseconds(spec: LockSpec, ttl: float) -> int:
+    """How long the masters keep a key set or extended for ``ttl``: ``ttl + lock_delay``.
+
+    The holder counts its validity from ``ttl`` alone, so a holder that stops (crashed, hung,
+    partitioned, paused) without releasing still keeps everyone else out for ``lock_delay``
+    after its validity ended: its late writes land while nobody else holds the lock. A
+    release deletes the key at once, so a holder that releases costs nobody the delay.
+    """
+    return ttl_milliseconds(ttl + spec.lock_delay)
 
 
 def _acquire_command(spec: LockSpec, token: str) -> Command:
-    ttl_ms = ttl_milliseconds(spec.ttl)
+    ttl_ms = key_milliseconds(spec, spec.ttl)
+    if spec.limit:
+        return Command.run_script(
+            _scripts.SEMAPHORE_ACQUIRE, [spec.key, order_key(spec.key)], [token, ttl_ms, spec.limit]
+        )
+    if spec.names:
+        return Command.run_script(_scripts.MULTI_ACQUIRE, [*spec.names, order_key(spec.key)], [token, ttl_ms])
     if spec.fencing:
         return Command.run_script(_scripts.FENCED_ACQUIRE, [spec.key, fence_key(spec.key)], [token, ttl_ms])
     return Command.set_nx_px(spec.key, token, ttl_ms)
+
+
+def _extend_command(spec: LockSpec, token: str, ttl: float, extend_id: int) -> Command:
+    script = _scripts.SEMAPHORE_EXTEND if spec.limit else _scripts.MULTI_EXTEND if spec.names else _scripts.EXTEND
+    return Command.run_script(
+        script, [*spec.keys, order_key(spec.key)], [token, key_milliseconds(spec, ttl), extend_id]
+    )
+
+
+def wake_key(spec: LockSpec, acquire: Round) -> str:
+    """Whose release a failed acquire waits for: the lock's key, or for several names the
+    one the most refusing masters found held (the multi-name script names it)."""
+    held = [
+        int(reply[1])
+        for reply in acquire.replies.values()
+        if spec.names and isinstance(reply, list | tuple) and len(reply) == 2
+    ]
+    if not held:
+        return spec.key
+    index = max(set(held), key=held.count)
+    return spec.names[index - 1] if 1 <= index <= len(spec.names) else spec.key
 
 
 def fencing_token_from(acquire: Round) -> int:
@@ -617,7 +714,7 @@ def acquire_flow(
                 )
             delay = min(delay, give_up_at - now)
         resume_at = now + delay
-        now = yield Pause(delay, wake_on=spec.key)
+        now = yield Pause(delay, wake_on=wake_key(spec, acquire))
         woken = now < resume_at - WOKEN_MARGIN
 
 
@@ -631,10 +728,7 @@ def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
     extend_id = lease.begin_extend(spec.deadline_after(started, ttl))
     finished = False
     try:
-        command = Command.run_script(
-            _scripts.EXTEND, [spec.key, order_key(spec.key)], [lease.token, ttl_milliseconds(ttl), extend_id]
-        )
-        extend = spec.round(command)
+        extend = spec.round(_extend_command(spec, lease.token, ttl, extend_id))
         now = yield extend
         deadline = spec.deadline_after(started, ttl)
         ok = extend.majority_granted and deadline > now
@@ -683,12 +777,7 @@ def release_flow(
     towards the majority; a master whose earlier reply never came may have run that release,
     so its "not there" now proves nothing about a loss and counts as released.
     """
-    if notify:
-        command = Command.run_script(
-            _scripts.RELEASE_AND_NOTIFY, [spec.key, order_key(spec.key)], [token, release_channel(spec.key)]
-        )
-    else:
-        command = Command.run_script(_scripts.RELEASE, [spec.key, order_key(spec.key)], [token])
+    command = _release_command(spec, token, notify=notify)
     confirmed = {
         node for round_ in earlier for node, outcome in round_.outcomes.items() if outcome.status is NodeStatus.GRANTED
     }
@@ -778,3 +867,103 @@ def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
     if not lease.ended:
         lease.lost = True
     return last
+
+
+# --- inspection and the operator's override -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    """What one master says about a lock name."""
+
+    #: The master's name (host:port, or the socket path).
+    master: str
+    #: Whether it answered (an error reply, a timeout or a refused connection: False).
+    reachable: bool
+    #: The token its key holds; None if the key is absent, or the master did not answer.
+    token: str | None = None
+    #: Seconds the key has left on this master (``math.inf``: it never expires, so it is not a
+    #: Redlock key); None when there is no key.
+    ttl: float | None = None
+    #: Why it did not answer.
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """Who holds a lock name on each master, and whether a quorum agrees on one holder.
+
+    Returned by ``Redlock.inspect`` (a snapshot) and ``Redlock.force_release`` (what it
+    removed: each master's token and ttl just before the key was deleted).
+    """
+
+    name: str
+    quorum: int
+    masters: tuple[MasterInfo, ...]
+
+    @property
+    def reachable(self) -> int:
+        """How many masters answered."""
+        return sum(master.reachable for master in self.masters)
+
+    @property
+    def leading(self) -> str | None:
+        """The token held on the most masters (the first of them in master order on a tie)."""
+        votes = self._votes()
+        return max(votes, key=votes.__getitem__) if votes else None
+
+    @property
+    def votes(self) -> int:
+        """How many masters hold :attr:`leading`."""
+        return max(self._votes().values(), default=0)
+
+    @property
+    def holder(self) -> str | None:
+        """The token a quorum of masters holds, if any: the lock's holder right now."""
+        return self.leading if self.votes >= self.quorum else None
+
+    def _votes(self) -> dict[str, int]:
+        votes: dict[str, int] = {}
+        for master in self.masters:
+            if master.token is not None:
+                votes[master.token] = votes.get(master.token, 0) + 1
+        return votes
+
+
+def inspect_flow(spec: LockSpec) -> Flow:
+    """Ask every master who holds ``spec.key`` and for how long; see :func:`lock_info`."""
+    # Every master's answer is wanted, not a majority's, as for a clean-up.
+    round_ = spec.round(Command.run_script(_scripts.INSPECT, [spec.key], []), cleanup=True)
+    yield round_
+    return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
+
+
+def force_release_flow(spec: LockSpec) -> Flow:
+    """Delete ``spec.key`` on every master whatever token holds it; see :func:`lock_info`.
+
+    For operators only: a holder still at work goes on believing it holds the lock while
+    the next one acquires it, exactly as if its lock had expired under it.
+    """
+    command = Command.run_script(_scripts.FORCE_RELEASE, [spec.key, order_key(spec.key)], [release_channel(spec.key)])
+    round_ = spec.round(command, cleanup=True)
+    yield round_
+    return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
+
+
+def lock_info(spec: LockSpec, result: Result) -> LockInfo:
+    """The :class:`LockInfo` from the round of :func:`inspect_flow` or :func:`force_release_flow`."""
+    (round_,) = result.rounds
+    masters = []
+    for node, outcome in zip(round_.targets, round_.ordered_outcomes(), strict=True):
+        reply = round_.replies.get(node)
+        if outcome.status is not NodeStatus.GRANTED or not isinstance(reply, list | tuple) or len(reply) != 3:
+            masters.append(MasterInfo(outcome.node, False, error=outcome.detail or outcome.status.value))
+            continue
+        _, value, pttl = reply
+        if value is None:
+            masters.append(MasterInfo(outcome.node, True))
+            continue
+        token = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+        ttl = math.inf if int(pttl) == -1 else max(0, int(pttl)) / 1000
+        masters.append(MasterInfo(outcome.node, True, token, ttl))
+    return LockInfo(spec.key, spec.quorum, tuple(masters))

@@ -11,11 +11,13 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Generic, TypeVar
 
 from redlock import _config
+from redlock._connection import DriverBase
 from redlock._core import (
     RELEASE_PATIENCE,
     Flow,
@@ -68,6 +70,9 @@ class ClusterConfig:
     #: The redis-py client classes accepted in ``masters`` (sync or asyncio), and their name.
     client_types: tuple[type, ...] = ()
     client_kind = ""
+    #: The I/O driver: the one thing the sync and asyncio clients do differently.
+    driver_class: type[DriverBase]
+    _driver: DriverBase
 
     def __init__(
         self,
@@ -94,16 +99,31 @@ class ClusterConfig:
         self._start_driver()
 
     def _start_driver(self) -> None:
-        """Set up the I/O driver: the one thing the sync and asyncio clients do differently."""
-        raise NotImplementedError
+        self._driver = self.driver_class(self)
 
     @property
     def master_names(self) -> tuple[str, ...]:
         return tuple(master.name for master in self.masters)
 
-    def lock_spec(self, name: object, ttl: object, *, fencing: object = False) -> LockSpec:
-        key = _config.check_lock_name(name)
+    def lock_spec(
+        self, name: object, ttl: object, *, fencing: object = False, lock_delay: object = 0.0, limit: object = None
+    ) -> LockSpec:
+        """The spec of a lock on ``name`` (a str), on several names (a list or tuple of
+        str), or with ``limit``, of a semaphore of that many permits on ``name``."""
+        names: tuple[str, ...] = ()
+        if limit is not None:
+            key = _config.check_lock_name(name)
+            permits = _config.check_limit(limit, len(self.masters))
+        elif isinstance(name, list | tuple):
+            names = _config.check_lock_names(name)
+            key, permits = names[0], 0
+        else:
+            key, permits = _config.check_lock_name(name), 0
         seconds = _config.check_ttl(ttl, node_timeout=self.node_timeout, clock_drift_factor=self.clock_drift_factor)
+        delay = _config.check_lock_delay(lock_delay, seconds)
+        fenced = _config.check_flag("fencing", fencing)
+        if fenced and (names or permits):
+            raise ValueError("fencing is for a lock on one name: a semaphore or a multi-name lock has no fencing token")
         return LockSpec(
             key=key,
             ttl=seconds,
@@ -112,7 +132,10 @@ class ClusterConfig:
             clock_drift_factor=self.clock_drift_factor,
             retry_delay=self.retry_delay,
             unavailable_timeout=self.unavailable_timeout,
-            fencing=_config.check_flag("fencing", fencing),
+            fencing=fenced,
+            lock_delay=delay,
+            names=names,
+            limit=permits,
         )
 
 
@@ -124,6 +147,7 @@ class LockOptions:
     auto_extend: bool = False
     on_lost: Callable[[Any], None] | None = None
     cancel_on_lost: bool = False
+    reentrant: bool = False
 
     @classmethod
     def checked(
@@ -134,10 +158,12 @@ class LockOptions:
         auto_extend: object,
         on_lost: object,
         cancel_on_lost: object = False,
+        reentrant: object = False,
     ) -> LockOptions:
         seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
         extend = _config.check_flag("auto_extend", auto_extend)
         cancel = _config.check_flag("cancel_on_lost", cancel_on_lost)
+        nested = _config.check_flag("reentrant", reentrant)
         _config.check_callable("on_lost", on_lost)
         if (on_lost is not None or cancel) and not extend:
             raise ValueError("on_lost and cancel_on_lost report a loss found by auto-extension: pass auto_extend=True")
@@ -145,17 +171,78 @@ class LockOptions:
             _config.check_renewable_ttl(
                 spec.ttl, node_timeout=spec.node_timeout, clock_drift_factor=spec.clock_drift_factor
             )
-        return cls(seconds, extend, on_lost, cancel)  # type: ignore[arg-type]
+        return cls(seconds, extend, on_lost, cancel, nested)  # type: ignore[arg-type]
 
 
 ClusterT = TypeVar("ClusterT", bound=ClusterConfig)
 
 
+class Turn(Enum):
+    """How a local acquire of a shared Lock object went, before any traffic."""
+
+    #: The object was free (or freed while we waited): this acquire goes to the masters.
+    AT_MASTERS = "at masters"
+    #: Its owner re-acquired a reentrant Lock: counted, no traffic.
+    NESTED = "nested"
+    #: Another local user holds it, and we may wait no (longer): not acquired.
+    REFUSED = "refused"
+
+
+def semaphore_options(
+    cluster: ClusterConfig,
+    name: object,
+    limit: object,
+    ttl: object,
+    *,
+    timeout: object,
+    auto_extend: object,
+    on_lost: object,
+    cancel_on_lost: object = False,
+) -> tuple[LockSpec, LockOptions]:
+    """The checked spec and options of a semaphore, for both clients' ``semaphore()``."""
+    spec = cluster.lock_spec(name, ttl, limit=limit)
+    options = LockOptions.checked(
+        spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, cancel_on_lost=cancel_on_lost
+    )
+    return spec, options
+
+
+class PermitView:
+    """What a semaphore shows beyond a lock: its limit and the permit it holds."""
+
+    _spec: LockSpec
+    _lease: Lease | None
+
+    @property
+    def limit(self) -> int:
+        """How many holders the semaphore admits at once."""
+        return self._spec.limit
+
+    @property
+    def permit(self) -> str | None:
+        """The token of the permit held (as :attr:`token`), or None when none is held."""
+        return None if self._lease is None else self._lease.token
+
+
 class LockState(Generic[ClusterT]):
     """One lock name on one cluster, and whether this object holds it right now.
 
-    The state belongs to the object, not to a thread: a lock acquired in one thread (or
-    task) may be released in another.
+    A Lock object may be shared by the threads (asyncio: the tasks) of a process, as a
+    ``threading.Lock`` (``asyncio.Lock``) is: while one of them holds it, or is acquiring it,
+    the others' acquires wait here, without traffic, bounded by their own timeout
+    (``blocking=False`` returns False at once); then one of them competes on the masters.
+    The *owner* is the thread (task) whose acquire succeeded; ownership is local to the
+    object and never reaches the masters, which know only the token.
+
+    * Not reentrant (the default): the owner acquiring again while the lock is valid raises
+      LockAlreadyHeld (a ``threading.Lock`` would deadlock; an error says why). Any thread
+      or task may release it, as with ``threading.Lock``.
+    * ``reentrant=True``: the owner may acquire again, counted here with no round trip
+      (:attr:`hold_count`); each release counts down, and the masters are released when the
+      count returns to zero. Only the owner may release, as with ``threading.RLock``.
+
+    Waiting here holds nothing across a network round: the local gate is taken and left in
+    moments, and what it guards (``_busy``, ``_owner``, ``_holds``) is plain state.
     """
 
     def __init__(self, cluster: ClusterT, spec: LockSpec, options: LockOptions) -> None:
@@ -163,14 +250,31 @@ class LockState(Generic[ClusterT]):
         self._spec = spec
         self._options = options
         self._lease: Lease | None = None
+        #: A local user holds this object, or is acquiring it at the masters.
+        self._busy = False
+        #: That user: a thread (sync) or a task (asyncio).
+        self._owner: object | None = None
+        #: How many acquires it made that are not released yet (0 while it is acquiring).
+        self._holds = 0
 
     def __repr__(self) -> str:
         state = f"held, {self.validity:.3f}s left" if self.locked() else "not held"
-        return f"<{type(self).__name__} {self._spec.key!r} ttl={self._spec.ttl} {state}>"
+        return f"<{type(self).__name__} {self.name!r} ttl={self._spec.ttl} {state}>"
 
     @property
     def name(self) -> str:
-        return self._spec.key
+        """The lock's name; for a lock on several names, them all joined by ", "."""
+        return self._spec.resource
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name this lock holds, sorted and unique (one for a lock on one name)."""
+        return self._spec.keys
+
+    @property
+    def quorum(self) -> int:
+        """How many masters must grant it: a majority, or more for a semaphore."""
+        return self._spec.quorum
 
     @property
     def ttl(self) -> float:
@@ -205,26 +309,105 @@ class LockState(Generic[ClusterT]):
         return self.validity > 0
 
     @property
+    def reentrant(self) -> bool:
+        """Whether the owner may acquire again (``reentrant=True``): then only the owner may
+        release, so an ``on_lost`` callback (run by the renewer) cannot release it."""
+        return self._options.reentrant
+
+    @property
+    def hold_count(self) -> int:
+        """How many acquires of this object's owner are not released yet (0: not held).
+
+        At most 1 unless ``reentrant=True``. It counts local acquires: whether the lock is
+        still valid is :meth:`locked`'s answer.
+        """
+        return self._holds
+
+    # --- sharing the object between local users ---------------------------------------------
+
+    def _acquire_deadline(self, blocking: object, timeout: object) -> float | None:
+        """Check acquire's arguments; the time (cluster clock) it gives up at, if any."""
+        if not isinstance(blocking, bool):
+            raise TypeError(f"blocking must be a bool, got {type(blocking).__name__}")
+        seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
+        if not blocking and seconds is not None:
+            raise ValueError("timeout cannot be given for a non-blocking acquire (blocking=False)")
+        return None if seconds is None else self._cluster.clock() + seconds
+
+    def _time_left(self, give_up_at: float | None) -> float | None:
+        return None if give_up_at is None else max(0.0, give_up_at - self._cluster.clock())
+
+    def _turn(self, me: object, blocking: bool, give_up_at: float | None) -> Generator[float | None, None, Turn]:
+        """Wait for this object to be free for ``me``: yields how long to wait for a release
+        by another local user (None: unbounded), and returns how the wait ended.
+
+        The caller runs it under its local gate and waits on it between steps, so that the
+        check and the claim are one step for the other local users.
+        """
+        if self._busy and self._owner is me:
+            if self._options.reentrant:
+                self._holds += 1
+                return Turn.NESTED
+            if self.locked():
+                raise LockAlreadyHeld(
+                    f"lock {self.name!r} is already held by this thread (task) through this Lock object, "
+                    "which is not reentrant: release it first, or pass reentrant=True",
+                    resource=self.name,
+                )
+            # Its own lock ran out (or was lost) without a release: trying again is fair.
+            return Turn.AT_MASTERS
+        while self._busy:
+            left = self._time_left(give_up_at)
+            if not blocking or left == 0.0:
+                return Turn.REFUSED
+            yield left
+        self._busy, self._owner = True, me
+        return Turn.AT_MASTERS
+
+    def _end_turn(self, me: object) -> None:
+        """After an acquire by ``me``, however it ended (refused, failed, interrupted): if it
+        claimed the object and holds nothing, hand the object to the next local user."""
+        if self._busy and self._owner is me and self._holds == 0:
+            self._leave()
+
+    def _leave(self) -> None:
+        self._busy, self._owner, self._holds = False, None, 0
+        self._wake_local()
+
+    def _wake_local(self) -> None:
+        """Wake the local users waiting for this object (each checks again)."""
+        raise NotImplementedError
+
+    def _counted_down(self, me: object) -> bool:
+        """For a release by ``me``: True if it only counted down a nested hold, with no
+        traffic; False if the masters are to be released now."""
+        if self._options.reentrant and self._busy and self._owner is not me:
+            raise LockNotHeld(
+                f"cannot release {self.name!r}: it is reentrant and held by another thread (task); "
+                "only its owner may release it",
+                resource=self.name,
+            )
+        if self._holds > 1:
+            self._holds -= 1
+            return True
+        return False
+
+    @property
     def lost(self) -> bool:
         """Whether auto-extension (or an extend) found the lock lost while it was held."""
         return self._lease is not None and self._lease.lost
 
     # --- flows and their results ----------------------------------------------------------
 
-    def _acquire_flow(self, blocking: object, timeout: object) -> tuple[Tokens, Flow]:
-        if not isinstance(blocking, bool):
-            raise TypeError(f"blocking must be a bool, got {type(blocking).__name__}")
-        seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
-        if not blocking and seconds is not None:
-            raise ValueError("timeout cannot be given for a non-blocking acquire (blocking=False)")
-        if self._lease is not None and self.locked():
-            raise LockAlreadyHeld(
-                f"lock {self.name!r} is already held by this Lock object; Redlock locks are not reentrant",
-                resource=self.name,
-            )
+    def _acquire_flow(self, blocking: bool, give_up_at: float | None) -> tuple[Tokens, Flow]:
         tokens = Tokens(new_token)
         flow = acquire_flow(
-            self._spec, tokens, self._cluster.clock(), blocking=blocking, timeout=seconds, rng=self._cluster.rng
+            self._spec,
+            tokens,
+            self._cluster.clock(),
+            blocking=blocking,
+            timeout=self._time_left(give_up_at),
+            rng=self._cluster.rng,
         )
         return tokens, flow
 
@@ -260,6 +443,7 @@ class LockState(Generic[ClusterT]):
         lease = self._acquired(result)
         if lease is None:
             return False
+        self._holds = 1
         if self._options.auto_extend:
             self._start_renewer(lease)
         return True
@@ -332,6 +516,7 @@ class LockState(Generic[ClusterT]):
                 ttl, node_timeout=self._spec.node_timeout, clock_drift_factor=self._spec.clock_drift_factor
             )
         )
+        _config.check_lock_delay(self._spec.lock_delay, seconds)
         lease = self._held_lease("extend")
         if lease.lost:
             raise LockLost(

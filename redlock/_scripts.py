@@ -95,7 +95,207 @@ return 1
 """
 )
 
-ALL = (RELEASE, EXTEND, RELEASE_AND_NOTIFY, FENCED_ACQUIRE, FENCE_RAISE)
+# KEYS[1] lock key.
+# Returns {1, token or nil, pttl}: who holds the key on this master and for how many more
+# milliseconds (PTTL: -2 no key, -1 no expiry), read in one step so that a key expiring
+# between two reads cannot show up as a holder with no ttl. The leading 1 marks an answer.
+INSPECT = Script(
+    """
+return {1, redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}
+"""
+)
+
+# KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] the channel waiters listen on.
+# As INSPECT, and deletes the key whatever token it holds (an operator's override), with
+# its extend-order key; announces the release to waiters as a release would. The fencing
+# counter stays: it must keep growing across holders, forced out or not.
+FORCE_RELEASE = Script(
+    """
+local token = redis.call('get', KEYS[1])
+local pttl = redis.call('pttl', KEYS[1])
+if token then
+    redis.call('del', KEYS[1], KEYS[2])
+    redis.call('publish', ARGV[1], token)
+end
+return {1, token, pttl}
+"""
+)
+
+
+# --- several names at once (a multi-name lock) -----------------------------------------------
+# Every multi-name script takes KEYS[1..n] the lock's names, sorted and unique, and last
+# KEYS[n+1] the extend-order key of the first name. A master votes yes only when every key is
+# ours: it sets all of them or none, so two holders of overlapping sets never share a master's
+# vote on a common name, and the quorum argument of the single lock carries over name by name.
+
+# ARGV[1] our token; ARGV[2] ttl in ms.
+# Returns 1 when every name was free and is now set to our token, else {0, i}: nothing was
+# set, and KEYS[i] is the first name found held (the client waits for that name's release).
+MULTI_ACQUIRE = Script(
+    """
+local n = #KEYS - 1
+for i = 1, n do
+    if redis.call('exists', KEYS[i]) == 1 then
+        return {0, i}
+    end
+end
+for i = 1, n do
+    redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return 1
+"""
+)
+
+# ARGV[1] our token; ARGV[2..n+1] the channel of each name (ARGV[1+i] for KEYS[i]), or
+# nothing for a release that announces nothing (a rollback).
+# Deletes each name that holds our token; returns 1 when every name held it, else 0: one
+# name gone means our holding lapsed on this master. The order key goes with the first name,
+# and only if that one is ours: once it lapsed, the order key may be its next holder's.
+MULTI_RELEASE = Script(
+    """
+local n = #KEYS - 1
+local held = 0
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('del', KEYS[n + 1])
+end
+for i = 1, n do
+    if redis.call('get', KEYS[i]) == ARGV[1] then
+        redis.call('del', KEYS[i])
+        held = held + 1
+        if ARGV[1 + i] then redis.call('publish', ARGV[1 + i], ARGV[1]) end
+    end
+end
+if held == n then return 1 end
+return 0
+"""
+)
+
+# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend (see EXTEND).
+# As EXTEND, over every name: 1 when all hold our token (their ttl is now ARGV[2], unless a
+# newer extend of ours set it), 0 and nothing touched when any is gone (never revive one).
+MULTI_EXTEND = Script(
+    """
+local n = #KEYS - 1
+for i = 1, n do
+    if redis.call('get', KEYS[i]) ~= ARGV[1] then
+        return 0
+    end
+end
+local mark = ARGV[1] .. ':'
+local last = redis.call('get', KEYS[n + 1])
+if last and string.sub(last, 1, #mark) == mark and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
+    return 1
+end
+redis.call('set', KEYS[n + 1], mark .. ARGV[3], 'PX', ARGV[2])
+for i = 1, n do
+    redis.call('pexpire', KEYS[i], ARGV[2])
+end
+return 1
+"""
+)
+
+# --- a counting semaphore ------------------------------------------------------------------
+# KEYS[1] the semaphore: a sorted set of permit tokens, each scored by the time it expires,
+# in milliseconds of this master's own clock (redis.call('TIME')), never a client's: expiry
+# is judged where it is enforced, exactly as a key's PX is. KEYS[2] its extend-order hash
+# (token -> the number of the last extend applied). Both keys carry a PEXPIRE reaching the
+# latest permit's expiry: a backstop, so an abandoned semaphore leaves nothing behind.
+# Scripts that call TIME and then write need effects replication: the default since Redis 5
+# (and the only mode since 7), so replicas get the ZADD, not the script.
+#
+# The clock: microseconds from TIME, floored to ms. A permit is expired once its score is
+# below now (score < now), so it lives at least as long as a PX key set at the same moment.
+
+# ARGV[1] our token; ARGV[2] ttl in ms; ARGV[3] the limit (permits at most).
+# Grants (adds ours, returns 1) if fewer than ARGV[3] unexpired permits remain, else returns
+# 0 and changes nothing but the clean-up. Expired permits are dropped only when the set is
+# full: below the limit they cannot turn a grant into a refusal, and the common case (room
+# left) costs no range scan.
+SEMAPHORE_ACQUIRE = Script(
+    """
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit = tonumber(ARGV[3])
+if redis.call('zcard', KEYS[1]) >= limit then
+    local expired = redis.call('zrangebyscore', KEYS[1], '-inf', '(' .. now)
+    for _, token in ipairs(expired) do
+        redis.call('zrem', KEYS[1], token)
+        redis.call('hdel', KEYS[2], token)
+    end
+    if redis.call('zcard', KEYS[1]) >= limit then
+        return 0
+    end
+end
+redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('pexpire', KEYS[2], ARGV[2])
+end
+return 1
+"""
+)
+
+# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend (see EXTEND).
+# Returns 1 when our permit is there and unexpired: it now expires ARGV[2] ms from now, or a
+# newer extend of ours already set it. Returns 0 when it is gone or expired, changing
+# nothing: an extend never revives a permit (its place may be someone else's by now).
+SEMAPHORE_EXTEND = Script(
+    """
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local score = redis.call('zscore', KEYS[1], ARGV[1])
+if not score or tonumber(score) < now then
+    return 0
+end
+local last = redis.call('hget', KEYS[2], ARGV[1])
+if last and tonumber(last) >= tonumber(ARGV[3]) then
+    return 1
+end
+redis.call('hset', KEYS[2], ARGV[1], ARGV[3])
+redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local ttl = math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[2]))
+redis.call('pexpire', KEYS[1], ttl)
+redis.call('pexpire', KEYS[2], ttl)
+return 1
+"""
+)
+
+# ARGV[1] our token; ARGV[2] (optional) the channel waiters listen on.
+# Removes our permit; returns 1 when it was there and unexpired (then announces the freed
+# permit on ARGV[2]), else 0. An expired permit is removed too but counts as gone.
+SEMAPHORE_RELEASE = Script(
+    """
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local score = redis.call('zscore', KEYS[1], ARGV[1])
+if not score then
+    return 0
+end
+redis.call('zrem', KEYS[1], ARGV[1])
+redis.call('hdel', KEYS[2], ARGV[1])
+if tonumber(score) < now then
+    return 0
+end
+if ARGV[2] then redis.call('publish', ARGV[2], ARGV[1]) end
+return 1
+"""
+)
+
+ALL = (
+    RELEASE,
+    EXTEND,
+    RELEASE_AND_NOTIFY,
+    FENCED_ACQUIRE,
+    FENCE_RAISE,
+    INSPECT,
+    FORCE_RELEASE,
+    MULTI_ACQUIRE,
+    MULTI_RELEASE,
+    MULTI_EXTEND,
+    SEMAPHORE_ACQUIRE,
+    SEMAPHORE_EXTEND,
+    SEMAPHORE_RELEASE,
+)
 
 # KEYS[1] the protected value; KEYS[2] the highest fencing token it has accepted;
 # ARGV[1] the writer's fencing token; ARGV[2] the value to write.

@@ -1,15 +1,27 @@
-"""The synchronous client: ``Redlock`` and ``Lock`` over blocking-API sockets.
+"""The synchronous driver: the lock flows over non-blocking sockets and threads.
 
-The driver runs the pure flows of ``redlock._core`` over the connection policy of
+It runs the pure flows of ``redlock._core`` over the connection policy of
 ``redlock._connection``: one command connection and one subscriber connection per master,
-shared by every thread that uses the client. A round is written by the calling thread
-(each master's bytes in one ``send``) and its replies are read by the client's I/O thread,
-which polls every socket, feeds an incremental RESP parser and records each reply in the
-round that asked for it (first in, first out); the caller sleeps on an event until its round
-is settled or its deadline passes. Connects (TCP, TLS, handshake) run in short-lived threads
-of their own, so a host that does not answer never holds up the others.
+shared by every thread that uses the client.
 
-One lock (``_Driver._lock``) covers the policy state, the sockets' write buffers and the
+Threads (leader and followers)
+    A round is written by the calling thread and read by a calling thread too: of the
+    threads waiting for rounds, one at a time, the *leader*, polls every command socket,
+    feeds the RESP parsers and records each reply in the round that asked for it (first in,
+    first out), for all of them; the others sleep on an event until their round is settled,
+    their deadline passes, or the leader hands over. A lone operation therefore never leaves
+    its thread: no wake-up of another thread stands between a reply and its caller, which
+    is most of what a lock costs on loopback. Beside other flows, a thread sends its round
+    without holding the lock, and the commands other threads queue meanwhile go out in the
+    same ``send`` (one write per master for many rounds).
+
+    The client's I/O thread keeps what nobody waits for: the subscriber connections
+    (wake-up on release), bytes that a socket could not take at once, and, while no flow is
+    under way, the command connections (a late reply, a master that closed its end).
+    Connects (TCP, TLS, handshake) run in short-lived threads of their own, so a host that
+    does not answer never holds up the others.
+
+One lock (``Driver._lock``) covers the policy state, the sockets' write buffers and the
 rounds' outcomes; it is only ever held for non-blocking work.
 """
 
@@ -23,28 +35,21 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
-from types import TracebackType
+from collections.abc import Callable
 from typing import TypeVar
 
-import redis
-
 from redlock import _config
-from redlock._connection import Connect, Connections, Kind, Write, reply_parser
-from redlock._core import Flow, Lease, LockSpec, Pause, Result, Round, release_channel
-from redlock._lock import (
-    DEFAULT_TTL,
-    ClusterConfig,
-    LockOptions,
-    LockState,
-)
-from redlock.exceptions import ClientClosed, LockLost
+from redlock._connection import Connect, DriverBase, Kind, Write, reply_parser
+from redlock._core import Flow, Pause, Result, Round, release_channel
+from redlock.exceptions import ClientClosed
 
 T = TypeVar("T")
 
 _READ_SIZE = 65536
 #: How often the I/O thread looks at subscribers waiting to reconnect, with nothing to read.
 _HOUSEKEEPING = 0.5
+#: While a master is connecting, how often a leader looks for its new socket.
+_NEW_SOCKET_CHECK = 0.002
 
 
 def open_socket(address: _config.MasterAddress, timeout: float) -> socket.socket:
@@ -83,7 +88,11 @@ class _Socket:
         self.fileno = sock.fileno()
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.parser = reply_parser()
+        #: Bytes not yet taken by the socket, in order.
         self.outbuf = bytearray()
+        #: A calling thread is sending ``outbuf`` without the lock: nobody else sends on
+        #: this socket meanwhile, and what they add is sent by that thread after its part.
+        self.sending = False
 
     def abandon(self) -> None:
         """Close our file descriptor only: no shutdown, no TLS close_notify, so a process
@@ -92,7 +101,17 @@ class _Socket:
             self.sock.close()
 
 
-_DRIVERS: weakref.WeakSet[_Driver] = weakref.WeakSet()
+def _send(conn: _Socket, data: bytes | bytearray) -> int | OSError:
+    """Bytes the socket took (0 if it is full), or why it failed."""
+    try:
+        return conn.sock.send(data)
+    except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+        return 0
+    except OSError as error:
+        return error
+
+
+_DRIVERS: weakref.WeakSet[Driver] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
@@ -103,38 +122,12 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class _Driver:
+class Driver(DriverBase):
     """Runs flows for one Redlock client over one connection per master; see the module."""
-
-    def __init__(
-        self,
-        masters: Sequence[_config.MasterAddress],
-        *,
-        node_timeout: float,
-        connect_timeout: float,
-        clock: _config.Clock,
-        wake_on_release: bool,
-    ) -> None:
-        self._masters = masters
-        self._node_timeout = node_timeout
-        self._connect_timeout = connect_timeout
-        self._clock = clock
-        self._wake_on_release = wake_on_release
-        self._policy = Connections(
-            [m.name for m in masters],
-            [m.credentials for m in masters],
-            node_timeout=node_timeout,
-            connect_timeout=connect_timeout,
-        )
-        #: close() was called: no new operations; clean-ups under way still run.
-        self._closed = False
-        #: The sockets are torn down: a connect that finishes now hangs up at once.
-        self._shut = False
-        self._fresh_process_state()
-        _DRIVERS.add(self)
 
     def _fresh_process_state(self) -> None:
         """What belongs to one process: a fork's child starts these anew."""
+        _DRIVERS.add(self)  # a set: adding it again in a fork's child changes nothing
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._sockets: dict[tuple[Kind, int], _Socket] = {}
@@ -143,7 +136,16 @@ class _Driver:
         self._io_thread: threading.Thread | None = None
         self._poke_read = self._poke_write = -1
         #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
-        self._active = 0
+        #: Weak: a flow whose run() a Ctrl-C left before it could say so is gone with it.
+        self._running: weakref.WeakSet[Flow] = weakref.WeakSet()
+        #: The waiting thread that reads the command sockets for everyone (by its event),
+        #: and until when its claim holds: past that, a claim left by an interrupted thread
+        #: is void.
+        self._leader: threading.Event | None = None
+        self._leader_until = 0.0
+        #: The other waiting threads, by their events: one of them leads next.
+        self._followers: dict[threading.Event, None] = {}
+        self._command_poller: tuple[select.poll, dict[int, _Socket]] | None = None
 
     def after_fork(self) -> None:
         """In a fork's child: drop, without touching, what belongs to the parent.
@@ -179,11 +181,11 @@ class _Driver:
         """
         if os.getpid() != self._pid:
             self.after_fork()  # forked without the at-fork hook (it is process-wide; belt and braces)
-        with self._lock:
-            self._active += 1
-            if interrupt is not None:
-                self._interrupts.add(interrupt)
         try:
+            with self._lock:
+                self._running.add(flow)
+                if interrupt is not None:
+                    self._interrupts.add(interrupt)
             try:
                 return commit(self._drive(flow, interrupt))
             except BaseException as interruption:
@@ -196,7 +198,7 @@ class _Driver:
         finally:
             flow.close()
             with self._lock:
-                self._active -= 1
+                self._running.discard(flow)
                 if interrupt is not None:
                     self._interrupts.discard(interrupt)
 
@@ -216,50 +218,163 @@ class _Driver:
     def _run_round(self, round_: Round) -> None:
         if not round_.cleanup:  # a clean-up still runs: it takes our keys back
             self._raise_if_closed()
-        settled = threading.Event()
-        round_.waker = settled.set
+        wake = threading.Event()
+        round_.waker = wake.set
         now = self._clock()
         deadline = now + round_.timeout
-        with self._lock:
-            self._submit(round_, now)
-        settled.wait(max(0.0, deadline - self._clock()))
-        while not settled.is_set():
+        claimed: list[_Socket] = []
+        try:
             with self._lock:
+                self._submit(round_, now, claimed)
+            if claimed:
+                self._send_claimed(claimed)
+        except BaseException as interruption:
+            # Ctrl-C around a send: how much of it left is unknown, so those links start over.
+            with self._lock:
+                for conn in claimed:
+                    if conn.sending:
+                        conn.sending = False
+                        if self._sockets.get((conn.kind, conn.node)) is conn:
+                            self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-send: {interruption!r}"))
+                        else:
+                            conn.abandon()
+            raise
+        until: float | None = deadline
+        while until is not None:
+            self._await(round_, wake, until)
+            with self._lock:
+                if round_.settled:
+                    break
                 self._last_look(round_)
-                extended = self._policy.overtime(round_, deadline)
-            if extended is None or not settled.wait(max(0.0, extended - self._clock())):
-                break
+                until = self._policy.overtime(round_, deadline)
         with self._lock:
             round_.waker = None
             self._policy.time_out(round_)
 
+    def _await(self, round_: Round, wake: threading.Event, until: float) -> None:
+        """Until ``round_`` is settled or ``until``: lead (read for every waiting round) if
+        nobody does, else follow (sleep until woken by the leader)."""
+        try:
+            while True:
+                with self._lock:
+                    now = self._clock()
+                    if round_.settled or now >= until:
+                        return
+                    if self._leader is None or self._leader is wake or now > self._leader_until:
+                        self._leader, self._leader_until = wake, until + self._node_timeout
+                        self._followers.pop(wake, None)
+                        poller, watched = self._command_sockets()
+                        timeout = until - now
+                        if len(watched) < len(self._masters) and self._policy.connecting():
+                            timeout = min(timeout, _NEW_SOCKET_CHECK)  # its socket is not polled yet
+                    else:
+                        self._followers[wake] = None
+                        wake.clear()
+                        poller = None
+                if poller is None:
+                    wake.wait(until - now)
+                    continue
+                ready = poller.poll(timeout * 1000)
+                with self._lock:
+                    for fd, _ in ready:
+                        conn = watched[fd]
+                        if self._sockets.get(("command", conn.node)) is conn:
+                            self._read(conn)
+        finally:
+            with self._lock:
+                self._followers.pop(wake, None)
+                if self._leader is wake:
+                    self._leader = None
+                if self._leader is None and self._followers:
+                    # Somebody still waits: the first one leads now.
+                    next(iter(self._followers)).set()
+
+    def _command_sockets(self) -> tuple[select.poll, dict[int, _Socket]]:
+        """Under the lock: a poll of every command socket, made anew only when they change."""
+        if self._command_poller is None:
+            poller = select.poll()
+            watched = {conn.fileno: conn for conn in self._sockets.values() if conn.kind == "command"}
+            for fd in watched:
+                poller.register(fd, select.POLLIN)
+            self._command_poller = (poller, watched)
+        return self._command_poller
+
     def _last_look(self, round_: Round) -> None:
         """Read what the round's masters have sent by now, before calling them late.
 
-        A reply already in our socket buffer was in time: only our own process (the I/O
-        thread waiting for the GIL behind busy threads) kept it from being read, and that
-        must not count against the master as a timeout.
+        A reply already in our socket buffer was in time: only our own process (the leader
+        waiting for the GIL behind busy threads) kept it from being read, and that must not
+        count against the master as a timeout.
         """
         for node in round_.pending:
             conn = self._sockets.get(("command", node))
             if conn is not None:
                 self._read(conn)
 
-    def _submit(self, round_: Round, now: float) -> None:
-        """Under the lock: send, queue or skip the round's command on every target."""
+    def _submit(self, round_: Round, now: float, claimed: list[_Socket]) -> None:
+        """Under the lock: queue, or skip, the round's command on every target; adds to
+        ``claimed`` the sockets whose bytes this thread is to send (:meth:`_send_claimed`)."""
         self._ensure_io_thread()
         sending: int | None = None
         try:
             for node in round_.targets:
+                conn = self._sockets.get(("command", node))
+                if conn is not None and self._policy.looks_hung(node, now):
+                    # Replies are read only while somebody waits: these may be in our buffer.
+                    self._read(conn)
+                    conn = self._sockets.get(("command", node))
                 sending = node
-                self._carry_out(self._policy.submit(round_, node, now))
+                action = self._policy.submit(round_, node, now)
+                if isinstance(action, Write) and conn is not None:
+                    conn.outbuf += action.data
+                    if conn.tls or len(self._running) == 1:
+                        # TLS: one TLS object may not send and receive at once. Alone: no
+                        # other thread could add to our send, so it goes out now, as it is.
+                        self._flush(conn)
+                    elif not conn.sending:
+                        claimed.append(conn)  # first: a claim is always in the list
+                        conn.sending = True
+                else:
+                    self._carry_out(action)
                 sending = None
         except BaseException as interruption:
-            # Between recording a command as in flight and writing all of its bytes: the
+            # Between recording a command as in flight and queueing all of its bytes: the
             # link can no longer match replies to commands, so it starts over.
             if sending is not None:
                 self._lose("command", sending, ConnectionError(f"interrupted mid-write: {interruption!r}"))
             raise
+
+    def _send_claimed(self, claimed: list[_Socket]) -> None:
+        """Send the claimed sockets' bytes without the lock, so that the commands other
+        threads queue meanwhile leave in the same ``send`` as ours (one write per master
+        for many rounds), and no thread waits for the lock behind a system call."""
+        with self._lock:
+            chunks = []
+            for conn in claimed:
+                if self._sockets.get((conn.kind, conn.node)) is conn:
+                    chunks.append((conn, bytes(conn.outbuf)))
+                else:  # lost since: nothing more may be written on it (its rounds know)
+                    conn.sending = False
+                    conn.abandon()
+        while chunks:
+            results = [(conn, len(chunk), _send(conn, chunk)) for conn, chunk in chunks]
+            with self._lock:
+                chunks = []
+                for conn, size, outcome in results:
+                    if self._sockets.get((conn.kind, conn.node)) is not conn:
+                        conn.sending = False  # lost meanwhile: its rounds know; ours to close
+                        conn.abandon()
+                    elif isinstance(outcome, OSError):
+                        conn.sending = False
+                        self._lose(conn.kind, conn.node, outcome)
+                    else:
+                        del conn.outbuf[:outcome]
+                        if outcome == size and conn.outbuf:
+                            chunks.append((conn, bytes(conn.outbuf)))  # queued by others meanwhile
+                        else:
+                            conn.sending = False
+                            if conn.outbuf:
+                                self._poke()  # the socket is full: the I/O thread writes the rest
 
     def _pause(self, pause: Pause, interrupt: threading.Event | None) -> None:
         self._raise_if_closed()
@@ -283,10 +398,6 @@ class _Driver:
             with self._lock:
                 self._policy.waiters.discard(channel, event)
 
-    def _raise_if_closed(self) -> None:
-        if self._closed:
-            raise ClientClosed("this Redlock client is closed")
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -302,9 +413,7 @@ class _Driver:
         give_up = time.monotonic() + self._connect_timeout + 2 * self._node_timeout
         while time.monotonic() < give_up:
             with self._lock:
-                busy = (
-                    self._active > 0 or self._policy.delivering() or any(conn.outbuf for conn in self._sockets.values())
-                )
+                busy = self._running or self._policy.delivering() or any(conn.outbuf for conn in self._sockets.values())
             if not busy:
                 break
             time.sleep(0.001)
@@ -350,43 +459,51 @@ class _Driver:
                 return
             if sock is not None:
                 self._sockets[(connect.kind, connect.node)] = _Socket(connect.kind, connect.node, sock)
+                self._command_poller = None
             self._carry_out(self._policy.connected(connect, error, self._clock()))
         self._poke()  # the I/O thread has a new socket to read
 
     def _write(self, conn: _Socket, data: bytes) -> None:
-        if not data:
-            return
-        if conn.outbuf:
-            conn.outbuf += data  # behind what waits already: order is the whole point
-            return
-        try:
-            sent = conn.sock.send(data)
-        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-            sent = 0
-        except OSError as error:
-            self._lose(conn.kind, conn.node, error)
-            return
-        if sent < len(data):
-            conn.outbuf += data[sent:]
-            self._poke()  # the I/O thread writes the rest when the socket can take it
+        conn.outbuf += data  # behind what waits already: order is the whole point
+        self._flush(conn)
 
     def _flush(self, conn: _Socket) -> None:
-        try:
-            sent = conn.sock.send(conn.outbuf)
-        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-            return
-        except OSError as error:
-            self._lose(conn.kind, conn.node, error)
+        if conn.sending or not conn.outbuf:
+            return  # a thread sending without the lock takes these too
+        sent = _send(conn, conn.outbuf)
+        if isinstance(sent, OSError):
+            self._lose(conn.kind, conn.node, sent)
             return
         del conn.outbuf[:sent]
+        if conn.outbuf:
+            self._poke()  # the I/O thread writes the rest when the socket can take it
 
     def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
         conn = self._sockets.pop((kind, node), None)
         if conn is not None:
-            conn.abandon()
+            self._drop(conn)
         self._policy.lost(kind, node, error, self._clock())
 
+    def _drop(self, conn: _Socket) -> None:
+        """Under the lock, for a socket no longer in ``_sockets``: close it, unless a thread
+        is sending on it without the lock. That thread closes it once its ``send`` returns:
+        closed now, its number could go to a new connection before that ``send`` reads it,
+        and our bytes would land there."""
+        self._command_poller = None
+        if not conn.sending:
+            conn.abandon()
+
     def _read(self, conn: _Socket) -> None:
+        try:
+            self._take_replies(conn)
+        except BaseException as interruption:
+            # Ctrl-C between taking bytes off the socket and recording every reply in them:
+            # what follows can no longer be matched to its command, so the link starts over.
+            if self._sockets.get((conn.kind, conn.node)) is conn:
+                self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-read: {interruption!r}"))
+            raise
+
+    def _take_replies(self, conn: _Socket) -> None:
         failure: BaseException | str | None = None
         try:
             while True:
@@ -404,7 +521,7 @@ class _Driver:
         self._write(conn, outcome.write)
         if outcome.hang_up:
             del self._sockets[(conn.kind, conn.node)]
-            conn.abandon()
+            self._drop(conn)
         elif outcome.failure is not None or failure is not None:
             self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
 
@@ -434,9 +551,16 @@ class _Driver:
                 poller = select.poll()
                 poller.register(poke, select.POLLIN)
                 watched = {}
+                # Command replies are the waiting threads' to read (see the module); with no
+                # flow under way, what comes (a late reply, a master hanging up) is ours.
+                idle = not self._running
                 for conn in self._sockets.values():
-                    watched[conn.fileno] = conn
-                    poller.register(conn.fileno, select.POLLIN | (select.POLLOUT if conn.outbuf else 0))
+                    events = select.POLLIN if conn.kind == "subscriber" or idle else 0
+                    if conn.outbuf and not conn.sending:  # (a sending thread writes its own)
+                        events |= select.POLLOUT
+                    if events:
+                        watched[conn.fileno] = conn
+                        poller.register(conn.fileno, events)
             ready = poller.poll(_HOUSEKEEPING * 1000)
             with self._lock:
                 if self._io_thread is not me:
@@ -454,172 +578,6 @@ class _Driver:
                     if (
                         events & (select.POLLIN | select.POLLHUP | select.POLLERR)
                         and self._sockets.get((conn.kind, conn.node)) is conn
+                        and (conn.kind == "subscriber" or not self._running)
                     ):
                         self._read(conn)
-
-
-class Redlock(ClusterConfig):
-    """A Redlock client on N independent Redis masters; hands out :class:`Lock` objects.
-
-    ``masters`` are ``redis://`` / ``rediss://`` / ``unix://`` URLs or configured
-    ``redis.Redis`` clients (only their address and credentials are used: this client makes
-    its own connections, with no retries and socket timeouts of ``node_timeout``).
-
-    Defaults, and what each protects against:
-
-    * ``node_timeout=0.05``: the most one master may take to answer one request. A hung or
-      unreachable master costs at most this per round, never a hang. Keep it far below ttl.
-    * ``clock_drift_factor=0.01``: the share of the ttl not counted on, for masters' and
-      clients' clocks running at rates up to 1 % apart (plus 2 ms for expiry precision).
-    * ``retry_delay=0.2``: mean delay between attempts of a blocking acquire, jittered
-      uniformly over [0.1, 0.3] s so that clients that split a vote do not retry in lockstep.
-    * ``unavailable_timeout=10.0``: a blocking acquire with no timeout gives up with
-      :class:`~redlock.QuorumUnavailable` after this long without reaching a majority.
-    * ``wake_on_release=True``: a waiting acquire listens (pub/sub, one connection per
-      master per client) for the release of the lock it waits for and retries at once,
-      so a handoff takes about a round trip instead of a retry delay.
-    """
-
-    client_types = (redis.Redis,)
-    client_kind = "redis.Redis client"
-    _driver: _Driver
-
-    def _start_driver(self) -> None:
-        self._driver = _Driver(
-            self.masters,
-            node_timeout=self.node_timeout,
-            connect_timeout=self.connect_timeout,
-            clock=self.clock,
-            wake_on_release=self.wake_on_release,
-        )
-
-    def lock(
-        self,
-        name: str,
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Lock], None] | None = None,
-        fencing: bool = False,
-    ) -> Lock:
-        """A Lock on ``name`` that expires after ``ttl`` seconds unless extended.
-
-        ``timeout`` bounds the wait of a ``with`` block. ``auto_extend=True`` keeps the lock
-        alive from a daemon thread while it is held (an extend about every ttl/3); if it
-        cannot, the lock is marked lost: ``locked()`` turns False, ``on_lost(lock)`` is
-        called from that thread, and leaving the ``with`` block raises LockLost.
-        ``fencing=True`` gives each holder a ``fencing_token`` larger than every earlier
-        holder's (see :mod:`redlock.fencing`).
-        """
-        spec = self.lock_spec(name, ttl, fencing=fencing)
-        return Lock(self, spec, LockOptions.checked(spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost))
-
-    def release_token(self, name: str, token: str) -> None:
-        """Release ``name`` held under ``token`` (acquired by another process, say).
-
-        Only the holder of ``token`` can release: the compare-and-delete runs on every
-        master. LockLost if a majority answered that the token was gone; ReleaseUnconfirmed
-        if no majority answered in time (the lock may stay held until its ttl runs out).
-        """
-        lock = self.lock(name, DEFAULT_TTL)  # a release sets no ttl: any valid one will do
-        lock._adopt(token)
-        lock.release()
-
-    def close(self) -> None:
-        """Close every connection; Locks of this client cannot be used afterwards."""
-        self._driver.close()
-
-    def __enter__(self) -> Redlock:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<Redlock {len(self.masters)} masters: {', '.join(self.master_names)}>"
-
-
-class Lock(LockState[Redlock]):
-    """A lock on one name, held when a majority of masters carry our token.
-
-    Use it like ``threading.Lock`` (``acquire``/``release`` or ``with``), with the
-    difference that the lock expires: rely on it only while :meth:`locked` is true, and
-    call :meth:`extend` (or pass ``auto_extend=True``) to keep it longer.
-    """
-
-    def __init__(self, cluster: Redlock, spec: LockSpec, options: LockOptions) -> None:
-        super().__init__(cluster, spec, options)
-        self._renewer: tuple[threading.Thread, threading.Event] | None = None
-
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        """Acquire the lock; True if held, False if others hold it (or timeout ran out).
-
-        ``blocking=False`` makes exactly one attempt. ``timeout`` bounds the total wait of
-        a blocking acquire; ``None`` waits until acquired. Raises
-        :class:`~redlock.QuorumUnavailable` when a majority of masters cannot be reached
-        (at once when not blocking; when the timeout, or ``unavailable_timeout``, runs out
-        while blocking).
-        """
-        tokens, flow = self._acquire_flow(blocking, timeout)
-        # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
-        # landed: ours are taken back before the interruption goes on.
-        return self._cluster._driver.run(flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens))
-
-    def release(self) -> None:
-        """Delete our token on every master; LockLost if a majority no longer held it.
-
-        LockLost too when no majority answered at all (masters down or hung): the token is
-        then kept, our keys may block others until they expire, and release() may be retried.
-        """
-        lease, flow = self._release_flow()
-        self._stop_renewer()
-        self._cluster._driver.run(flow, lambda result: self._released(lease, result))
-
-    def extend(self, ttl: float | None = None) -> float:
-        """Reset the lock's ttl (default: its own) on a majority; returns the new validity."""
-        lease, flow = self._extend_flow(ttl)
-        return self._cluster._driver.run(flow, lambda result: self._extended(lease, result))
-
-    def _start_renewer(self, lease: Lease) -> None:
-        stop = threading.Event()
-
-        def renew() -> None:
-            error: BaseException | None = None
-            try:
-                self._cluster._driver.run(self._renewal_flow(lease), _unchanged, interrupt=stop)
-            except BaseException as unexpected:
-                error = unexpected
-            self._renewal_finished(lease, error)
-
-        thread = threading.Thread(target=renew, name=f"redlock-renew:{self.name}", daemon=True)
-        self._renewer = (thread, stop)
-        thread.start()
-
-    def _stop_renewer(self) -> None:
-        renewer, self._renewer = self._renewer, None
-        if renewer is None:
-            return
-        thread, stop = renewer
-        stop.set()
-        if thread is not threading.current_thread():  # on_lost may release from the renewer
-            thread.join()
-
-    def __enter__(self) -> Lock:
-        if not self.acquire(blocking=True, timeout=self._options.timeout):
-            raise self._not_acquired_in_with()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        try:
-            self.release()
-        except LockLost as lost:
-            if exc is None:
-                raise
-            exc.add_note(f"redlock: {lost}")
-
-
-def _unchanged(result: Result) -> Result:
-    return result

@@ -23,8 +23,6 @@ the command's, options included. docs/cli.md tells all of this to users.
 from __future__ import annotations
 
 import argparse
-import collections
-import concurrent.futures
 import contextlib
 import enum
 import json
@@ -41,15 +39,12 @@ from dataclasses import asdict, dataclass
 from types import FrameType
 from typing import IO, Any, NoReturn
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 import redlock
+from redlock._client import Lock, Redlock
+from redlock._core import MasterInfo
 from redlock._extras import redis_server_hint
 from redlock._lifeline import Guard, die_with_parent
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
-from redlock._sync import Lock, Redlock
 from redlock.exceptions import (
     LockLost,
     LockNotAcquired,
@@ -337,12 +332,17 @@ def _build_parser() -> _Parser:
     release = commands.add_parser(
         "release",
         parents=[cluster],
-        help="release NAME held under TOKEN",
+        help="release NAME held under TOKEN (or, --force, whoever holds it)",
         description="Delete TOKEN's hold on NAME on every master. Exits 76 if a majority no longer "
-        "held TOKEN (the lock expired or was taken meanwhile).",
+        "held TOKEN (the lock expired or was taken meanwhile). With --force instead of TOKEN, delete "
+        "NAME on every master whatever token holds it, and print what was removed: for a holder "
+        "that is gone. A holder still running is not told and goes on unprotected.",
     )
     release.add_argument("name", metavar="NAME")
-    release.add_argument("token", metavar="TOKEN")
+    release.add_argument("token", metavar="TOKEN", nargs="?")
+    release.add_argument("--force", action="store_true", help="delete NAME whatever token holds it")
+    release.add_argument("--yes", action="store_true", help="with --force: do not ask for confirmation")
+    release.add_argument("--json", action="store_true", help="with --force: print one JSON object")
     release.set_defaults(handler=_cmd_release)
 
     servers = commands.add_parser(
@@ -517,9 +517,54 @@ def _cmd_acquire(args: argparse.Namespace) -> int:
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
+    if args.force:
+        return _force_release(args)
+    if args.token is None:
+        raise CliError(ExitCode.USAGE, "give the TOKEN to release, or --force to release whoever holds it")
+    if args.yes or args.json:
+        raise CliError(ExitCode.USAGE, "--yes and --json go with --force")
     with _client(args) as rl, _usage_errors():
         release_token(rl, args.name, args.token)
     return ExitCode.OK
+
+
+def _force_release(args: argparse.Namespace) -> int:
+    if args.token is not None:
+        raise CliError(ExitCode.USAGE, "give either TOKEN or --force, not both")
+    with _client(args) as rl:
+        with _usage_errors():
+            rl.lock_spec(args.name, DEFAULT_TTL)  # a bad name is a usage error before any question
+        if not args.yes and not _confirmed(args.name):
+            raise CliError(ExitCode.USAGE, f"not released: --force {args.name!r} needs confirmation (or --yes)")
+        info = rl.force_release(args.name)
+    views = [_master_view(master) for master in info.masters]
+    if args.json:
+        print(json.dumps({"name": args.name, "holder": info.holder, "masters": [asdict(view) for view in views]}))
+    else:
+        print(f"forced release of {args.name!r} on {len(views)} masters:")
+        _print_masters(views, _removal)
+    if info.reachable < info.quorum:
+        raise QuorumUnavailable(
+            f"forced release of {args.name!r} reached only {info.reachable} of {len(views)} masters: "
+            "the others may still hold it",
+            resource=args.name,
+            quorum=info.quorum,
+        )
+    return ExitCode.OK
+
+
+def _confirmed(name: str) -> bool:
+    """Ask on the terminal; without one, nobody can say yes."""
+    if not sys.stdin.isatty():
+        return False
+    print(
+        f"Delete {name!r} on every master, whatever token holds it? A holder still running is not told "
+        "and goes on unprotected. [y/N] ",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 # --- status ---------------------------------------------------------------------------------------
@@ -537,48 +582,54 @@ class MasterView:
     error: str | None = None
 
 
-def _read_master(url: str, name: str, node: str, timeout: float) -> MasterView:
-    # Plain redis-py with no retries: a refused connection must cost milliseconds, not
-    # redis-py 8's default ten retries with backoff.
-    client = redis.Redis.from_url(
-        url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
-    )
-    try:
-        # MULTI/EXEC: the value and its ttl from the same instant, so a key that expires
-        # between the two reads cannot show up as a holder with no ttl.
-        pipe = client.pipeline(transaction=True)
-        pipe.get(name)
-        pipe.pttl(name)
-        value, pttl = pipe.execute()
-    except (redis.RedisError, OSError) as error:
-        return MasterView(node, False, error=str(error) or type(error).__name__)
-    finally:
-        client.close()
-    if value is None:
-        return MasterView(node, True)
-    token = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-    return MasterView(node, True, token=token, pttl_ms=int(pttl) if pttl != -2 else None)
+def _master_view(info: MasterInfo) -> MasterView:
+    if not info.reachable:
+        return MasterView(info.master, False, error=info.error)
+    if info.token is None or info.ttl is None:
+        return MasterView(info.master, True)
+    pttl_ms = -1 if math.isinf(info.ttl) else round(info.ttl * 1000)
+    return MasterView(info.master, True, token=info.token, pttl_ms=pttl_ms)
+
+
+def _holding(view: MasterView) -> str:
+    if not view.reachable:
+        return f"unreachable ({view.error})"
+    if view.token is None:
+        return "free"
+    if view.pttl_ms == -1:
+        return f"{view.token}  no expiry (not a Redlock key?)"
+    return f"{view.token}  {(view.pttl_ms or 0) / 1000:.3f} s left"
+
+
+def _removal(view: MasterView) -> str:
+    if not view.reachable:
+        return f"unreachable ({view.error}): not released there"
+    return "nothing to remove" if view.token is None else f"removed {view.token}"
+
+
+def _print_masters(views: Sequence[MasterView], state: Callable[[MasterView], str]) -> None:
+    width = max(len(view.master) for view in views)
+    for view in views:
+        print(f"  {view.master.ljust(width)}  {state(view)}")
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
     urls = _master_urls(args)
     timeout = args.node_timeout or DEFAULT_STATUS_TIMEOUT
-    with _usage_errors(), Redlock(urls, node_timeout=timeout) as rl:
-        # The client only checks the URLs and names the masters; it makes no connection.
-        spec = rl.lock_spec(args.name, DEFAULT_TTL)
-        nodes = rl.master_names
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(urls)) as pool:
-        views = list(pool.map(lambda url, node: _read_master(url, args.name, node, timeout), urls, nodes))
-    reachable = sum(view.reachable for view in views)
-    votes = collections.Counter(view.token for view in views if view.token is not None)
-    holder, count = votes.most_common(1)[0] if votes else (None, 0)
-    if reachable < spec.quorum:
+    with _usage_errors():
+        rl = Redlock(urls, node_timeout=timeout)
+    with rl:
+        with _usage_errors():
+            rl.lock_spec(args.name, DEFAULT_TTL)
+        info = rl.inspect(args.name)
+    views = [_master_view(master) for master in info.masters]
+    reachable, count, holder = info.reachable, info.votes, info.holder
+    if reachable < info.quorum:
         verdict, code = "unavailable", ExitCode.UNAVAILABLE
-    elif count >= spec.quorum:
+    elif holder is not None:
         verdict, code = "held", ExitCode.OK
     else:
-        verdict, code = ("split" if votes else "free"), ExitCode.NOT_HELD
-    if code != ExitCode.OK:
+        verdict, code = ("split" if count else "free"), ExitCode.NOT_HELD
         holder = None
     if args.json:
         report = {
@@ -586,24 +637,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
             "verdict": verdict,
             "holder": holder,
             "votes": count,
-            "quorum": spec.quorum,
+            "quorum": info.quorum,
             "reachable": reachable,
             "masters": [asdict(view) for view in views],
         }
         print(json.dumps(report))
         return code
-    width = max(len(view.master) for view in views)
-    print(f"{args.name!r} on {len(views)} masters (quorum {spec.quorum}):")
-    for view in views:
-        if not view.reachable:
-            state = f"unreachable ({view.error})"
-        elif view.token is None:
-            state = "free"
-        elif view.pttl_ms == -1:
-            state = f"{view.token}  no expiry (not a Redlock key?)"
-        else:
-            state = f"{view.token}  {(view.pttl_ms or 0) / 1000:.3f} s left"
-        print(f"  {view.master.ljust(width)}  {state}")
+    print(f"{args.name!r} on {len(views)} masters (quorum {info.quorum}):")
+    _print_masters(views, _holding)
     summary = {
         "held": f"held by {holder} on {count} of {len(views)} masters",
         "free": "free: no master holds it",

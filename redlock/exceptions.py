@@ -16,8 +16,8 @@
     │                                 retried, and a retry never reports a loss it cannot prove
     ├── LockNotHeld                   also a RuntimeError: release/extend of a lock this
     │                                 Lock object does not hold (never acquired, or released)
-    ├── LockAlreadyHeld               also a RuntimeError: acquire of a Lock object that
-    │                                 already holds the lock (Redlock locks are not reentrant)
+    ├── LockAlreadyHeld               also a RuntimeError: the thread (task) holding a Lock
+    │                                 object that is not reentrant acquired it again
     └── ClientClosed                  also a RuntimeError: the Redlock client was closed
 
 Bad arguments are plain ``ValueError`` / ``TypeError`` raised before any network traffic;
@@ -110,7 +110,8 @@ class LockLost(RedlockError):
 
 
 class LockNotHeld(RedlockError, RuntimeError):
-    """``release``/``extend`` called on a Lock that does not hold the lock."""
+    """``release``/``extend`` called on a Lock that does not hold the lock, or a release of
+    a reentrant Lock by a thread (task) that is not its owner."""
 
 
 class MasterMisconfigured(RedlockError):
@@ -131,7 +132,11 @@ class ReleaseUnconfirmed(RedlockError):
 
 
 class LockAlreadyHeld(RedlockError, RuntimeError):
-    """``acquire`` of a Lock object that already holds the lock: locks are not reentrant."""
+    """The owner of a Lock that is not reentrant acquired it again while it is valid.
+
+    ``threading.Lock`` would deadlock there; this says why instead. Other threads (tasks)
+    acquiring a held Lock object wait for it; ``reentrant=True`` lets the owner nest.
+    """
 
 
 class ClientClosed(RedlockError, RuntimeError):

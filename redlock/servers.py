@@ -1050,15 +1050,17 @@ class LocalMaster:
             self._proc = None
             self._paused = False
 
+    def data_files(self) -> list[pathlib.Path]:
+        """What the server keeps its data in, in its dir: files, and 7.x's ``appendonlydir``."""
+        found = {path for pattern in _DATA_PATTERNS for path in self.dir.glob(pattern) if path.name != _LOG_NAME}
+        return sorted(found)
+
     def _wipe(self) -> None:
-        for pattern in _DATA_PATTERNS:
-            for path in self.dir.glob(pattern):
-                if path.name == _LOG_NAME:
-                    continue
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink(missing_ok=True)
+        for path in self.data_files():
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
 
 
 # --- a set of masters -----------------------------------------------------------------------

@@ -75,6 +75,15 @@ def fresh_masters() -> Iterator[MastersFactory]:
         cluster.stop()
 
 
+@pytest.fixture
+def raw(masters: LocalMasters) -> Iterator[list[redis.Redis]]:
+    """Plain redis-py clients on the shared masters, to look at keys directly."""
+    clients = [redis.Redis.from_url(url, socket_timeout=2) for url in masters.urls]
+    yield clients
+    for client in clients:
+        client.close()
+
+
 # --- clients of the public APIs ---------------------------------------------------------------
 
 
@@ -139,6 +148,12 @@ class BlockingLock:
     token = property(lambda self: self.inner.token)
     validity = property(lambda self: self.inner.validity)
     fencing_token = property(lambda self: self.inner.fencing_token)
+    hold_count = property(lambda self: self.inner.hold_count)
+    names = property(lambda self: self.inner.names)
+    quorum = property(lambda self: self.inner.quorum)
+    # A semaphore's: an asyncio Lock has neither.
+    permit = property(lambda self: self.inner.permit)
+    limit = property(lambda self: self.inner.limit)
 
     def locked(self) -> bool:
         return self.inner.locked()
@@ -180,6 +195,15 @@ class BlockingRedlock:
 
     def lock(self, *args: Any, **kwargs: Any) -> BlockingLock:
         return BlockingLock(self._loop, self.inner.lock(*args, **kwargs))
+
+    def semaphore(self, *args: Any, **kwargs: Any) -> BlockingLock:
+        return BlockingLock(self._loop, self.inner.semaphore(*args, **kwargs))
+
+    def inspect(self, name: str) -> redlock.LockInfo:
+        return self._loop.run(self.inner.inspect(name))
+
+    def force_release(self, name: str) -> redlock.LockInfo:
+        return self._loop.run(self.inner.force_release(name))
 
     def close(self) -> None:
         self._loop.run(self.inner.aclose())

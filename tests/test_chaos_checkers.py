@@ -29,6 +29,7 @@ from hypothesis.stateful import (
 )
 
 from chaos.checkers import (
+    VALIDITY_SLACK,
     DuplicateToken,
     TokenRegression,
     check_all,
@@ -37,8 +38,10 @@ from chaos.checkers import (
     check_lost_updates,
     check_mutual_exclusion,
     check_stale_writes,
+    check_validity,
     measure_liveness,
     percentile,
+    validity_bound,
 )
 from chaos.history import (
     AcquireInvoked,
@@ -277,6 +280,98 @@ def test_extends_move_the_deadline_and_a_late_one_revives_the_lock() -> None:
     assert "c1#1" in late.describe()
     assert check_mutual_exclusion(history) == []
     assert check_all(history).kinds == ["late-extend"]
+
+
+# --- validity -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One successful operation of a modelled client: when the harness saw it invoked and
+    returned, when the client read its clock for the attempt that won (``t1``), and how
+    far its deadline strays from the correct ``t1 + ttl - drift``."""
+
+    via: str  # "acquire-once", "acquire-blocking" or "extend"
+    ttl: float
+    invoked: float
+    t1: float
+    returned: float
+    error: float
+
+    @property
+    def deadline(self) -> float:
+        return validity_bound(self.t1, self.ttl) + self.error
+
+    def events(self, op: int) -> list[Event]:
+        if self.via == "extend":
+            return [
+                ExtendInvoked(time=self.invoked, client="c1", name="n", op=op, token="t", ttl=self.ttl),
+                ExtendReturned(time=self.returned, client="c1", name="n", op=op, ok=True, deadline=self.deadline),
+            ]
+        blocking = self.via == "acquire-blocking"
+        return [
+            AcquireInvoked(time=self.invoked, client="c1", name="n", op=op, ttl=self.ttl, blocking=blocking),
+            AcquireReturned(
+                time=self.returned, client="c1", name="n", op=op, ok=True, token="t", deadline=self.deadline
+            ),
+        ]
+
+
+@st.composite
+def claims(draw: st.DrawFn) -> list[Claim]:
+    found: list[Claim] = []
+    now = 0.0
+    for _ in range(draw(st.integers(1, 6))):
+        via = draw(st.sampled_from(["acquire-once", "acquire-blocking", "extend"]))
+        ttl = draw(st.sampled_from([0.05, 1.0, 2.0, 30.0]))
+        invoked = now + draw(st.floats(0, 1))
+        latency = draw(st.floats(0, 0.5))
+        # A one-attempt operation reads its clock within the slack of its invocation (half
+        # of it here: at exactly the slack a correct deadline equals the bound, and which
+        # side float rounding puts it on is no property of the checker); a blocking
+        # acquire's winning attempt may begin anywhere before its return.
+        reach = latency if via == "acquire-blocking" else min(latency, VALIDITY_SLACK / 2)
+        t1 = invoked + draw(st.floats(0, 1)) * reach
+        error = draw(st.sampled_from([0.0, 0.0, -0.01, 0.001, 0.02, 0.3]))
+        found.append(Claim(via, ttl, invoked, t1, invoked + latency, error))
+        now = invoked + latency
+    return found
+
+
+@RELAXED
+@given(claims())
+def test_validity_flags_exactly_the_claims_past_what_the_harness_can_prove(found: list[Claim]) -> None:
+    """Oracle: a claim is flagged iff it exceeds the bound from the invocation (one attempt)
+    or from the return (a blocking acquire) by more than the slack. So a correct client
+    (error <= 0) is never flagged, and one that counts from its replies (K5) is whenever
+    its one attempt took longer than the slack."""
+    history = History(e for op, claim in enumerate(found, start=1) for e in claim.events(op))
+    flagged = {v.op for v in check_validity(history)}
+    for op, claim in enumerate(found, start=1):
+        since = claim.returned if claim.via == "acquire-blocking" else claim.invoked
+        expected = claim.deadline > validity_bound(since, claim.ttl) + VALIDITY_SLACK
+        assert (op in flagged) == expected, claim
+        if claim.error <= 0:
+            assert op not in flagged, claim
+    for overstated in check_validity(history):
+        assert overstated.excess > 0
+        assert overstated.holder in overstated.describe()
+
+
+def test_validity_from_the_replies_is_flagged_by_its_wait() -> None:
+    history = History(
+        [
+            AcquireInvoked(time=10.0, client="c1", name="n", op=1, ttl=2.0, blocking=False),
+            # The replies took 0.3 s; the client counted its 2 s from them.
+            AcquireReturned(time=10.3, client="c1", name="n", op=1, ok=True, token="t", deadline=10.3 + 1.978),
+        ]
+    )
+    [claim] = check_validity(history)
+    assert claim.excess == pytest.approx(0.3 - VALIDITY_SLACK)
+    verdict = check_all(history)
+    assert verdict.kinds == ["validity-overstated"]
+    assert "295.0 ms" in verdict.violations[0]
+    assert check_validity(history, slack=0.4) == []
 
 
 # --- lost updates ---------------------------------------------------------------------------

@@ -8,6 +8,9 @@ exact instant.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from chaos.clock import SPEC_FILE, ClockControl, libfaketime_path
+from chaos.clock import SPEC_FILE, ClockControl, client_env, libfaketime_path
 from redlock.servers import LocalMaster, LocalMasters
 
 
@@ -165,3 +168,30 @@ def test_reapply_carries_the_clock_across_a_restart(faked: tuple[LocalMaster, Cl
     # behind the model by up to the restart's duration, at twice the speed.
     lag = control.offset - master_offset(r)
     assert -0.2 < lag < 2 * restart + 0.2
+
+
+# A client's clock: the wall clock at a rate from the process's start, CLOCK_MONOTONIC left
+# alone (the client's sleeps and the history's stamps keep real time).
+_RATES = """
+import time
+wall, mono = time.time(), time.monotonic()
+while time.monotonic() - mono < 0.2:
+    pass
+time.sleep(0.01)
+print((time.time() - wall) / (time.monotonic() - mono))
+"""
+
+
+@pytest.mark.parametrize("rate", [0.9, 1.1])
+def test_a_client_clock_runs_at_its_rate_and_monotonic_stays_real(rate: float) -> None:
+    env = {**os.environ, **client_env(rate)}
+    measured = float(
+        subprocess.run([sys.executable, "-c", _RATES], env=env, capture_output=True, text=True, check=True).stdout
+    )
+    # A ratio of two clocks read together: the machine's load cannot skew it.
+    assert measured == pytest.approx(rate, abs=0.02)
+
+
+def test_a_client_clock_rate_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="rate"):
+        client_env(0.0)

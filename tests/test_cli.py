@@ -215,6 +215,42 @@ def test_release_without_a_majority_exits_69(capsys: pytest.CaptureFixture[str])
     one_line_error(err)
 
 
+def test_release_force_removes_any_holder_and_says_what(rl: Redlock, capsys: pytest.CaptureFixture[str]) -> None:
+    name = unique()
+    lock = rl.lock(name, ttl=30)
+    assert lock.acquire()
+    # No terminal to ask on and no --yes: nothing is removed.
+    code, out, err = run(capsys, "release", name, "--force")
+    assert code == ExitCode.USAGE
+    assert "--yes" in one_line_error(err)
+    assert run(capsys, "status", name)[0] == ExitCode.OK
+    code, out, _ = run(capsys, "release", name, "--force", "--yes", "--json")
+    assert code == ExitCode.OK
+    report = json.loads(out)
+    assert report["holder"] == lock.token
+    assert {m["token"] for m in report["masters"] if m["reachable"]} <= {lock.token}
+    assert run(capsys, "status", name)[0] == ExitCode.NOT_HELD
+    code, out, _ = run(capsys, "release", name, "--force", "--yes")
+    assert code == ExitCode.OK
+    assert out.count("nothing to remove") == 5
+    with pytest.raises(redlock.LockLost):
+        lock.release()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["release", "x"], id="no-token"),
+        pytest.param(["release", "x", "t" * 40, "--force", "--yes"], id="token-and-force"),
+        pytest.param(["release", "x", "t" * 40, "--yes"], id="yes-without-force"),
+    ],
+)
+def test_release_token_or_force(urls: list[str], argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == ExitCode.USAGE
+    one_line_error(err)
+
+
 def test_unreachable_quorum_exits_69_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     dead = ",".join(closed_ports(3))
     for argv in (["acquire", unique()], ["exec", unique(), "--", "true"]):

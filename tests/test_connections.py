@@ -10,6 +10,7 @@ reach the network.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import linecache
 import multiprocessing
 import os
@@ -259,6 +260,11 @@ class _InterruptAt:
 
 
 def _count_lines(lock: redlock.Lock) -> int:
+    # Counted on a client already connected, as every acquire of the sweep runs: the first
+    # one also connects and loads every script, many lines that no later acquire runs.
+    warm_up = lock._cluster.lock(unique("warm-up"), ttl=10.0)
+    assert warm_up.acquire(blocking=False)
+    warm_up.release()
     counter = _InterruptAt(10**9)
     sys.settrace(counter)
     try:
@@ -269,11 +275,20 @@ def _count_lines(lock: redlock.Lock) -> int:
     return counter.lines
 
 
-def test_an_interrupt_at_any_line_of_an_acquire_leaves_nothing_behind(matrix_cluster: LocalMasters) -> None:
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "beside-a-renewer"])
+def test_an_interrupt_at_any_line_of_an_acquire_leaves_nothing_behind(
+    matrix_cluster: LocalMasters, alone: bool
+) -> None:
     """KeyboardInterrupt at each line the acquire runs, swept: either the acquire raised and
-    no master keeps our key, or it returned and the Lock holds (and can release) the lock."""
+    no master keeps our key, or it returned and the Lock holds (and can release) the lock.
+
+    Beside a renewer (another flow of the client under way), a round's bytes are sent
+    without the lock, so that other threads' commands can join them: a second code path."""
     masters = matrix_cluster
-    with Redlock(masters.urls, node_timeout=0.5, wake_on_release=False) as rl:
+    with contextlib.ExitStack() as stack:
+        rl = stack.enter_context(Redlock(masters.urls, node_timeout=0.5, wake_on_release=False))
+        if not alone:
+            stack.enter_context(rl.lock(unique("renewed"), ttl=10.0, auto_extend=True))
         lines = _count_lines(rl.lock(unique("count"), ttl=10.0))
         assert lines > 20
         raised = 0

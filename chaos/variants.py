@@ -1,0 +1,147 @@
+"""Deliberately broken Redlock clients, for ``python -m chaos selftest``.
+
+Would the harness notice a broken client? Each variant here is one mistake from REDLOCK.md,
+made by patching the pure core (:mod:`redlock._core`, :mod:`redlock._scripts`, the flows
+:mod:`redlock._lock` calls) inside a client process at start-up: :mod:`chaos.worker`
+applies the variant named in its configuration before it builds its Redlock, so the
+library's source stays as it is and every other process runs the real client. A variant
+that the catalogue does not catch is a hole in the harness, not in the lock.
+
+The flow-level mistakes are made by a relay between the driver and the real flow
+(:func:`_relay`): it passes every request and reply through, except what the mistake
+changes (the time the flow is told, a clean-up round that is never sent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from redlock import _core, _lock, _scripts
+from redlock._core import Flow, Result, Round
+
+__all__ = ["VARIANTS", "Variant", "apply", "find"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One broken client: ``name`` on the command line, ``mistake`` in the report."""
+
+    name: str
+    mistake: str
+    patch: Callable[[], None]
+
+
+def _relay(flow: Flow, now: float, *, hide_rounds: bool = False, skip_cleanups: bool = False) -> Flow:
+    """Run ``flow`` for the driver, with one of two mistakes.
+
+    ``hide_rounds``: the flow is never told that time passed while its requests were out,
+    and its deadline is moved by the time so hidden, so that validity counts from the
+    replies, not from before the requests (K5). ``skip_cleanups``: the clean-up rounds of a
+    failed attempt (its rollback) are never sent; the flow is told they went and came back.
+    """
+    hidden = 0.0
+    try:
+        request = next(flow)
+        while True:
+            if skip_cleanups and isinstance(request, Round) and request.cleanup:
+                answer = now
+            else:
+                answer = yield request
+                if hide_rounds and isinstance(request, Round):
+                    hidden += answer - now
+                now = answer
+            request = flow.send(now - hidden)
+    except StopIteration as stop:
+        result: Result = stop.value
+    finally:
+        flow.close()
+    if result.ok and hidden:
+        result = dataclasses.replace(result, deadline=result.deadline + hidden)
+    return result
+
+
+#: Where the Lock looks up the acquire flow it runs (a module global, so it can be swapped).
+_ACQUIRE_FLOW = "acquire_flow"
+
+
+def _relay_acquire(**mistake: bool) -> Callable[[], None]:
+    def patch() -> None:
+        original = getattr(_lock, _ACQUIRE_FLOW)
+
+        def acquire_flow(spec: _core.LockSpec, tokens: _core.Tokens, now: float, **options: Any) -> Flow:
+            return _relay(original(spec, tokens, now, **options), now, **mistake)
+
+        setattr(_lock, _ACQUIRE_FLOW, acquire_flow)
+
+    return patch
+
+
+def _half_quorum() -> None:
+    _core.quorum_size = lambda node_count: max(1, node_count // 2)
+
+
+def _no_drift() -> None:
+    _core.drift_allowance = lambda ttl, clock_drift_factor: 0.0
+
+
+# aioredlock's extend: anything but another holder's token is (re)set, a missing key too.
+_EXTEND_RECREATES = _scripts.Script(
+    """
+local current = redis.call('get', KEYS[1])
+if current and current ~= ARGV[1] then
+    return 0
+end
+return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) and 1 or 0
+"""
+)
+
+
+def _extend_recreates() -> None:
+    _scripts.EXTEND = _EXTEND_RECREATES
+
+
+# A release (and a rollback) that deletes whatever holds the key, without comparing tokens.
+_DELETE_BLINDLY = _scripts.Script(
+    """
+redis.call('del', KEYS[1])
+if KEYS[2] then redis.call('del', KEYS[2]) end
+return 1
+"""
+)
+
+
+def _release_without_compare() -> None:
+    _scripts.RELEASE = _DELETE_BLINDLY
+    _scripts.RELEASE_AND_NOTIFY = _DELETE_BLINDLY
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("quorum-half", "quorum N//2 instead of N//2+1: two disjoint 'majorities'", _half_quorum),
+    Variant(
+        "validity-from-replies",
+        "validity counted from when the replies came in, not from before the requests (K5)",
+        _relay_acquire(hide_rounds=True),
+    ),
+    Variant("no-drift", "no drift allowance: the holder counts on the whole ttl", _no_drift),
+    Variant("no-rollback", "a failed attempt leaves the keys it set on a minority", _relay_acquire(skip_cleanups=True)),
+    Variant("extend-recreates", "an extend that re-creates a key that is gone", _extend_recreates),
+    Variant("release-no-compare", "a release that deletes the key, whoever's it is", _release_without_compare),
+)
+
+
+def find(name: str) -> Variant:
+    for variant in VARIANTS:
+        if variant.name == name:
+            return variant
+    raise KeyError(f"no variant {name!r}; known: {', '.join(v.name for v in VARIANTS)}")
+
+
+def apply(name: str) -> Variant:
+    """Break this process's Redlock client the way variant ``name`` says; call it before
+    the client is built."""
+    variant = find(name)
+    variant.patch()
+    return variant

@@ -1,0 +1,305 @@
+"""The asyncio driver: the lock flows over the event loop's transports.
+
+It runs the same pure flows as the sync driver (``redlock._core``) over the same connection
+policy (``redlock._connection``): one command connection and one subscriber connection per
+master, shared by every task of the client. Each connection is an asyncio protocol whose
+``data_received`` feeds the RESP parser and records every reply in the round that asked for
+it, so rounds need no reader task and a task cancelled mid-round leaves nothing out of step:
+every change to the policy happens between two awaits. Clean-up after cancellation
+(rollback of an acquire, a release) runs to completion, shielded; the caller's cancellation
+is re-raised afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from redlock._connection import Connect, DriverBase, Kind, Write, reply_parser
+from redlock._core import Flow, Pause, Result, Round, release_channel
+from redlock.exceptions import ClientClosed
+
+T = TypeVar("T")
+
+
+async def complete_despite_cancellation(work: Awaitable[T]) -> T:
+    """Run ``work`` to the end even if the caller is cancelled meanwhile; then re-raise that."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                cancelled = True
+                continue
+            raise
+        except BaseException as error:
+            if cancelled:  # the caller's cancellation outranks the work's own failure
+                raise asyncio.CancelledError from error
+            raise
+        if cancelled:
+            raise asyncio.CancelledError
+        return result
+
+
+class _Protocol(asyncio.Protocol):
+    """One connection to one master; every byte it receives goes straight to the driver."""
+
+    def __init__(self, driver: Driver, kind: Kind, node: int) -> None:
+        self.driver = driver
+        self.kind = kind
+        self.node = node
+        self.parser = reply_parser()
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
+        #: Done once the socket is closed: aclose() returns only then, fds released.
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        #: Written this turn of the event loop, sent in one piece at its end: the commands of
+        #: concurrent rounds share one send per master instead of one each.
+        self.queued: list[bytes] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed(data)
+        self.driver.received(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        _resolve(self.closed)
+        self.driver.lose(self, exc or ConnectionResetError("the master closed the connection"))
+
+    def write(self, data: bytes) -> None:
+        if self.transport is None or not data:
+            return
+        alone = self.driver.alone
+        if not self.queued and not alone:
+            self.loop.call_soon(self.flush)
+        self.queued.append(data)
+        if alone:
+            self.flush()  # no other round can join ours: waiting for the turn's end buys nothing
+
+    def flush(self) -> None:
+        data = b"".join(self.queued)
+        self.queued.clear()
+        if data and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+
+class Driver(DriverBase):
+    """Runs flows for one asyncio Redlock client over one connection per master."""
+
+    def _fresh_process_state(self) -> None:
+        self._pid = os.getpid()
+        self._protocols: dict[tuple[Kind, int], _Protocol] = {}
+        #: Connects under way; kept so they are not collected, and awaited by close().
+        self._connects: set[asyncio.Task[None]] = set()
+        #: Renewer tasks, cancelled by close().
+        self.renewers: set[asyncio.Task[None]] = set()
+        #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
+        self._active = 0
+
+    @property
+    def alone(self) -> bool:
+        """Whether one flow is all that runs: its commands are written at once."""
+        return self._active == 1
+
+    def _check_fork(self) -> None:
+        """In a fork's child: forget the parent's connections without touching them (their
+        transports belong to the parent's event loop) and start over lazily."""
+        if os.getpid() != self._pid:
+            self._policy.forget()
+            self._fresh_process_state()
+
+    async def run(self, flow: Flow, commit: Callable[[Result], T], *, rollback: Callable[[], Flow] | None = None) -> T:
+        """Run ``flow`` and hand its result to ``commit``; if either is interrupted
+        (cancelled), ``rollback()`` runs to completion first, on the same connections."""
+        self._check_fork()
+        self._active += 1
+        try:
+            try:
+                return commit(await self._drive(flow))
+            except BaseException as interruption:
+                if rollback is not None:
+                    try:
+                        await complete_despite_cancellation(self._drive(rollback()))
+                    except Exception as failure:  # the interruption is what the caller must see
+                        interruption.add_note(f"redlock: rolling back the interrupted acquire failed: {failure!r}")
+                raise
+        finally:
+            flow.close()
+            self._active -= 1
+
+    async def _drive(self, flow: Flow) -> Result:
+        try:
+            request = next(flow)
+            while True:
+                if isinstance(request, Round):
+                    await self._run_round(request)
+                else:
+                    await self._pause(request)
+                request = flow.send(self._clock())
+        except StopIteration as stop:
+            result: Result = stop.value
+            return result
+
+    async def _run_round(self, round_: Round) -> None:
+        if not round_.cleanup:  # a clean-up still runs: it takes our keys back
+            self._raise_if_closed()
+        loop = asyncio.get_running_loop()
+        now = self._clock()
+        # No await inside the submission: nothing can interleave with it.
+        for node in round_.targets:
+            self._carry_out(self._policy.submit(round_, node, now))
+        if not self.alone:
+            # Our commands leave with this turn's others (one send per master, see
+            # _Protocol); the round's time counts from then: a busy loop's turn is not the
+            # masters' delay.
+            await asyncio.sleep(0)
+        first_deadline = self._clock() + round_.timeout
+        deadline: float | None = first_deadline
+        while not round_.settled and deadline is not None:
+            settled: asyncio.Future[None] = loop.create_future()
+            round_.waker = functools.partial(_resolve, settled)
+            timer = loop.call_later(max(0.0, deadline - self._clock()), _after_next_reads, loop, settled)
+            try:
+                await settled
+            finally:
+                timer.cancel()
+            if round_.settled:
+                break
+            deadline = self._policy.overtime(round_, first_deadline)
+            if deadline is not None and deadline <= self._clock():
+                deadline = None
+        round_.waker = None
+        self._policy.time_out(round_)
+
+    async def _pause(self, pause: Pause) -> None:
+        # A renewer's pause needs no interrupt here: release cancels the renewer task.
+        self._raise_if_closed()
+        if pause.wake_on is None or not self._wake_on_release:
+            await asyncio.sleep(pause.seconds)
+            return
+        event = asyncio.Event()
+        channel = release_channel(pause.wake_on)
+        self._policy.waiters.add(channel, event)
+        try:
+            self._subscribe()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), pause.seconds)
+        finally:
+            self._policy.waiters.discard(channel, event)
+
+    async def close(self) -> None:
+        self._closed = True
+        for renewer in list(self.renewers):
+            renewer.cancel()
+        for event in self._policy.waiters.all_events():
+            event.set()  # waiting acquires look again, find the client closed, and stop
+        # See the sync driver: operations under way finish their clean-ups, connects under
+        # way deliver their backlog, within bounds; then we hang up.
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self._connect_timeout + 2 * self._node_timeout
+        while loop.time() < give_up and (self._active > 0 or self._policy.delivering()):
+            await asyncio.sleep(0.001)
+        self._shut = True
+        protocols = list(self._protocols.values())
+        for protocol in protocols:
+            protocol.flush()
+            if protocol.transport is not None:
+                protocol.transport.close()  # writes what is buffered first
+            self.lose(protocol, ClientClosed("the client was closed"))
+        self._policy.close(self._clock())
+        for task in self._connects:
+            task.cancel()
+        if protocols:
+            await asyncio.wait([protocol.closed for protocol in protocols], timeout=self._connect_timeout)
+
+    # --- connections ---------------------------------------------------------------------
+
+    def _carry_out(self, action: Write | Connect | None) -> None:
+        if isinstance(action, Write):
+            protocol = self._protocols.get((action.kind, action.node))
+            if protocol is not None:
+                protocol.write(action.data)
+        elif isinstance(action, Connect):
+            task = asyncio.ensure_future(self._connect(action))
+            self._connects.add(task)
+            task.add_done_callback(self._connects.discard)
+
+    async def _connect(self, connect: Connect) -> None:
+        address = self._masters[connect.node]
+        loop = asyncio.get_running_loop()
+        protocol = _Protocol(self, connect.kind, connect.node)
+        error: BaseException | None = None
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                if address.path is not None:
+                    await loop.create_unix_connection(lambda: protocol, address.path)
+                else:
+                    assert address.host is not None
+                    assert address.port is not None
+                    await loop.create_connection(
+                        lambda: protocol,
+                        address.host,
+                        address.port,
+                        ssl=address.ssl_context,
+                        server_hostname=(address.server_hostname or address.host) if address.tls else None,
+                    )
+        except Exception as failure:
+            error = failure
+        if self._shut or not self._policy.is_current(connect) or os.getpid() != self._pid:
+            if protocol.transport is not None:
+                protocol.transport.close()
+            return
+        if error is None:
+            self._protocols[(connect.kind, connect.node)] = protocol
+        self._carry_out(self._policy.connected(connect, error, self._clock()))
+
+    def lose(self, protocol: _Protocol, error: BaseException | str) -> None:
+        if self._protocols.get((protocol.kind, protocol.node)) is not protocol:
+            return  # an old connection: its state went with it
+        self._hang_up(protocol)
+        self._policy.lost(protocol.kind, protocol.node, error, self._clock())
+
+    def _hang_up(self, protocol: _Protocol) -> None:
+        del self._protocols[(protocol.kind, protocol.node)]
+        if protocol.transport is not None and not protocol.transport.is_closing():
+            protocol.transport.abort()  # not close(): nothing more may be written on it
+
+    def received(self, protocol: _Protocol) -> None:
+        if self._protocols.get((protocol.kind, protocol.node)) is not protocol:
+            return
+        outcome = self._policy.received(protocol.kind, protocol.node, protocol.parser, self._clock())
+        protocol.write(outcome.write)
+        if outcome.hang_up:
+            self._hang_up(protocol)
+        elif outcome.failure is not None:
+            self.lose(protocol, outcome.failure)
+
+    def _subscribe(self) -> None:
+        for action in self._policy.subscriptions(self._wake_on_release, self._clock()):
+            self._carry_out(action)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _after_next_reads(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+    """A round's time is up: look once more before calling its masters late.
+
+    After a long turn of a busy loop, an expired timer and a reply already in the socket
+    buffer are due together, and the loop runs the timer first if the bytes came after its
+    last select. A zero-delay timer runs after the next select's reads (asyncio queues due
+    timers behind that turn's I/O callbacks), so a reply that had arrived counts as in time,
+    as the sync client's last look does.
+    """
+    loop.call_later(0, _resolve, future)

@@ -1,0 +1,297 @@
+"""The synchronous client: ``Redlock`` and ``Lock``, over :class:`redlock._sync.Driver`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+import redis
+
+from redlock._core import Lease, LockInfo, LockSpec, Result, force_release_flow, inspect_flow, lock_info
+from redlock._lock import (
+    DEFAULT_TTL,
+    ClusterConfig,
+    LockOptions,
+    LockState,
+    PermitView,
+    Turn,
+    semaphore_options,
+)
+from redlock._sync import Driver
+from redlock.exceptions import LockLost
+
+
+class Redlock(ClusterConfig):
+    """A Redlock client on N independent Redis masters; hands out :class:`Lock` objects.
+
+    ``masters`` are ``redis://`` / ``rediss://`` / ``unix://`` URLs or configured
+    ``redis.Redis`` clients (only their address and credentials are used: this client makes
+    its own connections, with no retries and socket timeouts of ``node_timeout``).
+
+    Defaults, and what each protects against:
+
+    * ``node_timeout=0.05``: the most one master may take to answer one request. A hung or
+      unreachable master costs at most this per round, never a hang. Keep it far below ttl.
+    * ``clock_drift_factor=0.01``: the share of the ttl not counted on, for masters' and
+      clients' clocks running at rates up to 1 % apart (plus 2 ms for expiry precision).
+    * ``retry_delay=0.2``: mean delay between attempts of a blocking acquire, jittered
+      uniformly over [0.1, 0.3] s so that clients that split a vote do not retry in lockstep.
+    * ``unavailable_timeout=10.0``: a blocking acquire with no timeout gives up with
+      :class:`~redlock.QuorumUnavailable` after this long without reaching a majority.
+    * ``wake_on_release=True``: a waiting acquire listens (pub/sub, one connection per
+      master per client) for the release of the lock it waits for and retries at once,
+      so a handoff takes about a round trip instead of a retry delay.
+    """
+
+    client_types = (redis.Redis,)
+    client_kind = "redis.Redis client"
+    driver_class = Driver
+    _driver: Driver
+
+    def lock(
+        self,
+        name: str | list[str] | tuple[str, ...],
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Lock], None] | None = None,
+        fencing: bool = False,
+        reentrant: bool = False,
+        lock_delay: float = 0.0,
+    ) -> Lock:
+        """A Lock on ``name`` that expires after ``ttl`` seconds unless extended.
+
+        ``timeout`` bounds the wait of a ``with`` block. ``auto_extend=True`` keeps the lock
+        alive from a daemon thread while it is held (an extend about every ttl/3); if it
+        cannot, the lock is marked lost: ``locked()`` turns False, ``on_lost(lock)`` is
+        called from that thread, and leaving the ``with`` block raises LockLost.
+        ``fencing=True`` gives each holder a ``fencing_token`` larger than every earlier
+        holder's (see :mod:`redlock.fencing`).
+
+        The Lock may be shared by threads like a ``threading.Lock``: while one holds it, the
+        others' acquires wait for its release. ``reentrant=True`` lets the owning thread
+        acquire it again, counted locally (see :class:`Lock`).
+
+        ``lock_delay`` (seconds, Chubby's lock-delay) keeps the keys on the masters
+        ``ttl + lock_delay`` while the holder counts only ``ttl`` of validity: a holder that
+        crashed, hung or was cut off keeps others out that much longer after its validity
+        ends, so that its late writes land before the next holder's. A release deletes the
+        keys at once: only a holder that fails to release costs the delay.
+
+        Given a list or tuple of names, the Lock holds all of them or none: each master sets
+        every name in one script or none of them, and votes yes only if it set them all. The
+        names are sorted and de-duplicated (``lock.names``), so clients asking for
+        overlapping sets never deadlock; release and extend cover every name. An empty list
+        is a ValueError, a name that is not a str a TypeError.
+        """
+        spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay)
+        options = LockOptions.checked(
+            spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, reentrant=reentrant
+        )
+        return Lock(self, spec, options)
+
+    def inspect(self, name: str) -> LockInfo:
+        """Who holds ``name`` on each master, and the holder a quorum agrees on, if any.
+
+        One read of every master (the token and the ttl left, in one step each), waiting for
+        each up to ``node_timeout``; a master that does not answer is reported unreachable.
+        It changes nothing and holds nothing: the answer may be stale when it returns.
+        """
+        spec = self.lock_spec(name, DEFAULT_TTL)
+        return self._driver.run(inspect_flow(spec), lambda result: lock_info(spec, result))
+
+    def force_release(self, name: str) -> LockInfo:
+        """Delete ``name`` on every master whatever token holds it; returns what it removed.
+
+        For operators clearing a lock whose holder is gone. A holder still at work is NOT
+        told: it goes on as if it held the lock while the next one acquires it, exactly as
+        if its lock had expired under it (fencing tokens still protect a fenced resource:
+        the counters are kept). Its later release or extend reports the lock lost.
+        """
+        spec = self.lock_spec(name, DEFAULT_TTL)
+        return self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Semaphore], None] | None = None,
+    ) -> Semaphore:
+        """A counting Semaphore on ``name``: at most ``limit`` holders at once, each permit
+        expiring after ``ttl`` seconds unless extended; the other options as for :meth:`lock`.
+
+        A permit needs ``floor(limit * N / (limit + 1)) + 1`` of the N masters, not a plain
+        majority (see docs/algorithm.md): with fewer, ``limit + 1`` holders could each find
+        enough masters with a free place. So a semaphore tolerates fewer masters down than a
+        lock: ``sem.quorum`` tells how many it needs. Every client must use the same limit.
+        """
+        spec, options = semaphore_options(
+            self, name, limit, ttl, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost
+        )
+        return Semaphore(self, spec, options)
+
+    def release_token(self, name: str, token: str) -> None:
+        """Release ``name`` held under ``token`` (acquired by another process, say).
+
+        Only the holder of ``token`` can release: the compare-and-delete runs on every
+        master. LockLost if a majority answered that the token was gone; ReleaseUnconfirmed
+        if no majority answered in time (the lock may stay held until its ttl runs out).
+        """
+        lock = self.lock(name, DEFAULT_TTL)  # a release sets no ttl: any valid one will do
+        lock._adopt(token)
+        lock.release()
+
+    def close(self) -> None:
+        """Close every connection; Locks of this client cannot be used afterwards."""
+        self._driver.close()
+
+    def __enter__(self) -> Redlock:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Redlock {len(self.masters)} masters: {', '.join(self.master_names)}>"
+
+
+class Lock(LockState[Redlock]):
+    """A lock on one name, held when a majority of masters carry our token.
+
+    Use it like ``threading.Lock`` (``acquire``/``release`` or ``with``), with the
+    difference that the lock expires: rely on it only while :meth:`locked` is true, and
+    call :meth:`extend` (or pass ``auto_extend=True``) to keep it longer.
+
+    Threads may share one Lock object. While one thread holds it (or is acquiring it), the
+    others' acquires wait for its release, each bounded by its own ``timeout``, and then
+    compete on the masters; ``blocking=False`` returns False at once, with no traffic. The
+    owner is the thread whose acquire succeeded. Not reentrant (the default): the owner
+    acquiring again while the lock is valid raises LockAlreadyHeld instead of deadlocking,
+    and any thread may release, as with ``threading.Lock``. With ``reentrant=True`` the
+    owner may acquire again, counted locally (:attr:`hold_count`) with no round trip; the
+    masters are released when the count returns to zero, and only the owner may release,
+    as with ``threading.RLock``. The token is the object's, never thread-local: any thread
+    sees the holding's ``token`` (unlike redis-py's thread-local tokens, redis-py #656).
+    """
+
+    def __init__(self, cluster: Redlock, spec: LockSpec, options: LockOptions) -> None:
+        super().__init__(cluster, spec, options)
+        self._renewer: tuple[threading.Thread, threading.Event] | None = None
+        #: Guards the sharing state of LockState among this process's threads.
+        self._gate = threading.Condition()
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Acquire the lock; True if held, False if others hold it (or timeout ran out).
+
+        ``blocking=False`` makes exactly one attempt. ``timeout`` bounds the total wait of
+        a blocking acquire; ``None`` waits until acquired. Raises
+        :class:`~redlock.QuorumUnavailable` when a majority of masters cannot be reached
+        (at once when not blocking; when the timeout, or ``unavailable_timeout``, runs out
+        while blocking).
+        """
+        give_up_at = self._acquire_deadline(blocking, timeout)
+        me = threading.current_thread()
+        try:
+            with self._gate:
+                turns = self._turn(me, blocking, give_up_at)
+                try:
+                    while True:
+                        self._gate.wait(next(turns))
+                except StopIteration as stop:
+                    turn: Turn = stop.value
+            if turn is not Turn.AT_MASTERS:
+                return turn is Turn.NESTED
+            tokens, flow = self._acquire_flow(blocking, give_up_at)
+            # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
+            # landed: ours are taken back before the interruption goes on.
+            return self._cluster._driver.run(flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens))
+        finally:
+            self._end_turn(me)
+
+    def release(self) -> None:
+        """Delete our token on every master; LockLost if a majority no longer held it.
+
+        LockLost too when no majority answered at all (masters down or hung): the token is
+        then kept, our keys may block others until they expire, and release() may be retried.
+        A nested hold of a reentrant Lock is only counted down, with no traffic.
+        """
+        with self._gate:
+            if self._counted_down(threading.current_thread()):
+                return
+        lease, flow = self._release_flow()
+        self._stop_renewer()
+        try:
+            self._cluster._driver.run(flow, lambda result: self._released(lease, result))
+        finally:
+            self._leave()
+
+    def _wake_local(self) -> None:
+        with self._gate:
+            self._gate.notify_all()
+
+    def extend(self, ttl: float | None = None) -> float:
+        """Reset the lock's ttl (default: its own) on a majority; returns the new validity."""
+        lease, flow = self._extend_flow(ttl)
+        return self._cluster._driver.run(flow, lambda result: self._extended(lease, result))
+
+    def _start_renewer(self, lease: Lease) -> None:
+        stop = threading.Event()
+
+        def renew() -> None:
+            error: BaseException | None = None
+            try:
+                self._cluster._driver.run(self._renewal_flow(lease), _unchanged, interrupt=stop)
+            except BaseException as unexpected:
+                error = unexpected
+            self._renewal_finished(lease, error)
+
+        thread = threading.Thread(target=renew, name=f"redlock-renew:{self.name}", daemon=True)
+        self._renewer = (thread, stop)
+        thread.start()
+
+    def _stop_renewer(self) -> None:
+        renewer, self._renewer = self._renewer, None
+        if renewer is None:
+            return
+        thread, stop = renewer
+        stop.set()
+        if thread is not threading.current_thread():  # on_lost may release from the renewer
+            thread.join()
+
+    def __enter__(self) -> Lock:
+        if not self.acquire(blocking=True, timeout=self._options.timeout):
+            raise self._not_acquired_in_with()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        try:
+            self.release()
+        except LockLost as lost:
+            if exc is None:
+                raise
+            exc.add_note(f"redlock: {lost}")
+
+
+class Semaphore(PermitView, Lock):
+    """A counting semaphore: up to ``limit`` holders at once, each with a permit that
+    expires like a lock. The same methods as :class:`Lock`; ``permit`` is the held token.
+
+        with rl.semaphore("gpu-pool", limit=3) as sem:
+            run_on_gpu(sem.validity)
+    """
+
+    def __enter__(self) -> Semaphore:
+        super().__enter__()
+        return self
+
+
+def _unchanged(result: Result) -> Result:
+    return result
