@@ -6,6 +6,9 @@ From a checkout, ``python -m chaos``; installed (as ``redlock_chaos``), ``redloc
     python -m chaos run restart-empty --seed 7 --out chaos-out
     python -m chaos run --all --quick
     python -m chaos selftest --quick --out chaos-selftest
+    python -m chaos explore --faults unsafe-clock --duration 60 --seed 3 --out explore-out
+    python -m chaos replay explore-out/violations/violation-1.json
+    python -m chaos sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 5
 
 Exit status: 0 when every scenario ran and its observed verdict (and checks) matched the
 expected one; 1 when any did not (a SAFE scenario with a violation, or an UNSAFE one whose
@@ -13,6 +16,11 @@ violation the harness failed to produce); 2 for a usage error; 3 when the enviro
 something (no redis-server, no libfaketime); 130 on Ctrl-C. ``selftest`` exits 1 when a
 broken client (:mod:`chaos.variants`) escaped the catalogue (:mod:`chaos.selftest`). Every process a run starts is
 stopped before it exits, whichever way it exits.
+
+``explore`` exits 0 when its fault set met its expectation (no violation under ``safe``,
+some under an ``unsafe-*`` set) and 1 otherwise; ``replay`` 0 when the saved violation's
+kind happened again and 1 when not; ``sweep`` 0 once every trial ran (its curve is the
+result, not a verdict). Usage errors, the environment and Ctrl-C as for ``run``.
 """
 
 from __future__ import annotations
@@ -25,19 +33,23 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
+from typing import Any
 
 from redlock._extras import install_hint, redis_server_hint
 from redlock.servers import RedisServerNotFound
 
 from .clock import LibfaketimeNotFound
+from .explore import ExploreConfig, explore, replay
 from .powerloss import CompilerNotFound
 from .report import details, text_table, write_summary
 from .runner import Params, ScenarioResult, run_scenario
 from .scenarios import CATALOGUE, find
+from .schedule import FAULT_KINDS, FAULT_SETS, resolve_fault_set
 from .selftest import add_arguments as add_selftest_arguments
 from .selftest import selftest
+from .sweep import PARAMETERS, run_sweep
 
 __all__ = ["main"]
 
@@ -66,7 +78,41 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-plot", action="store_true", help="skip the PNG timelines")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_selftest_arguments(commands.add_parser("selftest", help="would the catalogue catch a broken client?"))
+    _add_explore_parsers(commands)
     return parser
+
+
+def _add_explore_parsers(commands: Any) -> None:
+    explore = commands.add_parser("explore", help="a randomized, seeded fault schedule against a contended workload")
+    explore.add_argument("--duration", type=float, default=60.0, help="seconds of workload (default 60)")
+    explore.add_argument(
+        "--seed", type=int, default=None, help="seed of the schedule and the workload (default: random)"
+    )
+    explore.add_argument(
+        "--faults",
+        default="safe",
+        help=f"a set ({', '.join(FAULT_SETS)}) or kinds, comma-separated: {', '.join(FAULT_KINDS)}",
+    )
+    explore.add_argument("--nodes", type=int, default=5, help="number of masters (default 5)")
+    explore.add_argument("--clients", type=int, default=4, help="client processes (default 4)")
+    explore.add_argument("--ttl", type=float, default=1.0, help="the workload's ttl in seconds (default 1)")
+    explore.add_argument("--out", default="chaos-explore", help="directory for summary.json, timeline.png, violations/")
+    explore.add_argument("--no-plot", action="store_true", help="skip the PNG timeline")
+    explore.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    replay = commands.add_parser("replay", help="play the fault schedule saved around a violation again")
+    replay.add_argument("file", help="a violations/violation-N.json of an explore run")
+    replay.add_argument("--out", default="chaos-replay", help="directory for the replay's files")
+    replay.add_argument("--no-plot", action="store_true", help="skip the PNG timeline")
+    replay.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    sweep = commands.add_parser("sweep", help="violation probability per value of one parameter, with its threshold")
+    sweep.add_argument("parameter", choices=sorted(PARAMETERS), help="what to move")
+    sweep.add_argument("--values", type=float, nargs="+", default=None, help="the values (default: the parameter's)")
+    sweep.add_argument("--trials", type=int, default=5, help="trials per value (default 5)")
+    sweep.add_argument("--seed", type=int, default=None, help="seed (default: random)")
+    sweep.add_argument("--nodes", type=int, default=5, help="number of masters (default 5)")
+    sweep.add_argument("--out", default="chaos-sweep", help="directory for sweep.json and sweep.png")
+    sweep.add_argument("--no-plot", action="store_true", help="skip the PNG curve")
+    sweep.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
 def _list() -> int:
@@ -104,6 +150,13 @@ def _can_plot() -> bool:
             raise
         return False
     return True
+
+
+def _missing(exc: RedisServerNotFound | LibfaketimeNotFound | CompilerNotFound) -> int:
+    """What the environment lacks: say how to get it."""
+    message = redis_server_hint() if isinstance(exc, RedisServerNotFound) else str(exc)
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_ENVIRONMENT
 
 
 def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -152,12 +205,8 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if results:
             print(text_table(results))
         return EXIT_INTERRUPTED
-    except RedisServerNotFound:
-        print(f"error: {redis_server_hint()}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
-    except (LibfaketimeNotFound, CompilerNotFound) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
+    except (RedisServerNotFound, LibfaketimeNotFound, CompilerNotFound) as exc:
+        return _missing(exc)
     write_summary(results, args.out, command=f"{command}  # seed {seed}")
     print(text_table(results))
     print()
@@ -171,6 +220,104 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def _progress(quiet: bool) -> Callable[[str], None]:
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        if not quiet:
+            print(f"{time.monotonic() - started:7.1f}s {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _guarded(call: Callable[[], int]) -> int:
+    """Run a command; map what the environment lacks, and Ctrl-C, to their exit statuses."""
+    try:
+        with _sigterm_interrupts():
+            return call()
+    except KeyboardInterrupt:
+        print("\ninterrupted: every process was stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (RedisServerNotFound, LibfaketimeNotFound, CompilerNotFound) as exc:
+        return _missing(exc)
+
+
+def _plot_wanted(args: argparse.Namespace) -> bool:
+    if args.no_plot:
+        return False
+    if not _can_plot():
+        print(f"pictures skipped: matplotlib is not installed; {install_hint('chaos')}", file=sys.stderr)
+        return False
+    return True
+
+
+def _explore(args: argparse.Namespace) -> int:
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
+    try:
+        config = ExploreConfig(
+            resolve_fault_set(args.faults),
+            seed=seed,
+            duration=args.duration,
+            nodes=args.nodes,
+            clients=args.clients,
+            ttl=args.ttl,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    plot = _plot_wanted(args)
+    print(f"explore {config.faults.name} for {config.duration:g}s, seed {seed}, output in {args.out}", file=sys.stderr)
+    outcome = explore(config, args.out, progress=_progress(args.quiet), plot=plot)
+    summary = outcome.summary
+    print(
+        f"{summary.get('acquisitions', 0)} acquisitions, {len(outcome.violations)} violations "
+        f"{summary.get('violations_by_kind', {})}, availability {summary.get('availability', 0):.0%}, "
+        f"{summary.get('faults_scheduled', 0)} faults; expected {config.faults.expected}: "
+        f"{'ok' if outcome.passed else 'MISMATCH'}"
+    )
+    for path in outcome.windows[:5]:
+        print(f"  replay with: {PROG} replay {path}")
+    if outcome.result.error:
+        print(outcome.result.error, file=sys.stderr)
+    return EXIT_OK if outcome.passed else EXIT_MISMATCH
+
+
+def _replay(args: argparse.Namespace) -> int:
+    try:
+        outcome, again, kind = replay(args.file, args.out, progress=_progress(args.quiet), plot=_plot_wanted(args))
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: cannot replay {args.file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    found = ", ".join(sorted({v.kind for v in outcome.violations})) or "none"
+    print(f"saved violation: {kind}; found on replay: {found}: {'reproduced' if again else 'NOT reproduced'}")
+    return EXIT_OK if again else EXIT_MISMATCH
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
+    values = args.values if args.values is not None else list(PARAMETERS[args.parameter].defaults)
+    try:
+        document = run_sweep(
+            args.parameter,
+            values,
+            args.trials,
+            args.out,
+            seed=seed,
+            nodes=args.nodes,
+            progress=_progress(args.quiet),
+            plot=_plot_wanted(args),
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{args.parameter}: theory's threshold {document['threshold']:.4g} ({document['theory']})")
+    for point in document["points"]:
+        probability = point["probability"]
+        shown = "-" if probability is None else f"{probability:.2f} [{point['low']:.2f}, {point['high']:.2f}]"
+        print(f"  {point['value']:>8g}  {point['violations']}/{point['trials']}  P={shown}  theory {point['theory']}")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -181,6 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _list()
     if args.command == "selftest":
         return _selftest(args)
+    if args.command in ("explore", "replay", "sweep"):
+        command = {"explore": _explore, "replay": _replay, "sweep": _sweep}[args.command]
+        return _guarded(lambda: command(args))
     return _run(args, arguments)
 
 
@@ -202,10 +352,8 @@ def _selftest(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: every process was stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (RedisServerNotFound, LibfaketimeNotFound) as exc:
-        message = redis_server_hint() if isinstance(exc, RedisServerNotFound) else str(exc)
-        print(f"error: {message}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
+    except (RedisServerNotFound, LibfaketimeNotFound, CompilerNotFound) as exc:
+        return _missing(exc)
 
 
 if __name__ == "__main__":

@@ -223,6 +223,12 @@ class Nemesis:
             self._progress(f"fault: kill client {client}")
             process.kill()
 
+    def kill_client_until(self, client: str, replace: Callable[[], None]) -> str:
+        """SIGKILL a client process (a crash: its locks end by expiry); :meth:`end` calls
+        ``replace``, which starts whatever takes its place."""
+        self.cluster.clients[client].kill()
+        return self._begin("client-kill", client, "SIGKILL", replace)
+
     def stop_client_on_send(
         self, client: str, marker: bytes, detail: str, *, reply_delay: float = 0.03
     ) -> threading.Event:

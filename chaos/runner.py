@@ -134,6 +134,8 @@ class Scenario:
     persistence: Persistence = "none"
     #: libfaketime on the masters both partitions share.
     clocked: bool = False
+    #: libfaketime on every master (randomized schedules move any master's clock).
+    all_clocked: bool = False
     #: A disk model under every master (chaos.powerloss), for power cuts.
     power_loss: bool = False
     proxies: bool = False
@@ -190,17 +192,20 @@ class Run:
         retry_delay: float = 0.2,
         unavailable_timeout: float = 10.0,
         clock_rates: dict[str, float] | None = None,
+        clock_drift_factor: float | None = None,
     ) -> list[ClientProcess]:
         """Start client processes, connected and warmed up, each with its own proxies
         when the scenario has them; ``clock_rates`` runs some clients' clocks off (each
         recorded as a fault lasting the whole run)."""
         self.note(f"starting clients {', '.join(names)}")
-        options = {
+        options: dict[str, Any] = {
             "node_timeout": node_timeout,
             "retry_delay": retry_delay,
             "unavailable_timeout": unavailable_timeout,
             "wake_on_release": wake_on_release,
         }
+        if clock_drift_factor is not None:
+            options["clock_drift_factor"] = clock_drift_factor
         for name, rate in (clock_rates or {}).items():
             self.nemesis.client_clock(name, rate)
         return self.cluster.add_clients(
@@ -383,7 +388,11 @@ def run_scenario(
     with Cluster(
         params.nodes,
         persistence=scenario.persistence,
-        clocked=partitions(params.nodes)[2] if scenario.clocked else (),
+        clocked=range(params.nodes)
+        if scenario.all_clocked
+        else partitions(params.nodes)[2]
+        if scenario.clocked
+        else (),
         proxies=scenario.proxies,
         power_loss=scenario.power_loss,
         progress=say,

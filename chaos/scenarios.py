@@ -29,7 +29,7 @@ from .clients import ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, History
 from .runner import Run, Scenario, fault_window
 
-__all__ = ["CATALOGUE", "LOCK", "find"]
+__all__ = ["CATALOGUE", "LOCK", "NAMES", "clock_rate_trial", "find", "restart_after"]
 
 #: The lock name of the scripted scenarios.
 LOCK = "chaos-lock"
@@ -51,7 +51,7 @@ def _loop(
     until = time.monotonic() + duration
     args = {"names": list(NAMES), "until": until, "ttl": run.params.loop_ttl, **spec}
     pending = [c.submit("loop", reply_timeout=duration + 60, **args) for c in clients]
-    run.note(f"workload running for {duration:g}s on {', '.join(args['names'])}")
+    run.note(f"workload running for {duration:.1f}s on {', '.join(args['names'])}")
     return until, pending
 
 
@@ -180,10 +180,13 @@ class Held(NamedTuple):
     deadline: float
 
 
-def _c1_holds(run: Run, ttl: float, *, before: Callable[[], object] | None = None) -> Held | None:
+def _c1_holds(
+    run: Run, ttl: float, *, before: Callable[[], object] | None = None, drift: float | None = None
+) -> Held | None:
     """Clients c1 and c2 in the K3/K4 partitions; c1 acquires (through A,B,C) and reads.
-    ``before`` runs just before the acquire. None if c1 could not acquire."""
-    c1, c2 = run.clients(["c1", "c2"])
+    ``before`` runs just before the acquire; ``drift``, the clients' clock_drift_factor
+    (default the library's). None if c1 could not acquire."""
+    c1, c2 = run.clients(["c1", "c2"], clock_drift_factor=drift)
     run.partition_k3()
     if before is not None:
         before()
@@ -259,13 +262,19 @@ def restart_empty(run: Run) -> None:
 
 
 def restart_delayed(run: Run) -> None:
-    ttl = run.params.ttl
+    restart_after(run, run.params.ttl + 0.5)
+
+
+def restart_after(run: Run, delay: float, *, ttl: float | None = None) -> None:
+    """K4 with C killed right after c1's acquire and restarted empty ``delay`` seconds
+    later; then c2 tries. ``ttl`` defaults to the mode's (the sweeps move both)."""
+    ttl = run.params.ttl if ttl is None else ttl
     held = _c1_holds(run, ttl)
     if held is None:
         return
     kills = [run.nemesis.kill(i) for i in run.overlap]
-    run.note(f"waiting {ttl + 0.5:g}s (longer than the TTL) before the restart")
-    run.sleep(ttl + 0.5)
+    run.note(f"waiting {delay:g}s (the TTL is {ttl:g}s) before the restart")
+    run.sleep(delay)
     for kill in kills:
         run.nemesis.end(kill)
     _c2_tries(run, held, ttl)
@@ -368,8 +377,11 @@ def clock_jump_backward(run: Run) -> None:
         run.nemesis.end(jump)
 
 
-def _clock_rate(run: Run, factor: float) -> None:
-    ttl = run.params.clock_ttl
+def clock_rate_trial(run: Run, factor: float, *, ttl: float | None = None, drift: float | None = None) -> None:
+    """C runs ``factor`` times as fast from before c1's acquire; c2 tries the moment C has
+    expired c1's key. ``ttl`` defaults to the mode's; ``drift`` is the clients'
+    clock_drift_factor (the sweeps move both)."""
+    ttl = run.params.clock_ttl if ttl is None else ttl
     rates: list[str] = []
 
     def speed_up() -> None:
@@ -377,7 +389,7 @@ def _clock_rate(run: Run, factor: float) -> None:
         # libfaketime takes up a new rate at the master's next clock read; let it settle.
         run.sleep(0.3)
 
-    held = _c1_holds(run, ttl, before=speed_up)
+    held = _c1_holds(run, ttl, before=speed_up, drift=drift)
     if held is None:
         return
     run.note(f"waiting for c1's key to expire on {run.cluster.labels(run.overlap)}, whose clock runs x{factor:g}")
@@ -392,11 +404,11 @@ def _clock_rate(run: Run, factor: float) -> None:
 
 
 def clock_fast(run: Run) -> None:
-    _clock_rate(run, 1.05)
+    clock_rate_trial(run, 1.05)
 
 
 def clock_within_drift(run: Run) -> None:
-    _clock_rate(run, 1.005)
+    clock_rate_trial(run, 1.005)
 
 
 # --- 12-13, 16: a client pauses ---------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import os
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -271,18 +271,23 @@ def plot_timeline(
     path: str | os.PathLike[str],
     *,
     title: str = "",
+    panels: Sequence[Callable[[Any, float], None]] = (),
 ) -> None:
-    """Draw ``history`` (judged as ``verdict``) to a PNG file at ``path``."""
+    """Draw ``history`` (judged as ``verdict``) to a PNG file at ``path``.
+
+    Each of ``panels`` draws one more plot below the timeline (and its zooms), sharing its
+    time axis: ``panel(axes, t0)``, with ``t0`` the monotonic time of the first event."""
     picture = _Picture(history, verdict)
     zooms = picture.zooms()
     height = 1.6 + 0.32 * max(picture.total, 2)
     main_height = min(height, 14)
-    figure = Figure(figsize=(11, main_height + (2.6 if zooms else 0)), dpi=80)
+    ratios = [main_height, *([2.6] if zooms else []), *(2.0 for _ in panels)]
+    figure = Figure(figsize=(11, sum(ratios)), dpi=80)
     FigureCanvasAgg(figure)
-    grid = figure.add_gridspec(
-        2 if zooms else 1, max(1, len(zooms)), height_ratios=[main_height, 2.6] if zooms else None
-    )
+    grid = figure.add_gridspec(len(ratios), max(1, len(zooms)), height_ratios=ratios)
     ax = figure.add_subplot(grid[0, :])
+    for number, panel in enumerate(panels, start=len(ratios) - len(panels)):
+        panel(figure.add_subplot(grid[number, :], sharex=ax), history.start or 0.0)
     picture.draw(ax)
     ticks = [picture.layout[n][0] + picture.layout[n][1] / 2 for n in picture.names]
     labels = [f"lock {n}" for n in picture.names]

@@ -99,7 +99,14 @@ class Resource:
 class LoopSpec:
     """A free-running workload: until ``until`` (monotonic), pick a name, acquire, do the
     read-modify-write (holding the lock ``hold`` seconds between read and write, sometimes
-    extending it), release, think, repeat."""
+    extending it), release, think, repeat.
+
+    ``hold_share``, when given, replaces ``hold``: the holder works for that share of the
+    validity it has left, so that holders often still hold near their deadline (where a
+    master that expires early, or a pause, hurts). ``check_first`` checks the validity
+    before the work instead of just before the write: a pause during the work then makes
+    a stale write (K1).
+    """
 
     names: tuple[str, ...]
     until: float
@@ -116,6 +123,8 @@ class LoopSpec:
     quorum: int = 0
     #: Lock this many of ``names`` at once in one multi-name lock (0: one name).
     together: int = 0
+    hold_share: tuple[float, float] | None = None
+    check_first: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoopSpec:
@@ -131,6 +140,8 @@ class LoopSpec:
             limit=int(data.get("limit", 0)),
             quorum=int(data.get("quorum", 0)),
             together=int(data.get("together", 0)),
+            hold_share=None if data.get("hold_share") is None else _pair(data["hold_share"]),
+            check_first=bool(data.get("check_first", False)),
         )
 
 
@@ -357,6 +368,11 @@ class ClientSession:
 
     # -- the free-running workload --
 
+    def _hold(self, spec: LoopSpec, deadline: float) -> float:
+        if spec.hold_share is None:
+            return self.rng.uniform(*spec.hold)
+        return max(0.0, deadline - time.monotonic()) * self.rng.uniform(*spec.hold_share)
+
     def loop(self, spec: LoopSpec) -> dict[str, Any]:
         """Contend for ``spec.names`` until ``spec.until``; returns counts."""
         acquired = failed = writes = 0
@@ -383,11 +399,12 @@ class ClientSession:
                 counters = [] if spec.limit else names
                 for each in counters:
                     self.read(each)
-                time.sleep(self.rng.uniform(*spec.hold))
+                valid = not spec.check_first or self._lock(name).locked()
+                time.sleep(self._hold(spec, float(got["deadline"])))
                 if self.rng.random() < spec.extend_share:
                     self.extend(name)
-                for each in counters:
-                    if self.write(each)["written"]:
+                for each in counters if valid else []:
+                    if self.write(each, check=not spec.check_first)["written"]:
                         writes += 1
                 self.release(name)
             else:

@@ -423,3 +423,13 @@ def matrix_cluster(server_binary: str) -> Iterator[LocalMasters]:
     """
     with LocalMasters(5, binary=server_binary) as started:
         yield started
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``chaos`` (long fault-injection runs) run with ``-m chaos`` (or any -m
+    naming it) or REDLOCK_CHAOS=1; the default suite keeps their short smoke versions."""
+    if item.get_closest_marker("chaos") is None:
+        return
+    asked = "chaos" in (item.config.getoption("markexpr", "") or "")
+    if not asked and os.environ.get("REDLOCK_CHAOS") != "1":
+        pytest.skip("a long chaos run: run with -m chaos or REDLOCK_CHAOS=1")

@@ -45,16 +45,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUICK = Params(seed=11, quick=True, duration=1.5)
 
 
-@pytest.fixture(autouse=True)
-def _long_runs_only_when_asked(request: pytest.FixtureRequest) -> None:
-    """Tests marked ``chaos`` run with ``-m chaos`` (or any -m naming it) or REDLOCK_CHAOS=1."""
-    if request.node.get_closest_marker("chaos") is None:
-        return
-    asked = "chaos" in (request.config.getoption("markexpr", "") or "")
-    if not asked and os.environ.get("REDLOCK_CHAOS") != "1":
-        pytest.skip("the chaos soak (full mode): run with -m chaos or REDLOCK_CHAOS=1")
-
-
 def explain(result: ScenarioResult) -> str:
     lines = [f"{result.scenario.name}: expected {result.expected}, observed {result.observed}"]
     lines += [f"check {'ok' if c.passed else 'FAILED'}: {c.text} {c.detail}" for c in result.checks]

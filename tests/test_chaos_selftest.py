@@ -24,7 +24,6 @@ from chaos.selftest import judge
 from chaos.variants import VARIANTS, _relay, find
 from redlock._core import LockSpec, Result, Round, Tokens, acquire_flow, drift_allowance
 from redlock.exceptions import NodeStatus
-from tests.test_chaos_scenarios import _long_runs_only_when_asked  # noqa: F401 (skips the chaos-marked test)
 
 ROUND_TRIP = 0.3
 SPEC = LockSpec(

@@ -1,0 +1,553 @@
+"""``python -m chaos explore`` and ``replay``: a randomized fault schedule against a live workload.
+
+:func:`chaos.schedule.generate` composes faults over time; :func:`explore` plays the
+schedule against a real cluster while K client processes contend for a few names with the
+read-modify-write of :mod:`chaos.workload` (holders work for a random share of their
+validity, so locks often end near their deadline, and killed or paused holders leave their
+locks to expire). It runs as a :class:`~chaos.runner.Scenario` through
+:func:`~chaos.runner.run_scenario`, so the cluster, the histories and the checkers are the
+catalogue's; on top of them it writes, in ``--out``:
+
+* ``summary.json``: acquisitions, violations by kind, their rate per 1,000 acquisitions
+  and per fault-hour (the summed length of every fault window), availability (the share of
+  time bins of ``max(1 s, 2 ttl)`` in which some client acquired: with K clients always
+  trying and holds shorter than a ttl, a bin without one means nobody could), and acquire
+  latency and throughput per bin;
+* ``timeline.png``: the catalogue's timeline with latency and throughput panels below;
+* ``violations/violation-N.json``: for each violation, the schedule of the window around
+  it (from ``3 ttl + 2 s`` before to half a second after), which ``python -m chaos replay
+  FILE`` plays again with the same seed and parameters.
+
+The SAFE set must give no violation however long it runs; an UNSAFE set should find some
+(the exit status says whether the run matched its set's expectation).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import pathlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from redlock.servers import Persistence
+
+from .checkers import TokenRegression, Verdict, check_all, percentile
+from .clients import ClientError, ClientProcess, Pending, process_state
+from .history import AcquireInvoked, AcquireReturned, Event, History
+from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
+from .scenarios import _loop
+from .schedule import CLIENT_KINDS, FaultOp, FaultSet, Schedule, generate
+
+__all__ = [
+    "ExploreConfig",
+    "ExploreOutcome",
+    "Violation",
+    "explore",
+    "find_violations",
+    "replay",
+    "time_bins",
+]
+
+# How far before a violation its saved window starts, in ttls, plus this many seconds: a
+# cause (a restart, a pause) precedes the overlap by up to about two ttls.
+_WINDOW_TTLS = 3.0
+_WINDOW_EXTRA = 2.0
+_WINDOW_AFTER = 0.5
+#: How many seconds of a run ``timeline.png`` shows (a longer run is unreadable there).
+_PLOT_SPAN = 60.0
+
+
+@dataclass(frozen=True)
+class ExploreConfig:
+    """What an explore run plays: the fault set, the workload and the schedule's seed."""
+
+    faults: FaultSet
+    seed: int = 1
+    duration: float = 60.0
+    nodes: int = 5
+    clients: int = 4
+    names: int = 3
+    ttl: float = 1.0
+    interval: float = 0.7
+
+    def __post_init__(self) -> None:
+        for name, low in (("duration", 0.0), ("ttl", 0.05), ("interval", 0.01)):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > low):
+                raise ValueError(f"{name} must be a number > {low:g}, not {value!r}")
+        for name, low in (("nodes", 3), ("clients", 2), ("names", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
+
+    def schedule(self) -> Schedule:
+        return generate(
+            self.seed,
+            self.duration,
+            self.faults,
+            nodes=self.nodes,
+            clients=self.clients,
+            ttl=self.ttl,
+            interval=self.interval,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["faults"] = self.faults.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExploreConfig:
+        fields = dict(data)
+        fields["faults"] = FaultSet.from_dict(fields["faults"])
+        return cls(**fields)
+
+
+# --- playing a schedule ---------------------------------------------------------------------
+
+
+class _Player:
+    """Starts and stops the ops of a schedule on a run, and keeps each client slot filled."""
+
+    def __init__(self, run: Run, config: ExploreConfig, schedule: Schedule) -> None:
+        self.run = run
+        self.config = config
+        self.schedule = schedule
+        self.nemesis = run.nemesis
+        self.spec: dict[str, Any] = {
+            "names": [f"L{i + 1}" for i in range(config.names)],
+            "ttl": config.ttl,
+            "hold_share": (0.05, 0.95),
+            "check_first": config.faults.check_first,
+            "acquire_timeout": 2 * config.ttl,
+            "extend_share": 0.1,
+        }
+        self.slots: dict[str, ClientProcess] = {}
+        self.generation: dict[str, int] = {}
+        self.pending: list[Pending] = []
+        self.replacing: list[threading.Thread] = []
+        self.skipped = 0
+        self.failed_replacements = 0
+        self.until = 0.0
+        self._open: dict[int, list[str]] = {}
+        self._lock = threading.Lock()
+
+    def _clients(self, names: Sequence[str]) -> list[ClientProcess]:
+        return self.run.clients(names, fencing=self.config.faults.fencing, wake_on_release=True)
+
+    def play(self) -> None:
+        slots = [f"c{i + 1}" for i in range(self.schedule.clients)]
+        for slot, client in zip(slots, self._clients(slots), strict=True):
+            self.slots[slot] = client
+        t0 = time.monotonic()
+        self.run.metric("schedule_t0", t0)
+        self.until, pending = _loop(self.run, list(self.slots.values()), duration=self.schedule.duration, **self.spec)
+        self.pending.extend(pending)
+        for at, what, index in self.schedule.steps():
+            self.run.sleep_until(t0 + at)
+            op = self.schedule.ops[index]
+            if what == "start":
+                self._start(index, op)
+            else:
+                self._stop(index)
+        _finish_all(self.pending)
+        for thread in self.replacing:
+            thread.join()
+        self.run.metric("ops_skipped", self.skipped)
+        self.run.metric("replacements_failed", self.failed_replacements)
+
+    def _alive(self, slot: str) -> ClientProcess | None:
+        with self._lock:
+            client = self.slots.get(slot)
+        if client is None or process_state(client.pid) in (None, "Z"):
+            return None
+        return client
+
+    def _start(self, index: int, op: FaultOp) -> None:
+        nemesis = self.nemesis
+        name = ""
+        if op.kind in CLIENT_KINDS or op.client is not None:
+            client = self._alive(op.client or "")
+            if client is None:
+                # Its slot is still being refilled after a client-kill: nothing to hit.
+                self.skipped += 1
+                return
+            name = client.name
+        faults: list[str] = []
+        masters = op.masters
+        if op.kind == "kill":
+            empty = self.config.faults.persistence != "aof-always"
+            faults = [nemesis.kill(i, restart_wipe=empty) for i in masters]
+        elif op.kind == "restart":
+            for i in masters:
+                nemesis.crash_restart(i, wipe=True)
+        elif op.kind == "power-loss":
+            # The disk keeps what was fsynced (chaos.powerloss); back after the op's length.
+            faults = [nemesis.power_off(i) for i in masters]
+        elif op.kind == "pause-master":
+            faults = [nemesis.pause_master(i) for i in masters]
+        elif op.kind == "clock-jump":
+            faults = [nemesis.clock_jump(i, op.value) for i in masters]
+        elif op.kind == "clock-rate":
+            faults = [nemesis.clock_rate(i, op.value) for i in masters]
+        elif op.kind == "link-delay":
+            faults = [nemesis.latency(name, masters[0], to_server=op.value, to_client=op.value / 2)]
+        elif op.kind == "blackhole":
+            faults = [nemesis.blackhole(name, masters[0])]
+        elif op.kind == "one-way":
+            faults = [nemesis.latency(name, masters[0], to_server=0.0, to_client=op.value)]
+        elif op.kind == "client-pause":
+            faults = [nemesis.pause_client(name, f"SIGSTOP {op.end - op.start:.2f}s")]
+        elif op.kind == "client-kill":
+            slot = op.target
+            faults = [nemesis.kill_client_until(name, lambda: self._replace(slot))]
+        self._open[index] = faults
+
+    def _stop(self, index: int) -> None:
+        for fault in self._open.pop(index, []):
+            self.nemesis.end(fault)
+
+    def _replace(self, slot: str) -> None:
+        """A new client takes ``slot``, in the background: starting a process takes a
+        second or so, and the schedule must not wait for it. The thread lives as long as
+        the client's workload: a worker dies with the thread that started it
+        (PR_SET_PDEATHSIG is per thread)."""
+
+        def start() -> None:
+            with self._lock:
+                generation = self.generation.get(slot, 1) + 1
+                self.generation[slot] = generation
+            left = self.until - time.monotonic()
+            if left <= 0.5:
+                return
+            try:
+                (client,) = self._clients([f"{slot}.{generation}"])
+                _, pending = _loop(self.run, [client], duration=self.until - time.monotonic(), **self.spec)
+            except ClientError as exc:
+                # The run goes on with one client fewer; the report says so.
+                self.run.note(f"no client took slot {slot}: {exc}")
+                with self._lock:
+                    self.failed_replacements += 1
+                return
+            with self._lock:
+                self.slots[slot] = client
+            _finish_all(pending)
+
+        thread = threading.Thread(target=start, name=f"replace-{slot}", daemon=True)
+        self.replacing.append(thread)
+        thread.start()
+
+
+def _finish_all(pending: Sequence[Pending]) -> None:
+    for waiting in pending:
+        # A killed client's loop never answers: its history says what it did.
+        with contextlib.suppress(ClientError):
+            waiting.result()
+
+
+def _scenario(config: ExploreConfig, schedule: Schedule) -> Scenario:
+    faults = config.faults
+
+    def script(run: Run) -> None:
+        _Player(run, config, schedule).play()
+
+    return Scenario(
+        number="E",
+        name="explore",
+        title=f"randomized schedule of {faults.name} faults",
+        expected="SAFE" if faults.safe else "UNSAFE",
+        script=script,
+        persistence=cast(Persistence, faults.persistence),
+        all_clocked=faults.clocked,
+        power_loss="power-loss" in faults.kinds,
+        proxies=faults.proxied,
+        loop=True,
+    )
+
+
+# --- what a run found -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One violation: its kind, when it happened (seconds from the schedule's start) and
+    the checker's description."""
+
+    kind: str
+    time: float
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "time": self.time, "text": self.text}
+
+
+def find_violations(verdict: Verdict, t0: float) -> list[Violation]:
+    """Every violation of ``verdict`` as a moment, counted one per overlap, lost increment,
+    stale write accepted, fencing regression and late extend."""
+    found = [Violation("mutual-exclusion", o.start - t0, o.describe()) for o in verdict.overlaps]
+    for report in verdict.lost_updates:
+        for lost, by in zip(report.lost_writes, report.overwritten_by, strict=True):
+            # The increment is lost when the write that did not build on it lands (when
+            # several wrote one value, which of them is "lost" is arbitrary, but not when).
+            found.append(Violation("lost-update", (lost if by is None else by).time - t0, report.describe()))
+        if not report.ok and not report.lost_writes:
+            # Short of its count with no write to blame (a write the history does not
+            # have): the end of the run is the only moment known.
+            found.append(Violation("lost-update", (verdict.liveness.window or (t0, t0))[1] - t0, report.describe()))
+    found += [Violation("stale-write", s.write.time - t0, s.describe()) for s in verdict.stale_writes]
+    for f in verdict.fencing:
+        when = f.later.start if isinstance(f, TokenRegression) else f.second.start
+        found.append(Violation("fencing", when - t0, f.describe()))
+    found += [Violation("late-extend", e.revived.start - t0, e.describe()) for e in verdict.late_extends]
+    return sorted(found, key=lambda v: v.time)
+
+
+def time_bins(history: History, t0: float, end: float, width: float) -> list[dict[str, Any]]:
+    """Per bin of ``width`` seconds from ``t0`` to ``end``: acquires that succeeded, and the
+    latency of every acquire that returned in it (p50, max)."""
+    count = max(1, math.ceil((end - t0) / width))
+    invoked = {(e.client, e.op): e.time for e in history.of_type(AcquireInvoked)}
+    bins: list[dict[str, Any]] = [{"start": i * width, "acquired": 0, "latencies": []} for i in range(count)]
+    for ret in history.of_type(AcquireReturned):
+        index = math.floor((ret.time - t0) / width)
+        if not 0 <= index < count:
+            continue
+        if ret.ok:
+            bins[index]["acquired"] += 1
+        began = invoked.get((ret.client, ret.op))
+        if began is not None:
+            bins[index]["latencies"].append(ret.time - began)
+    out = []
+    for b in bins:
+        latencies = b.pop("latencies")
+        out.append({
+            **b,
+            "returned": len(latencies),
+            "latency_p50": percentile(latencies, 50) if latencies else None,
+            "latency_max": max(latencies) if latencies else None,
+        })  # fmt: skip
+    return out
+
+
+@dataclass
+class ExploreOutcome:
+    """A finished explore run: the scenario's result and what was computed from it."""
+
+    config: ExploreConfig
+    schedule: Schedule
+    result: ScenarioResult
+    summary: dict[str, Any]
+    violations: list[Violation]
+    windows: list[pathlib.Path]
+
+    @property
+    def passed(self) -> bool:
+        """Whether the run met its set's expectation: none for SAFE, some for UNSAFE."""
+        if self.result.error is not None:
+            return False
+        return not self.violations if self.config.faults.safe else bool(self.violations)
+
+
+def _summary(
+    config: ExploreConfig, schedule: Schedule, result: ScenarioResult, history: History, violations: list[Violation]
+) -> dict[str, Any]:
+    verdict = result.verdict
+    assert verdict is not None
+    t0 = float(result.metrics.get("schedule_t0", history.start or 0.0))
+    end = t0 + schedule.duration
+    width = max(1.0, 2 * config.ttl)
+    bins = time_bins(history, t0, end, width)
+    acquisitions = verdict.liveness.succeeded
+    fault_seconds = sum(
+        min(w.end, end) - max(w.start, t0) for w in history.fault_windows() if min(w.end, end) > w.start
+    )
+    fault_hours = fault_seconds / 3600
+    kinds: dict[str, int] = {}
+    for v in violations:
+        kinds[v.kind] = kinds.get(v.kind, 0) + 1
+    return {
+        "config": config.to_dict(),
+        "expected": config.faults.expected,
+        "observed": "UNSAFE" if violations else "SAFE",
+        "error": result.error,
+        "duration": schedule.duration,
+        "faults_scheduled": len(schedule.ops),
+        "faults_by_kind": {k: sum(1 for op in schedule.ops if op.kind == k) for k in config.faults.kinds},
+        "fault_hours": fault_hours,
+        "acquisitions": acquisitions,
+        "attempts": verdict.liveness.attempts,
+        "violations": len(violations),
+        "violations_by_kind": kinds,
+        "violations_per_1000_acquisitions": 1000 * len(violations) / acquisitions if acquisitions else None,
+        "violations_per_fault_hour": len(violations) / fault_hours if fault_hours else None,
+        "availability": sum(1 for b in bins if b["acquired"]) / len(bins),
+        "bin_seconds": width,
+        "latency_p50": verdict.liveness.latency_p50,
+        "latency_p99": verdict.liveness.latency_p99,
+        "bins": bins,
+        "violation_list": [v.to_dict() for v in violations],
+        "metrics": result.metrics,
+        "history": None if result.history_path is None else str(result.history_path),
+    }
+
+
+def _panels(bins: list[dict[str, Any]], width: float, t_offset: float) -> list[Callable[[Any, float], None]]:
+    """The latency and throughput panels below the timeline (x in the timeline's seconds)."""
+    xs = [b["start"] + width / 2 + t_offset for b in bins]
+
+    def latency(ax: Any, t0: float) -> None:
+        for key, style, label in (("latency_p50", "-", "p50"), ("latency_max", ":", "max")):
+            ys = [math.nan if b[key] is None else b[key] * 1000 for b in bins]
+            ax.plot(xs, ys, style, color="#1f77b4", label=label)
+        ax.set_ylabel("acquire ms")
+        ax.legend(fontsize=7, loc="upper right")
+        ax.grid(alpha=0.3)
+
+    def throughput(ax: Any, t0: float) -> None:
+        ax.bar(xs, [b["acquired"] / width for b in bins], width=width * 0.9, color="#2ca02c")
+        ax.set_ylabel("acquired/s")
+        ax.grid(alpha=0.3)
+
+    return [latency, throughput]
+
+
+def explore(
+    config: ExploreConfig,
+    out_dir: str | pathlib.Path,
+    *,
+    schedule: Schedule | None = None,
+    progress: Callable[[str], None] | None = None,
+    plot: bool = True,
+) -> ExploreOutcome:
+    """Play ``schedule`` (default: the one ``config`` generates) and write the files of the
+    module docstring to ``out_dir``."""
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    schedule = config.schedule() if schedule is None else schedule
+    (out / "schedule.json").write_text(json.dumps(schedule.to_dict(), indent=1), encoding="utf-8")
+    params = Params(seed=config.seed, quick=True, duration=schedule.duration, nodes=config.nodes)
+    result = run_scenario(_scenario(config, schedule), params, out, progress=progress, plot=False)
+    assert result.history_path is not None
+    history = History.from_dicts(json.loads(result.history_path.read_text(encoding="utf-8"))["events"])
+    t0 = float(result.metrics.get("schedule_t0", history.start or 0.0))
+    violations = [] if result.verdict is None else find_violations(result.verdict, t0)
+    summary = _summary(config, schedule, result, history, violations) if result.verdict is not None else {}
+    windows = _save_windows(config, schedule, violations, out / "violations")
+    summary["windows"] = [str(p) for p in windows]
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False), encoding="utf-8")
+    if plot and result.verdict is not None:
+        _plot(config, summary, history, t0=t0, violations=violations, out=out)
+    return ExploreOutcome(config, schedule, result, summary, violations, windows)
+
+
+def _plot(
+    config: ExploreConfig,
+    summary: dict[str, Any],
+    history: History,
+    *,
+    t0: float,
+    violations: Sequence[Violation],
+    out: pathlib.Path,
+) -> None:
+    """``timeline.png``: at most :data:`_PLOT_SPAN` seconds (from a little before the first
+    violation, else from the start), holders by client slot, with latency and throughput
+    below; ``over-time.png``: latency and throughput over the whole run."""
+    # matplotlib takes a second to import: only when a picture is wanted.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    from .timeline import plot_timeline  # noqa: PLC0415
+
+    start = max(0.0, violations[0].time - _PLOT_SPAN / 4) if violations else 0.0
+    # Judged whole, drawn in part: a window's own check would miss what came before it.
+    renamed = _by_slot(history)
+    shown = _between(renamed, t0 + start, t0 + start + _PLOT_SPAN)
+    judged = check_all(renamed)
+    inside = tuple(
+        o
+        for o in judged.overlaps
+        if shown.start is not None and o.start >= shown.start and o.end <= (shown.end or o.end)
+    )
+    verdict = dataclasses.replace(judged, overlaps=inside)
+    width = summary["bin_seconds"]
+    bins = [b for b in summary["bins"] if start <= b["start"] < start + _PLOT_SPAN]
+    panels = _panels(bins, width, t0 - (shown.start or t0))
+    span = f", {start:.0f}-{start + _PLOT_SPAN:.0f}s of {config.duration:g}s" if config.duration > _PLOT_SPAN else ""
+    title = f"explore {config.faults.name}: {len(violations)} violations (seed {config.seed}{span})"
+    plot_timeline(shown, verdict, out / "timeline.png", title=title, panels=panels)
+    figure = Figure(figsize=(11, 4.5), dpi=80)
+    FigureCanvasAgg(figure)
+    for number, panel in enumerate(_panels(summary["bins"], width, 0.0), start=1):
+        panel(figure.add_subplot(2, 1, number), t0)
+    figure.axes[-1].set_xlabel("seconds since the schedule's start")
+    figure.suptitle(f"explore {config.faults.name}: acquire latency and throughput per {width:g}s", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(str(out / "over-time.png"), format="png")
+
+
+def _between(history: History, start: float, end: float) -> History:
+    return History(e for e in history if start <= e.time <= end)
+
+
+def _by_slot(history: History) -> History:
+    """The history with each replacement client (``c1.3``) named by its slot (``c1``), for
+    a picture with one colour per slot rather than per process. Its op numbers move by a
+    million per generation, so that ``(client, op)`` still names one operation."""
+
+    def renamed(event: Event) -> Event:
+        client = getattr(event, "client", None)
+        if not isinstance(client, str) or "." not in client:
+            return event
+        slot, generation = client.split(".", 1)
+        op = getattr(event, "op", None)
+        changes: dict[str, Any] = {"client": slot}
+        if isinstance(op, int):
+            changes["op"] = op + int(generation) * 1_000_000
+        return dataclasses.replace(event, **changes)
+
+    return History(renamed(e) for e in history)
+
+
+def _save_windows(
+    config: ExploreConfig, schedule: Schedule, violations: Sequence[Violation], directory: pathlib.Path
+) -> list[pathlib.Path]:
+    """One file per violation: the schedule of the window around it, to replay."""
+    paths: list[pathlib.Path] = []
+    for number, violation in enumerate(violations, start=1):
+        start = violation.time - _WINDOW_TTLS * config.ttl - _WINDOW_EXTRA
+        window = schedule.window(start, violation.time + _WINDOW_AFTER)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"violation-{number}.json"
+        document = {
+            "config": config.to_dict(),
+            "violation": violation.to_dict(),
+            "window": [max(0.0, start), violation.time + _WINDOW_AFTER],
+            "schedule": window.to_dict(),
+        }
+        path.write_text(json.dumps(document, indent=1), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def replay(
+    path: str | pathlib.Path,
+    out_dir: str | pathlib.Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+    plot: bool = True,
+) -> tuple[ExploreOutcome, bool, str]:
+    """Play the window saved in ``path`` again; returns the outcome, whether a violation of
+    the saved kind happened again, and that kind."""
+    document = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    config = ExploreConfig.from_dict(document["config"])
+    schedule = Schedule.from_dict(document["schedule"])
+    config = dataclasses.replace(config, duration=schedule.duration)
+    kind = str(document["violation"]["kind"])
+    outcome = explore(config, out_dir, schedule=schedule, progress=progress, plot=plot)
+    return outcome, any(v.kind == kind for v in outcome.violations), kind

@@ -1,0 +1,443 @@
+"""Randomized fault schedules: which fault, on what, from when to when (pure, seeded).
+
+Jepsen's nemesis generators compose faults over time; :func:`generate` does the same ahead
+of time, so that a schedule is data: written next to a run, cut into the window around a
+violation (:meth:`Schedule.window`) and played again (``python -m chaos replay``). It never
+reads a clock and never touches a process: the same arguments give the same schedule, and
+:mod:`chaos.explore` plays it against a real cluster.
+
+Fault kinds and what they do to their target (a master A.., a link ``c1-A``, a client slot
+``c1``):
+
+* ``kill``: SIGKILL a master, restart it after the fault's length (from its data with
+  ``appendfsync always`` in a SAFE set, else empty);
+* ``restart``: SIGKILL a master and restart it empty at once (K4);
+* ``power-loss``: a master loses its power: it dies with only what it fsynced on its disk
+  (``appendfsync everysec``: up to about a second lost, :mod:`chaos.powerloss`) and is
+  back after the fault's length;
+* ``pause-master``: SIGSTOP a master;
+* ``clock-jump``: step a master's wall clock forward by ``value`` seconds;
+* ``clock-rate``: run a master's wall clock ``value`` times as fast;
+* ``link-delay``: delay one link by ``value`` seconds (half as much on the way back);
+* ``blackhole``: one link forwards nothing (held bytes land when it heals);
+* ``one-way``: one link delivers requests but holds replies back ``value`` seconds;
+* ``client-pause``: SIGSTOP a client process (a GC pause);
+* ``client-kill``: SIGKILL a client process; a new one takes its slot after the fault.
+
+Safety classes. A SAFE schedule keeps every assumption of the algorithm: a killed master
+keeps its data (``appendfsync always``) and stays down longer than the ttl (the delayed
+restart; either alone keeps the locks safe, but the fencing counters need the data), clocks run fast by less than the
+drift allowance and never run slow (putting a slow clock back to real time is a forward
+jump), at most ``nodes - quorum`` masters are down (killed or paused) at once, and a
+client's pause is harmless because its writes are fenced (:class:`FaultSet.fencing`).
+The UNSAFE sets break one assumption each, with magnitudes that theory says break it:
+masters restart early or empty (``unsafe-restart``), clocks jump or run fast beyond the
+allowance (``unsafe-clock``), holders pause past their validity and write unfenced
+(``unsafe-pause``); no bound on how many masters at once.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from redlock import quorum_size
+
+from .cluster import master_label
+
+__all__ = [
+    "CLIENT_KINDS",
+    "DOWN_KINDS",
+    "FAULT_KINDS",
+    "FAULT_SETS",
+    "LINK_KINDS",
+    "MASTER_KINDS",
+    "FaultOp",
+    "FaultSet",
+    "Schedule",
+    "generate",
+    "masters_down",
+    "resolve_fault_set",
+]
+
+MASTER_KINDS = ("kill", "restart", "power-loss", "pause-master", "clock-jump", "clock-rate")
+LINK_KINDS = ("link-delay", "blackhole", "one-way")
+CLIENT_KINDS = ("client-pause", "client-kill")
+FAULT_KINDS = MASTER_KINDS + LINK_KINDS + CLIENT_KINDS
+#: Faults during which a master answers nobody (the SAFE bound counts them).
+DOWN_KINDS = ("kill", "restart", "power-loss", "pause-master")
+CLOCK_KINDS = ("clock-jump", "clock-rate")
+
+# How long the restart of a master takes to count as over: one fault per target at a time.
+_INSTANT = 0.5
+# The end of a run is fault-free this long (as a share of the ttl, at least a second), so
+# that the run ends healed and the last holders finish.
+_TAIL_TTLS = 2.0
+
+
+@dataclass(frozen=True)
+class FaultSet:
+    """A named choice of fault kinds and how the workload meets them.
+
+    ``safe`` picks the magnitudes that keep Redlock's assumptions (module docstring) and
+    the bound on masters down; ``fencing`` has the clients write through the fenced store;
+    ``check_first`` has them check their lock's validity before their work rather than
+    just before their write, so that a pause during the work makes a stale write (K1).
+    """
+
+    name: str
+    kinds: tuple[str, ...]
+    safe: bool
+    fencing: bool = False
+    check_first: bool = False
+
+    @property
+    def expected(self) -> str:
+        return "SAFE" if self.safe else "UNSAFE"
+
+    @property
+    def clocked(self) -> bool:
+        return any(k in CLOCK_KINDS for k in self.kinds)
+
+    @property
+    def proxied(self) -> bool:
+        return any(k in LINK_KINDS for k in self.kinds)
+
+    @property
+    def persistence(self) -> str:
+        """The masters' persistence: a SAFE set's masters keep their data (``appendfsync
+        always``), since the fencing counters live on them and a restart empty, even a
+        delayed one, would set them back; a power loss needs an append-only file to
+        restart from; every other UNSAFE restart is empty."""
+        if self.safe:
+            return "aof-always"
+        return "aof-everysec" if "power-loss" in self.kinds else "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kinds": list(self.kinds),
+            "safe": self.safe,
+            "fencing": self.fencing,
+            "check_first": self.check_first,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FaultSet:
+        return cls(
+            name=str(data["name"]),
+            kinds=tuple(data["kinds"]),
+            safe=bool(data["safe"]),
+            fencing=bool(data.get("fencing", False)),
+            check_first=bool(data.get("check_first", False)),
+        )
+
+
+_SAFE_KINDS = (
+    "kill",
+    "pause-master",
+    "clock-rate",
+    "link-delay",
+    "blackhole",
+    "one-way",
+    "client-pause",
+    "client-kill",
+)
+
+FAULT_SETS: dict[str, FaultSet] = {
+    s.name: s
+    for s in (
+        FaultSet("safe", _SAFE_KINDS, safe=True, fencing=True),
+        FaultSet("unsafe-restart", ("restart", "kill", "power-loss", "blackhole", "client-kill"), safe=False),
+        FaultSet("unsafe-clock", ("clock-jump", "clock-rate", "blackhole", "link-delay"), safe=False),
+        FaultSet("unsafe-pause", ("client-pause", "client-kill", "link-delay"), safe=False, check_first=True),
+    )
+}
+
+
+def resolve_fault_set(text: str) -> FaultSet:
+    """A set by name (``safe``, ``unsafe-clock``, ...) or a comma-separated list of kinds.
+
+    A list of kinds that the SAFE set allows is played with the SAFE set's magnitudes and
+    fencing; a list with any other kind is UNSAFE. Raises ValueError naming what is unknown.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"faults must be a string, got {type(text).__name__}")
+    if text in FAULT_SETS:
+        return FAULT_SETS[text]
+    kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+    unknown = [k for k in kinds if k not in FAULT_KINDS]
+    if unknown or not kinds:
+        raise ValueError(
+            f"faults: unknown {', '.join(map(repr, unknown)) or 'empty list'}; "
+            f"give a set ({', '.join(FAULT_SETS)}) or kinds from {', '.join(FAULT_KINDS)}"
+        )
+    safe = all(k in _SAFE_KINDS for k in kinds)
+    return FaultSet(",".join(kinds), kinds, safe=safe, fencing=safe, check_first=not safe and "client-pause" in kinds)
+
+
+@dataclass(frozen=True)
+class FaultOp:
+    """One fault: ``kind`` on ``target`` from ``start`` to ``end`` (seconds from the start of
+    the schedule), of magnitude ``value`` (seconds of a jump or a delay, a clock's rate)."""
+
+    start: float
+    end: float
+    kind: str
+    target: str
+    value: float = 0.0
+
+    @property
+    def masters(self) -> tuple[int, ...]:
+        """The masters' indexes: of a master fault (``A,C`` is 0, 2) or a link (``c1-C``)."""
+        if self.kind in CLIENT_KINDS:
+            return ()
+        labels = self.target.rsplit("-", 1)[-1]
+        return tuple(_label_index(label) for label in labels.split(","))
+
+    @property
+    def client(self) -> str | None:
+        """The client slot of a link or client fault."""
+        if self.kind in CLIENT_KINDS:
+            return self.target
+        if self.kind in LINK_KINDS:
+            return self.target.rsplit("-", 1)[0]
+        return None
+
+    def shifted(self, by: float) -> FaultOp:
+        return replace(self, start=self.start + by, end=self.end + by)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "kind": self.kind, "target": self.target, "value": self.value}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FaultOp:
+        kind = str(data["kind"])
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}")
+        return cls(float(data["start"]), float(data["end"]), kind, str(data["target"]), float(data.get("value", 0.0)))
+
+
+def _label_index(label: str) -> int:
+    if len(label) == 1 and label.isupper():
+        return ord(label) - ord("A")
+    if label.startswith("M") and label[1:].isdigit():
+        return int(label[1:])
+    raise ValueError(f"not a master label: {label!r}")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Fault ops in order of start, for a run of ``duration`` seconds."""
+
+    ops: tuple[FaultOp, ...]
+    duration: float
+    nodes: int
+    clients: int
+    ttl: float
+    seed: int
+    faults: FaultSet
+
+    def steps(self) -> list[tuple[float, str, int]]:
+        """The ops as (time, "start" | "stop", index into ops), in time order; a stop comes
+        before a start at the same moment, so that a target is free again first."""
+        steps = [(op.start, "start", i) for i, op in enumerate(self.ops)]
+        steps += [(op.end, "stop", i) for i, op in enumerate(self.ops)]
+        return sorted(steps, key=lambda s: (s[0], s[1] != "stop", s[2]))
+
+    def window(self, start: float, end: float) -> Schedule:
+        """The ops active at some moment of [start, end], moved so that ``start`` is 0 and
+        clipped to it (an op already running at ``start`` starts at 0)."""
+        start = max(0.0, start)
+        picked = tuple(
+            replace(op, start=max(op.start, start), end=max(op.end, start)).shifted(-start)
+            for op in self.ops
+            if op.start <= end and op.end >= start
+        )
+        tail = _tail(self.ttl)
+        last = max([op.end for op in picked] + [end - start])
+        return replace(self, ops=picked, duration=last + tail)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "duration": self.duration,
+            "nodes": self.nodes,
+            "clients": self.clients,
+            "ttl": self.ttl,
+            "seed": self.seed,
+            "faults": self.faults.to_dict(),
+            "ops": [op.to_dict() for op in self.ops],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Schedule:
+        return cls(
+            ops=tuple(FaultOp.from_dict(op) for op in data["ops"]),
+            duration=float(data["duration"]),
+            nodes=int(data["nodes"]),
+            clients=int(data["clients"]),
+            ttl=float(data["ttl"]),
+            seed=int(data["seed"]),
+            faults=FaultSet.from_dict(data["faults"]),
+        )
+
+
+def masters_down(ops: Iterable[FaultOp], at: float) -> set[int]:
+    """The masters that a down-kind fault of ``ops`` holds at moment ``at``."""
+    return {m for op in ops if op.kind in DOWN_KINDS and op.start <= at < op.end for m in op.masters}
+
+
+def _tail(ttl: float) -> float:
+    return max(1.0, _TAIL_TTLS * ttl)
+
+
+def _length_and_value(kind: str, safe: bool, ttl: float, rng: random.Random) -> tuple[float, float]:
+    """How long a fault of ``kind`` lasts and its magnitude, for a set that is ``safe``.
+
+    The thresholds (module docstring): a restart after more than the ttl, a clock rate
+    within the 1 % allowance, against a restart well within the ttl, a jump past it, a
+    rate of 5 % and more, and a pause longer than the validity.
+    """
+    if kind == "kill":
+        # Safe: the delayed restart (down longer than the ttl). Unsafe: back early, empty.
+        return (rng.uniform(1.2, 2.0) * ttl if safe else rng.uniform(0.05, 0.5) * ttl), 0.0
+    if kind == "restart":
+        return _INSTANT, 0.0
+    if kind == "power-loss":
+        # Back within the ttl with what everysec had synced: up to a second's grants gone.
+        return rng.uniform(0.1, 0.5) * ttl, 0.0
+    if kind == "pause-master":
+        return rng.uniform(0.2, 1.5) * ttl, 0.0
+    if kind == "clock-jump":
+        return rng.uniform(0.5, 1.5) * ttl, rng.uniform(1.2, 3.0) * ttl
+    if kind == "clock-rate":
+        rate = rng.uniform(1.0, 1.005) if safe else rng.uniform(1.05, 1.5)
+        return rng.uniform(1.0, 3.0) * ttl, rate
+    if kind == "link-delay":
+        return rng.uniform(0.3, 1.5), rng.uniform(0.05, 0.3)
+    if kind == "blackhole":
+        return rng.uniform(0.2, 1.5), 0.0
+    if kind == "one-way":
+        return rng.uniform(0.3, 1.0), rng.uniform(0.2, 0.8)
+    if kind == "client-pause":
+        # Unsafe: longer than any validity, so that the paused holder's write is stale.
+        return (rng.uniform(0.2, 2.0) * ttl if safe else rng.uniform(1.2, 2.5) * ttl), 0.0
+    if kind == "client-kill":
+        # How long the slot stays empty before a new client takes it.
+        return rng.uniform(0.2, 1.0), 0.0
+    raise ValueError(f"unknown fault kind {kind!r}")
+
+
+def _check(name: str, value: float, low: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value >= low):
+        raise ValueError(f"{name} must be a finite number >= {low:g}, not {value!r}")
+
+
+def generate(
+    seed: int,
+    duration: float,
+    faults: FaultSet,
+    *,
+    nodes: int = 5,
+    clients: int = 3,
+    ttl: float = 1.0,
+    interval: float = 0.7,
+) -> Schedule:
+    """A schedule of ``duration`` seconds composing ``faults`` at random, one new fault every
+    ``interval`` seconds on average (exponential gaps, as Jepsen's staggered generators).
+
+    Each target carries one fault at a time; every fault ends at least ``2 * ttl`` (and a
+    second) before ``duration``, so the run ends healed. For a SAFE set, never more than
+    ``nodes - quorum`` masters are down at once. Pure: the same arguments give the same
+    schedule.
+    """
+    _check("duration", duration, 0.0)
+    _check("ttl", ttl, 0.001)
+    _check("interval", interval, 0.001)
+    if not isinstance(nodes, int) or nodes < 3:
+        raise ValueError(f"nodes must be an integer >= 3, not {nodes!r}")
+    if not isinstance(clients, int) or clients < 1:
+        raise ValueError(f"clients must be an integer >= 1, not {clients!r}")
+    rng = random.Random(f"schedule:{seed}")
+    slots = [f"c{i + 1}" for i in range(clients)]
+    horizon = duration - _tail(ttl)
+    busy: dict[str, float] = {}
+    ops: list[FaultOp] = []
+    now = min(0.5, duration)
+    while True:
+        now += rng.expovariate(1.0 / interval)
+        if now >= horizon:
+            break
+        kind = rng.choice(faults.kinds)
+        length, value = _length_and_value(kind, faults.safe, ttl, rng)
+        end = now + length
+        if end > horizon:
+            continue
+        target = _pick_target(
+            kind, faults.safe, start=now, end=end, ops=ops, busy=busy, nodes=nodes, slots=slots, rng=rng
+        )
+        if target is None:
+            continue
+        op = FaultOp(round(now, 4), round(end, 4), kind, target, round(value, 6))
+        ops.append(op)
+        for resource in _resources(op):
+            busy[resource] = op.end
+    return Schedule(tuple(ops), duration, nodes, clients, ttl, seed, faults)
+
+
+def _resources(op: FaultOp) -> list[str]:
+    """What a fault occupies: its masters, its link or its client."""
+    if op.kind in MASTER_KINDS:
+        return [f"master:{m}" for m in op.masters]
+    return [op.target if op.kind in LINK_KINDS else f"client:{op.target}"]
+
+
+def _pick_target(
+    kind: str,
+    safe: bool,
+    *,
+    start: float,
+    end: float,
+    ops: Sequence[FaultOp],
+    busy: Mapping[str, float],
+    nodes: int,
+    slots: Sequence[str],
+    rng: random.Random,
+) -> str | None:
+    """A free target for a new fault, or None. A master fault takes a group of masters at
+    once (an NTP step or a power event rarely hits one machine only): up to a majority in an
+    UNSAFE set, up to ``nodes - quorum`` and within that bound of masters down in a SAFE one."""
+
+    def free(resource: str) -> bool:
+        return busy.get(resource, -math.inf) <= start
+
+    if kind in CLIENT_KINDS:
+        options = [slot for slot in slots if free(f"client:{slot}")]
+        return rng.choice(options) if options else None
+    if kind in LINK_KINDS:
+        links = [f"{slot}-{master_label(i)}" for slot in slots for i in range(nodes)]
+        options = [link for link in links if free(link)]
+        return rng.choice(options) if options else None
+    bound = nodes - quorum_size(nodes)
+    size = rng.randint(1, bound if safe else quorum_size(nodes))
+    masters = [i for i in range(nodes) if free(f"master:{i}")]
+    if safe and kind in DOWN_KINDS:
+        room = bound - max(len(masters_down(ops, at)) for at in _rises(ops, start, end))
+        masters = [i for i in masters if not _down_in(ops, i, start, end)]
+        size = min(size, room)
+    if size <= 0 or len(masters) < size:
+        return None
+    return ",".join(master_label(i) for i in sorted(rng.sample(masters, size)))
+
+
+def _rises(ops: Sequence[FaultOp], start: float, end: float) -> list[float]:
+    """The moments of [start, end) at which the count of masters down can rise: the count
+    only rises when a fault starts, so these cover every moment of the span."""
+    return [start] + [op.start for op in ops if op.kind in DOWN_KINDS and start < op.start < end]
+
+
+def _down_in(ops: Sequence[FaultOp], master: int, start: float, end: float) -> bool:
+    return any(op.kind in DOWN_KINDS and master in op.masters and op.start < end and start < op.end for op in ops)

@@ -1,0 +1,289 @@
+"""``python -m chaos sweep``: where the boundary lies between safe and unsafe, per parameter.
+
+A sweep runs a short scripted trial (a few seconds, real masters and clients) ``T`` times
+for each value of one parameter and counts the trials with a violation. Each parameter
+moves the scenario across a threshold that theory predicts, stated with it below; the
+curve (violation probability with its 95 % Wilson interval) should be ~0 on the safe side
+and rise on the other. Output, in ``--out``: ``sweep.json`` and ``sweep.png``.
+
+The parameters (``drift`` is ``ttl * clock_drift_factor + 2 ms``, the library's allowance):
+
+``clock-rate`` (master C's clock rate ``r``, the K3 partitions, ttl 2 s)
+    C expires c1's key ``ttl / r`` after setting it, c1 relies on it until
+    ``ttl - drift`` after its acquire began: two holders iff ``ttl (1 - 1/r) > drift``,
+    i.e. ``r > 1 / (1 - f - 0.002 / ttl)`` (1.0112 for f = 0.01, ttl 2 s).
+``pause`` (holder pause, as a share ``p`` of the validity left when it stops)
+    c1 stops between its validity check and its write; its keys outlive its validity by
+    ``drift`` plus its acquire's round trip, then c2 (retrying every ~20 ms) takes the lock
+    and writes. c1's late write loses c2's increment iff ``p > 1 + (drift + elapsed) / v``:
+    the threshold is 1 (plus about 1 %).
+``restart-delay`` (C, killed right after c1's acquire, comes back empty after ``d * ttl``; ttl 2 s)
+    c2 gets C, D, E as soon as C is back; two holders iff that is before c1's deadline,
+    ``d < 1 - f - (restart + reconnect) / ttl``: below 0.99 by theory, a little lower in
+    practice since the restart and c2's first reconnect take time.
+``drift-factor`` (the clients' ``clock_drift_factor`` ``f``, C's clock at x1.03, ttl 2 s)
+    the clock-rate condition solved for f: two holders iff ``f < 1 - 1/r - 0.002 / ttl``
+    (0.0281 at r = 1.03).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .runner import Params, Run, Scenario, run_scenario
+from .scenarios import LOCK, clock_rate_trial, restart_after
+
+__all__ = ["PARAMETERS", "Parameter", "run_sweep", "wilson_interval"]
+
+_Z95 = 1.959963984540054
+_EXPIRY_PRECISION = 0.002
+_DEFAULT_DRIFT_FACTOR = 0.01
+#: C's clock rate in the drift-factor sweep.
+DRIFT_SWEEP_RATE = 1.03
+
+
+def wilson_interval(successes: int, trials: int, z: float = _Z95) -> tuple[float, float]:
+    """The Wilson score interval for a binomial proportion (95 % by default).
+
+    Unlike the normal approximation it stays within [0, 1] and is not empty at 0 or
+    ``trials`` successes, which is where a sweep's points mostly are. With no trials it is
+    [0, 1]: nothing is known.
+    """
+    if not isinstance(successes, int) or not isinstance(trials, int):
+        raise TypeError("successes and trials must be integers")
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, not successes={successes}, trials={trials}")
+    if not (math.isfinite(z) and z > 0):
+        raise ValueError(f"z must be a positive number, not {z!r}")
+    if trials == 0:
+        return 0.0, 1.0
+    n = trials
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    # At 0 or n successes the bound on that side is exactly p; rounding must not cross it.
+    low = 0.0 if successes == 0 else max(0.0, min(p, centre - half))
+    high = 1.0 if successes == n else min(1.0, max(p, centre + half))
+    return low, high
+
+
+# --- the trials -----------------------------------------------------------------------------
+
+
+def _pause_trial(run: Run, share: float, ttl: float) -> None:
+    """c1 acquires, reads, checks its validity and stops for ``share`` of the validity it
+    has left; c2 keeps trying meanwhile and, once it holds, does its read-modify-write;
+    then c1 is continued and writes."""
+    c1, c2 = run.clients(["c1", "c2"], retry_delay=0.02)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if not run.expect(got["ok"], "c1 acquires"):
+        return
+    c1.call("read", name=LOCK)
+    stale = c1.submit("write", name=LOCK, pause="before")
+    c1.wait_stopped()
+    stopped = time.monotonic()
+    pause = share * max(0.0, float(got["deadline"]) - stopped)
+    run.metric("pause", pause)
+    other = c2.submit("cycle", name=LOCK, ttl=ttl, timeout=max(pause, 0.01))
+    run.sleep_until(stopped + pause)
+    c1.resume()
+    stale.result()
+    c1.call("release", name=LOCK)
+    other.result()
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One sweepable parameter: its trial, the theory's threshold and on which side of it
+    violations are expected."""
+
+    name: str
+    label: str
+    ttl: float
+    defaults: tuple[float, ...]
+    #: True when values above the threshold are the unsafe ones.
+    unsafe_above: bool
+    threshold: Callable[[float], float]
+    trial: Callable[[Run, float, float], None]
+    clocked: bool = False
+    proxies: bool = False
+    theory: str = ""
+
+    def unsafe(self, value: float) -> bool:
+        """Whether theory predicts violations at ``value``."""
+        limit = self.threshold(self.ttl)
+        return value > limit if self.unsafe_above else value < limit
+
+
+def _drift(ttl: float, factor: float = _DEFAULT_DRIFT_FACTOR) -> float:
+    return ttl * factor + _EXPIRY_PRECISION
+
+
+PARAMETERS: dict[str, Parameter] = {
+    p.name: p
+    for p in (
+        Parameter(
+            "clock-rate",
+            "master C's clock rate",
+            ttl=2.0,
+            defaults=(1.0, 1.005, 1.02, 1.05, 1.1),
+            unsafe_above=True,
+            threshold=lambda ttl: 1 / (1 - _drift(ttl) / ttl),
+            trial=lambda run, value, ttl: clock_rate_trial(run, value, ttl=ttl),
+            clocked=True,
+            proxies=True,
+            theory="two holders iff ttl * (1 - 1/r) > drift, i.e. r > 1 / (1 - drift / ttl)",
+        ),
+        Parameter(
+            "pause",
+            "holder pause / validity left",
+            ttl=1.0,
+            defaults=(0.5, 0.9, 1.2, 1.5, 2.0),
+            unsafe_above=True,
+            threshold=lambda ttl: 1.0,
+            trial=_pause_trial,
+            theory="a stale write iff the pause outlasts the validity (and the keys' drift margin)",
+        ),
+        Parameter(
+            "restart-delay",
+            "restart delay / ttl",
+            ttl=2.0,
+            defaults=(0.25, 0.5, 0.75, 1.0, 1.25),
+            unsafe_above=False,
+            threshold=lambda ttl: 1 - _drift(ttl) / ttl,
+            trial=lambda run, value, ttl: restart_after(run, value * ttl, ttl=ttl),
+            proxies=True,
+            theory="two holders iff C is back (empty) before c1's validity ends: d < 1 - drift / ttl",
+        ),
+        Parameter(
+            "drift-factor",
+            f"clock_drift_factor (C at x{DRIFT_SWEEP_RATE:g})",
+            ttl=2.0,
+            defaults=(0.0, 0.01, 0.02, 0.04, 0.06),
+            unsafe_above=False,
+            threshold=lambda ttl: 1 - 1 / DRIFT_SWEEP_RATE - _EXPIRY_PRECISION / ttl,
+            trial=lambda run, value, ttl: clock_rate_trial(run, DRIFT_SWEEP_RATE, ttl=ttl, drift=value),
+            clocked=True,
+            proxies=True,
+            theory="two holders iff f < 1 - 1/r - 0.002 / ttl",
+        ),
+    )
+}
+
+
+def _trial_scenario(parameter: Parameter, value: float, ttl: float) -> Scenario:
+    def script(run: Run) -> None:
+        parameter.trial(run, value, ttl)
+
+    return Scenario(
+        number="S",
+        name=f"{parameter.name}-{value:g}",
+        title=f"{parameter.label} = {value:g}",
+        expected="UNSAFE" if parameter.unsafe(value) else "SAFE",
+        script=script,
+        clocked=parameter.clocked,
+        proxies=parameter.proxies,
+    )
+
+
+def run_sweep(
+    name: str,
+    values: Sequence[float],
+    trials: int,
+    out_dir: str | pathlib.Path,
+    *,
+    seed: int = 1,
+    nodes: int = 5,
+    ttl: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    plot: bool = True,
+) -> dict[str, Any]:
+    """Run ``trials`` trials per value of parameter ``name``; returns what ``sweep.json`` holds."""
+    if name not in PARAMETERS:
+        raise ValueError(f"parameter must be one of {', '.join(PARAMETERS)}, not {name!r}")
+    if not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials must be a positive integer, not {trials!r}")
+    if not values or not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
+        raise ValueError(f"values must be finite numbers, not {values!r}")
+    parameter = PARAMETERS[name]
+    ttl = parameter.ttl if ttl is None else ttl
+    say = progress or (lambda _message: None)
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    points: list[dict[str, Any]] = []
+    for value in values:
+        violated = errors = 0
+        for trial in range(trials):
+            params = Params(seed=seed * 1000 + trial, quick=True, nodes=nodes)
+            result = run_scenario(
+                _trial_scenario(parameter, value, ttl), params, out / "trials" / f"{value:g}-{trial + 1}", plot=False
+            )
+            if result.error is not None:
+                errors += 1
+            elif result.verdict is not None and not result.verdict.safe:
+                violated += 1
+            say(f"{name}={value:g} trial {trial + 1}/{trials}: {result.observed}")
+        counted = trials - errors
+        low, high = wilson_interval(violated, counted)
+        points.append({
+            "value": value,
+            "trials": counted,
+            "errors": errors,
+            "violations": violated,
+            "probability": violated / counted if counted else None,
+            "low": low,
+            "high": high,
+            "theory": "UNSAFE" if parameter.unsafe(value) else "SAFE",
+        })  # fmt: skip
+    document = {
+        "parameter": name,
+        "label": parameter.label,
+        "ttl": ttl,
+        "threshold": parameter.threshold(ttl),
+        "unsafe_above": parameter.unsafe_above,
+        "theory": parameter.theory,
+        "seed": seed,
+        "nodes": nodes,
+        "points": points,
+    }
+    (out / "sweep.json").write_text(json.dumps(document, indent=1, allow_nan=False), encoding="utf-8")
+    if plot:
+        plot_sweep(document, out / "sweep.png")
+    return document
+
+
+def plot_sweep(document: dict[str, Any], path: str | pathlib.Path) -> None:
+    """The violation probability per value with its Wilson interval, and the threshold."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 (only for a picture)
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    points = [p for p in document["points"] if p["probability"] is not None]
+    figure = Figure(figsize=(7, 4), dpi=80)
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot(1, 1, 1)
+    xs = [p["value"] for p in points]
+    ys = [p["probability"] for p in points]
+    errors = [
+        [y - p["low"] for y, p in zip(ys, points, strict=True)],
+        [p["high"] - y for y, p in zip(ys, points, strict=True)],
+    ]
+    ax.errorbar(xs, ys, yerr=errors, fmt="o-", capsize=4, color="#1f77b4", label="violation probability (95 % Wilson)")
+    ax.axvline(
+        document["threshold"], color="red", linestyle="--", label=f"theory's threshold {document['threshold']:.4g}"
+    )
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel(f"{document['label']} (ttl {document['ttl']:g}s)")
+    ax.set_ylabel("P(violation)")
+    trials = max((p["trials"] for p in points), default=0)
+    ax.set_title(f"sweep {document['parameter']}: {trials} trials per value (seed {document['seed']})", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center left" if document["unsafe_above"] else "center right")
+    figure.tight_layout()
+    figure.savefig(str(path), format="png")

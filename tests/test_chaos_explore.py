@@ -1,0 +1,329 @@
+"""Randomized fault schedules (chaos.schedule), explore and replay (chaos.explore), sweeps
+(chaos.sweep).
+
+The pure parts (the schedule generator, the Wilson interval, the summary's bins) are
+property-tested. The default run has a short smoke of each command on real processes: a
+few seconds of SAFE explore, a replay of a saved window, a sweep of two values with one
+trial each. The long versions (minutes of explore per fault set, whole sweeps) are marked
+``chaos`` and run with ``-m chaos`` or ``REDLOCK_CHAOS=1``.
+
+No assertion is about how long something took. The smoke's UNSAFE windows are built so
+that their violation does not hang on luck: a clock jump on a majority of masters while
+four clients contend for three names holds keys of some holder nearly every time, three
+times over.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chaos.__main__ import main
+from chaos.checkers import check_all
+from chaos.explore import ExploreConfig, explore, find_violations, time_bins
+from chaos.history import AcquireInvoked, AcquireReturned, History, ReleaseInvoked
+from chaos.schedule import (
+    CLIENT_KINDS,
+    DOWN_KINDS,
+    FAULT_SETS,
+    LINK_KINDS,
+    FaultOp,
+    Schedule,
+    generate,
+    masters_down,
+    resolve_fault_set,
+)
+from chaos.sweep import PARAMETERS, wilson_interval
+from redlock import quorum_size
+
+RELAXED = settings(deadline=None, max_examples=60)
+
+sets = st.sampled_from(sorted(FAULT_SETS))
+seeds = st.integers(0, 2**32)
+durations = st.floats(0.0, 120.0, allow_nan=False)
+nodes = st.integers(3, 7)
+clients = st.integers(1, 6)
+ttls = st.sampled_from([0.5, 1.0, 2.0])
+
+
+# --- the schedule generator (pure) -------------------------------------------------------------
+
+
+@RELAXED
+@given(seeds, durations, sets, nodes, clients, ttls)
+def test_the_same_seed_gives_the_same_schedule(
+    seed: int, duration: float, name: str, n: int, k: int, ttl: float
+) -> None:
+    first = generate(seed, duration, FAULT_SETS[name], nodes=n, clients=k, ttl=ttl)
+    again = generate(seed, duration, FAULT_SETS[name], nodes=n, clients=k, ttl=ttl)
+    assert first == again
+    assert Schedule.from_dict(json.loads(json.dumps(first.to_dict()))) == first
+
+
+@RELAXED
+@given(seeds, durations, sets, nodes, clients, ttls)
+def test_every_fault_is_healed_before_the_end(
+    seed: int, duration: float, name: str, n: int, k: int, ttl: float
+) -> None:
+    schedule = generate(seed, duration, FAULT_SETS[name], nodes=n, clients=k, ttl=ttl)
+    for op in schedule.ops:
+        assert 0 <= op.start < op.end <= duration - max(1.0, 2 * ttl) + 1e-3
+        assert op.kind in FAULT_SETS[name].kinds
+        assert all(0 <= m < n for m in op.masters)
+        if op.kind in CLIENT_KINDS or op.kind in LINK_KINDS:
+            assert op.client in {f"c{i + 1}" for i in range(k)}
+    # Steps: every op starts once and stops once, the stop after the start.
+    steps = schedule.steps()
+    assert sorted(i for _, what, i in steps if what == "start") == list(range(len(schedule.ops)))
+    assert sorted(i for _, what, i in steps if what == "stop") == list(range(len(schedule.ops)))
+    assert [s[0] for s in steps] == sorted(s[0] for s in steps)
+
+
+@RELAXED
+@given(seeds, st.floats(5.0, 200.0), nodes, clients, ttls)
+def test_a_safe_schedule_keeps_the_assumptions(seed: int, duration: float, n: int, k: int, ttl: float) -> None:
+    schedule = generate(seed, duration, FAULT_SETS["safe"], nodes=n, clients=k, ttl=ttl, interval=0.3)
+    bound = n - quorum_size(n)
+    for op in schedule.ops:
+        # Checking at every start suffices: the count of masters down only rises there.
+        assert len(masters_down(schedule.ops, op.start)) <= bound
+        if op.kind in DOWN_KINDS:
+            assert len(op.masters) <= bound
+        if op.kind == "kill":
+            assert op.end - op.start > ttl  # the delayed restart
+        if op.kind == "clock-rate":
+            assert 1.0 <= op.value <= 1.005  # within the 1 % allowance, never slow
+        assert op.kind not in ("restart", "power-loss", "clock-jump")
+
+
+@RELAXED
+@given(seeds, st.floats(5.0, 120.0), sets, nodes, clients)
+def test_one_fault_per_target_at_a_time(seed: int, duration: float, name: str, n: int, k: int) -> None:
+    schedule = generate(seed, duration, FAULT_SETS[name], nodes=n, clients=k, interval=0.2)
+
+    def holds(op: FaultOp) -> set[str]:
+        if op.kind in LINK_KINDS:
+            return {op.target}
+        if op.kind in CLIENT_KINDS:
+            return {f"client {op.target}"}
+        return {f"master {m}" for m in op.masters}
+
+    for i, a in enumerate(schedule.ops):
+        for b in schedule.ops[i + 1 :]:
+            if a.start < b.end and b.start < a.end:
+                assert not holds(a) & holds(b), (a, b)
+
+
+@RELAXED
+@given(seeds, sets, st.floats(0.0, 40.0), st.floats(0.0, 10.0))
+def test_a_window_keeps_what_overlaps_it(seed: int, name: str, start: float, length: float) -> None:
+    schedule = generate(seed, 60.0, FAULT_SETS[name])
+    window = schedule.window(start, start + length)
+    overlapping = [op for op in schedule.ops if op.start <= start + length and op.end >= start]
+    assert len(window.ops) == len(overlapping)
+    for op in window.ops:
+        assert 0 <= op.start <= op.end <= window.duration
+    assert window.faults == schedule.faults
+
+
+def test_fault_sets_by_name_or_list() -> None:
+    assert resolve_fault_set("safe").safe
+    assert resolve_fault_set("safe").fencing
+    assert not resolve_fault_set("unsafe-clock").safe
+    assert resolve_fault_set("unsafe-pause").check_first
+    listed = resolve_fault_set("kill, blackhole")
+    assert listed.kinds == ("kill", "blackhole")
+    assert listed.safe
+    assert not resolve_fault_set("kill,restart").safe
+    with pytest.raises(ValueError, match="faults: unknown 'nap'"):
+        resolve_fault_set("kill,nap")
+    with pytest.raises(ValueError, match="faults"):
+        resolve_fault_set("")
+    with pytest.raises(ValueError, match="duration"):
+        generate(1, -1.0, FAULT_SETS["safe"])
+    with pytest.raises(ValueError, match="nodes"):
+        generate(1, 10.0, FAULT_SETS["safe"], nodes=2)
+    with pytest.raises(ValueError, match="clients"):
+        ExploreConfig(FAULT_SETS["safe"], clients=1)
+
+
+# --- the Wilson interval (pure) ----------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_wilson_interval_brackets_the_estimate(pair: tuple[int, int]) -> None:
+    k, n = pair
+    low, high = wilson_interval(k, n)
+    assert 0.0 <= low <= high <= 1.0
+    if n:
+        assert low <= k / n <= high
+        assert (low == 0.0) == (k == 0)
+        assert (high == 1.0) == (k == n)
+        # The interval of the failures is the mirror image of the successes'.
+        mirror = wilson_interval(n - k, n)
+        assert math.isclose(low, 1 - mirror[1], abs_tol=1e-12)
+        assert math.isclose(high, 1 - mirror[0], abs_tol=1e-12)
+        # Four times the trials at the same share: a narrower interval.
+        wider = high - low
+        low4, high4 = wilson_interval(4 * k, 4 * n)
+        assert high4 - low4 <= wider + 1e-12
+    else:
+        assert (low, high) == (0.0, 1.0)
+
+
+def test_wilson_interval_known_values_and_bad_input() -> None:
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0
+    assert math.isclose(high, 0.2775, abs_tol=1e-4)
+    low, high = wilson_interval(5, 10)
+    assert math.isclose(low, 0.2366, abs_tol=1e-4)
+    assert math.isclose(high, 0.7634, abs_tol=1e-4)
+    with pytest.raises(ValueError, match="successes"):
+        wilson_interval(3, 2)
+    with pytest.raises(TypeError, match="integers"):
+        wilson_interval(1.0, 2)  # type: ignore[arg-type]
+
+
+def test_each_sweep_threshold_lies_between_its_default_values() -> None:
+    for parameter in PARAMETERS.values():
+        sides = {parameter.unsafe(v) for v in parameter.defaults}
+        assert sides == {True, False}, parameter.name
+
+
+# --- the summary's views (pure) ------------------------------------------------------------
+
+
+def test_bins_and_violations_of_a_synthetic_history() -> None:
+    events = [
+        AcquireInvoked(time=10.0, client="c1", name="L", op=1),
+        AcquireReturned(time=10.1, client="c1", name="L", op=1, ok=True, token="a", deadline=12.0),
+        AcquireInvoked(time=10.5, client="c2", name="L", op=1),
+        AcquireReturned(time=11.5, client="c2", name="L", op=1, ok=True, token="b", deadline=13.0),
+        ReleaseInvoked(time=11.8, client="c1", name="L", op=2, token="a"),
+        AcquireInvoked(time=13.5, client="c1", name="L", op=3),
+        AcquireReturned(time=13.6, client="c1", name="L", op=3, ok=False),
+    ]
+    history = History(events)
+    bins = time_bins(history, 10.0, 14.0, 2.0)
+    assert [b["acquired"] for b in bins] == [2, 0]
+    assert [b["returned"] for b in bins] == [2, 1]
+    assert bins[0]["latency_max"] == pytest.approx(1.0)
+    (violation,) = find_violations(check_all(history), 10.0)
+    assert violation.kind == "mutual-exclusion"
+    assert violation.time == pytest.approx(1.5)
+
+
+# --- smoke, real processes -------------------------------------------------------------------
+
+
+def test_explore_safe_smoke(tmp_path: pathlib.Path) -> None:
+    config = ExploreConfig(FAULT_SETS["safe"], seed=3, duration=5.0, interval=0.4)
+    outcome = explore(config, tmp_path)
+    assert outcome.result.error is None, outcome.result.error
+    assert outcome.violations == [], [v.text for v in outcome.violations]
+    assert outcome.passed
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["expected"] == summary["observed"] == "SAFE"
+    assert summary["acquisitions"] > 0
+    assert summary["faults_scheduled"] == len(outcome.schedule.ops) > 0
+    assert 0.0 <= summary["availability"] <= 1.0
+    assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+    assert Schedule.from_dict(json.loads((tmp_path / "schedule.json").read_text())) == outcome.schedule
+
+
+def _saved_window(path: pathlib.Path) -> None:
+    """A window as explore saves it: clock jumps on a majority, three times."""
+    config = ExploreConfig(FAULT_SETS["unsafe-clock"], seed=5, duration=6.0)
+    ops = tuple(
+        FaultOp(at, at + 0.6, "clock-jump", masters, 3.0)
+        for at, masters in ((1.5, "A,B,C"), (3.0, "C,D,E"), (4.5, "A,C,E"))
+    )
+    schedule = Schedule(ops, 6.5, 5, config.clients, config.ttl, config.seed, config.faults)
+    document = {
+        "config": config.to_dict(),
+        "violation": {"kind": "mutual-exclusion", "time": 2.0, "text": "(made by hand)"},
+        "window": [0.0, 6.0],
+        "schedule": schedule.to_dict(),
+    }
+    path.write_text(json.dumps(document))
+
+
+def test_replay_plays_a_saved_window_again(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    window = tmp_path / "violation-1.json"
+    _saved_window(window)
+    status = main(["replay", str(window), "--out", str(tmp_path / "replay"), "--no-plot", "-q"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "reproduced" in out
+    summary = json.loads((tmp_path / "replay" / "summary.json").read_text())
+    assert summary["violations_by_kind"].get("mutual-exclusion", 0) > 0
+    # Each violation of the replay saved its own window, which replays in turn.
+    assert (tmp_path / "replay" / "violations" / "violation-1.json").exists()
+
+
+def test_sweep_smoke(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["sweep", "pause", "--values", "0.5", "2.0", "--trials", "1", "--seed", "2", "--out", str(tmp_path), "-q"]
+    assert main(argv) == 0
+    document = json.loads((tmp_path / "sweep.json").read_text())
+    short, long = document["points"]
+    assert (short["value"], short["violations"], short["trials"]) == (0.5, 0, 1)
+    assert (long["value"], long["violations"], long["trials"]) == (2.0, 1, 1)
+    assert document["threshold"] == 1.0
+    assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    assert "threshold" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explore", "--faults", "kill,nap"],
+        ["explore", "--duration", "0"],
+        ["explore", "--clients", "1"],
+        ["sweep", "no-such-parameter"],
+        ["sweep", "pause", "--trials", "0"],
+    ],
+)
+def test_usage_errors(argv: list[str], tmp_path: pathlib.Path) -> None:
+    assert main([*argv, "--out", str(tmp_path)]) == 2
+
+
+# --- the long runs (-m chaos) ------------------------------------------------------------------
+
+
+@pytest.mark.chaos
+def test_safe_set_finds_nothing_over_minutes(tmp_path: pathlib.Path) -> None:
+    seed = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))
+    outcome = explore(ExploreConfig(FAULT_SETS["safe"], seed=seed, duration=180.0), tmp_path, plot=False)
+    assert outcome.result.error is None, outcome.result.error
+    assert outcome.violations == [], [v.text for v in outcome.violations[:5]]
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("name", ["unsafe-restart", "unsafe-clock", "unsafe-pause"])
+def test_unsafe_sets_find_violations_unscripted(name: str, tmp_path: pathlib.Path) -> None:
+    seed = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))
+    outcome = explore(ExploreConfig(FAULT_SETS[name], seed=seed, duration=60.0), tmp_path, plot=False)
+    assert outcome.result.error is None, outcome.result.error
+    assert outcome.violations
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("name", sorted(PARAMETERS))
+def test_sweep_is_safe_below_and_unsafe_beyond_the_threshold(name: str, tmp_path: pathlib.Path) -> None:
+    parameter = PARAMETERS[name]
+    # The extremes of the defaults: far from the threshold, where theory leaves no doubt.
+    values = [min(parameter.defaults), max(parameter.defaults)]
+    assert main(["sweep", name, "--values", *map(str, values), "--trials", "3", "--out", str(tmp_path), "-q"]) == 0
+    points = json.loads((tmp_path / "sweep.json").read_text())["points"]
+    for point in points:
+        if point["theory"] == "SAFE":
+            assert point["violations"] == 0, point
+        else:
+            assert point["violations"] == point["trials"], point
