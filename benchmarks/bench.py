@@ -1,6 +1,6 @@
 """Redlock against the physical floor, measured side by side in one run.
 
-    python benchmarks/bench.py [--quick] [--out benchmarks/out] [--only latency|contention|scale ...]
+    python benchmarks/bench.py [--quick] [--out benchmarks/out] [--only latency|contention|scale|telemetry ...]
 
 Starts its own masters (redlock.servers) and prints p50/p99 for:
 
@@ -24,7 +24,12 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
   at the same C in the same run: redis-py (a BlockingConnectionPool of C) / redis.asyncio (a
   pool of C) on ONE master doing SET NX PX + the compare-and-delete script. Also the 5-master
   "send all, then read all" floor of client CPU (one thread, 5 raw redis-py connections), and
-  the ratios and targets of issue 9. About a minute (20 s with --quick).
+  the ratios and targets of issue 9. About a minute (20 s with --quick);
+* telemetry: acquire+release p50 (sync and asyncio, 5 masters) with OpenTelemetry absent,
+  installed with no SDK configured (the API's no-op providers), and recording with the SDK
+  (metrics into an in-memory reader, spans through a batch processor to an exporter that
+  drops them), in interleaved rounds, one client per case; the overhead is the median over
+  the rounds of each round's ratio to the absent case (target: under 10 % with the SDK).
 
 Writes bench.json and bench.png to --out (bench.png needs matplotlib, from the [bench]
 extra; without it the run says so once and writes bench.json alone). On a machine with 2 or more CPUs the servers are
@@ -59,7 +64,7 @@ from redis.lock import Lock as RedisPyLock
 from redis.utils import HIREDIS_AVAILABLE
 
 import redlock.asyncio
-from redlock import Redlock, RedlockError
+from redlock import Redlock, RedlockError, _telemetry
 from redlock._extras import install_hint, redis_server_hint
 from redlock.servers import LocalMasters, RedisServerNotFound
 
@@ -761,6 +766,8 @@ def chart(results: dict[str, Any], path: Path) -> None:
         panels.append(lambda ax: handoff_panel(ax, results["handoff"]))
     if "scale" in results:
         panels.append(lambda ax: scale_panel(ax, results["scale"]))
+    if results.get("telemetry"):
+        panels.append(lambda ax: telemetry_panel(ax, results["telemetry"]))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.4 * len(panels) + 0.6, 4.8), squeeze=False)
     for panel, ax in zip(panels, axes[0], strict=True):
         panel(ax)
@@ -798,6 +805,17 @@ def handoff_panel(ax: Any, handoff: dict[str, Any]) -> None:
     ax.legend()
 
 
+def telemetry_panel(ax: Any, telemetry: dict[str, Any]) -> None:
+    apis = list(telemetry)
+    width = 0.8 / len(TELEMETRY_CASES)
+    for index, case in enumerate(TELEMETRY_CASES):
+        spots = [position + (index - 1) * width for position in range(len(apis))]
+        ax.bar(spots, [telemetry[api][case]["p50_ms"] for api in apis], width=width, label=case)
+    ax.set_xticks(range(len(apis)), apis)
+    ax.set_ylabel("acquire+release p50 ms, by OpenTelemetry")
+    ax.legend(fontsize=8)
+
+
 def scale_panel(ax: Any, scale_result: dict[str, Any]) -> None:
     for api, style in (("asyncio", "o"), ("sync", "s")):
         counts = [int(c) for c in scale_result[api]]
@@ -812,7 +830,7 @@ def scale_panel(ax: Any, scale_result: dict[str, Any]) -> None:
     ax.legend(fontsize=8)
 
 
-SECTIONS = ("latency", "primitives", "contention", "scale")
+SECTIONS = ("latency", "primitives", "contention", "scale", "telemetry")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -828,6 +846,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sections = set(args.only or SECTIONS)
     count = 300 if args.quick else 2000
+    telemetry_rounds = (3, 200) if args.quick else (9, 400)
     seconds = 2.0 if args.quick else 6.0
     scale_seconds, scale_warmup = (1.0, 0.25) if args.quick else (3.0, 0.5)
     out = Path(args.out)
@@ -836,14 +855,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not plot:
         print(f"bench.png skipped: matplotlib is not installed; {install_hint('bench')}", file=sys.stderr)
     try:
-        return run(sections, count, seconds, (scale_seconds, scale_warmup), out, plot=plot)
+        return run(sections, count, seconds, (scale_seconds, scale_warmup), out, plot=plot, telemetry=telemetry_rounds)
     except RedisServerNotFound:
         print(f"bench.py: {redis_server_hint()}", file=sys.stderr)
         return EXIT_NO_REDIS_SERVER
 
 
 def run(
-    sections: set[str], count: int, seconds: float, scale_times: tuple[float, float], out: Path, *, plot: bool
+    sections: set[str],
+    count: int,
+    seconds: float,
+    scale_times: tuple[float, float],
+    out: Path,
+    *,
+    plot: bool,
+    telemetry: tuple[int, int] = (9, 400),
 ) -> int:
     scale_seconds, scale_warmup = scale_times
     limit = raise_fd_limit()  # before the servers start: they inherit it
@@ -878,6 +904,8 @@ def run(
             results["scale"] = scale(cluster, scale_seconds, scale_warmup)
             print_scale_summary(results["scale"])
             print(f"scale section took {time.perf_counter() - started:.0f} s")
+        if "telemetry" in sections:
+            results["telemetry"] = telemetry_section(cluster, *telemetry)
 
     (out / "bench.json").write_text(json.dumps(results, indent=2))
     if plot:
@@ -928,6 +956,158 @@ def contention_section(cluster: LocalMasters, seconds: float) -> tuple[dict[str,
             f" {row['throughput_per_s']:.0f} acq/s, min share {row['min_share_of_mean']:.2f})"
         )
     return contention, handoff
+
+
+# --- telemetry ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def opentelemetry_absent() -> Any:
+    """Clients made inside take the path of an environment without OpenTelemetry: the one
+    flag redlock._telemetry sets when its import fails, so the same code runs as there."""
+    available, _telemetry.AVAILABLE = _telemetry.AVAILABLE, False
+    try:
+        yield
+    finally:
+        _telemetry.AVAILABLE = available
+
+
+def sdk_providers() -> tuple[Any, Any] | None:
+    """A meter provider and a tracer provider of the SDK that record everything and send it
+    nowhere; None without the SDK."""
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415 (optional)
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: PLC0415
+        from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+        from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+    except ModuleNotFoundError:
+        return None
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(Drop()))
+    return MeterProvider(metric_readers=[InMemoryMetricReader()]), tracer_provider
+
+
+#: "absent again" is a second client like the first: how far two identical cases differ in
+#: this run is the noise the other ratios must be read against.
+TELEMETRY_CASES = ("absent", "absent again", "API, no SDK", "SDK")
+
+
+def telemetry_clients(make: Callable[..., Any], urls: list[str], providers: tuple[Any, Any]) -> dict[str, Any]:
+    with opentelemetry_absent():
+        absent = [make(urls), make(urls)]
+    meter_provider, tracer_provider = providers
+    sdk = make(urls, meter_provider=meter_provider, tracer_provider=tracer_provider)
+    return dict(zip(TELEMETRY_CASES, (*absent, make(urls), sdk), strict=True))
+
+
+def telemetry_rounds_sync(
+    urls: list[str], providers: tuple[Any, Any], rounds: int, count: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    clients = telemetry_clients(Redlock, urls, providers)
+    p50s: dict[str, list[float]] = {case: [] for case in clients}
+    p99s: dict[str, list[float]] = {case: [] for case in clients}
+    try:
+        for index in range(rounds):
+            for case, rl in clients.items():
+
+                def once(rl: Redlock = rl) -> None:
+                    lock = rl.lock("bench:telemetry", ttl=10.0)
+                    if not lock.acquire(blocking=False):
+                        raise RuntimeError("uncontended acquire failed")
+                    lock.release()
+
+                row = percentiles(timed(once, count, warmup=200 if index == 0 else 20))
+                p50s[case].append(row["p50_ms"])
+                p99s[case].append(row["p99_ms"])
+    finally:
+        for rl in clients.values():
+            rl.close()
+    return p50s, p99s
+
+
+def telemetry_rounds_async(
+    urls: list[str], providers: tuple[Any, Any], rounds: int, count: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    async def run() -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+        clients = telemetry_clients(redlock.asyncio.Redlock, urls, providers)
+        p50s: dict[str, list[float]] = {case: [] for case in clients}
+        p99s: dict[str, list[float]] = {case: [] for case in clients}
+        try:
+            for index in range(rounds):
+                for case, rl in clients.items():
+
+                    async def once(rl: redlock.asyncio.Redlock = rl) -> None:
+                        lock = rl.lock("bench:telemetry", ttl=10.0)
+                        if not await lock.acquire(blocking=False):
+                            raise RuntimeError("uncontended acquire failed")
+                        await lock.release()
+
+                    row = percentiles(await timed_async(once, count, warmup=200 if index == 0 else 20))
+                    p50s[case].append(row["p50_ms"])
+                    p99s[case].append(row["p99_ms"])
+        finally:
+            for rl in clients.values():
+                await rl.aclose()
+        return p50s, p99s
+
+    return asyncio.run(run())
+
+
+def telemetry_section(cluster: LocalMasters, rounds: int, count: int) -> dict[str, Any]:
+    if not _telemetry.AVAILABLE:
+        print(f"telemetry: skipped, OpenTelemetry is not installed; {install_hint('bench')}", flush=True)
+        return {}
+    providers = sdk_providers()
+    if providers is None:
+        print(f"telemetry: skipped, the OpenTelemetry SDK is not installed; {install_hint('bench')}", flush=True)
+        return {}
+    print(
+        f"telemetry: acquire+release p50 on {len(cluster.urls)} masters, {rounds} interleaved rounds of {count}"
+        " per case; overhead: the median of the rounds' ratios to the absent case",
+        flush=True,
+    )
+    result: dict[str, Any] = {}
+    try:
+        for api, measure in (("sync", telemetry_rounds_sync), ("asyncio", telemetry_rounds_async)):
+            p50s, p99s = measure(cluster.urls, providers, rounds, count)
+            row: dict[str, Any] = {}
+            for case in TELEMETRY_CASES:
+                ratios = [mine / off for mine, off in zip(p50s[case], p50s["absent"], strict=True)]
+                row[case] = {
+                    "p50_ms": statistics.median(p50s[case]),
+                    "p99_ms": statistics.median(p99s[case]),
+                    "round_p50s_ms": p50s[case],
+                    "ratio": statistics.median(ratios),
+                }
+            result[api] = row
+            for case in TELEMETRY_CASES:
+                cells = row[case]
+                print(
+                    f"  {api:8s} {case:12s} p50 {cells['p50_ms']:.3f} ms (x{cells['ratio']:.3f})"
+                    f"  p99 {cells['p99_ms']:.3f} ms",
+                    flush=True,
+                )
+    finally:
+        for provider in providers:
+            provider.shutdown()
+    sdk = max(result[api]["SDK"]["ratio"] for api in result)
+    noise = max(abs(result[api]["absent again"]["ratio"] - 1) for api in result)
+    verdict = "met" if sdk < 1.10 else "NOT met"
+    print(
+        f"  SDK overhead, worst API: {100 * (sdk - 1):+.1f} % (target under 10 %: {verdict});"
+        f" noise (absent against itself): {100 * noise:.1f} %",
+        flush=True,
+    )
+    return result
 
 
 if __name__ == "__main__":

@@ -223,6 +223,13 @@ class Nemesis:
         process.pause()
         return self._begin("client-pause", client, detail, process.resume)
 
+    def kill_client(self, client: str) -> None:
+        """SIGKILL a client process (a crash): whatever it holds is left to expire."""
+        process = self.cluster.clients[client]
+        with self.recorder.fault("client-kill", client, "SIGKILL"):
+            self._progress(f"fault: kill client {client}")
+            process.kill()
+
     def stop_client_on_send(
         self, client: str, marker: bytes, detail: str, *, reply_delay: float = 0.03
     ) -> threading.Event:

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import redlock
+
 from .checkers import Verdict, most_holders
 from .clients import ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, History
@@ -790,6 +792,95 @@ def multi_lock(run: Run) -> None:
     run.after(live)
 
 
+# --- 23: leader election ---------------------------------------------------------------------
+
+#: The name the campaigners of the election scenario stand for.
+ELECTION = "chaos-election"
+
+
+def _elect(run: Run, clients: Sequence[ClientProcess], until: float, ttl: float) -> list[Pending]:
+    args: dict[str, Any] = {"name": ELECTION, "until": until, "ttl": ttl, "lead": (0.3, 0.8), "think": (0.0, 0.1)}
+    return [c.submit("elect", reply_timeout=until - time.monotonic() + 60, **args) for c in clients]
+
+
+def _current_leader(run: Run, watcher: redlock.Election, among: Sequence[str], timeout: float = 10.0) -> str | None:
+    """The campaigner that leads now (asked as any observer would: ``leader()``)."""
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        leader = watcher.leader()
+        if leader in among:
+            return str(leader)
+        run.sleep(0.02)
+    return None
+
+
+def election(run: Run) -> None:
+    n = run.params.nodes
+    ttl = run.params.loop_ttl
+    duration = max(run.params.loop_duration, 8 * ttl)
+    others = [i for i in range(n) if i not in run.overlap]
+    paused_master, killed_master = run.rng.sample(others, 2)
+    # Within the drift allowance (1 %) for the whole run, on the master(s) both halves share.
+    for index in run.overlap:
+        run.nemesis.clock_rate(index, 1.005)
+    run.sleep(0.3)  # libfaketime takes up the rate at the master's next clock read
+    names = ["c1", "c2", "c3"]
+    clients = run.clients(names, wake_on_release=True)
+    started = time.monotonic()
+    until = started + duration
+    pending = dict(zip(names, _elect(run, clients, until, ttl), strict=True))
+    run.note(f"three campaigners stand for {ELECTION!r} for {duration:g}s (ttl {ttl:g}s)")
+    # The harness only watches, as any observer would, straight to the masters.
+    observer = redlock.Redlock(run.cluster.masters.urls, node_timeout=0.1)
+    watcher = observer.election(ELECTION, ttl, identity="harness")
+    events: dict[str, float] = {}
+    try:
+        run.sleep_until(started + 0.1 * duration)
+        fault = run.nemesis.pause_master(paused_master)
+        run.sleep(0.1 * duration)
+        run.nemesis.end(fault)
+
+        run.sleep_until(started + 0.25 * duration)
+        fault = run.nemesis.kill(killed_master)
+        run.sleep(ttl + 0.3)  # a delayed restart: every key it held has expired by then
+        run.nemesis.end(fault)
+
+        run.sleep_until(started + 0.45 * duration)
+        paused = _current_leader(run, watcher, names)
+        if run.expect(paused is not None, "a leader is elected with a master paused and another killed"):
+            assert paused is not None
+            fault = run.nemesis.pause_client(paused, "SIGSTOP the leader past its validity")
+            events["pause"] = time.monotonic()
+            run.sleep(1.5 * ttl)
+            run.nemesis.end(fault)
+
+        run.sleep_until(started + 0.65 * duration)
+        killed = _current_leader(run, watcher, names)
+        if run.expect(killed is not None, "a leader is elected after the leader's pause"):
+            assert killed is not None
+            run.nemesis.kill_client(killed)
+            events["kill"] = time.monotonic()
+            del pending[killed]
+            (c4,) = run.clients(["c4"], wake_on_release=True)
+            pending["c4"] = _elect(run, [c4], until, ttl)[0]
+    finally:
+        observer.close()
+    results = {name: waiting.result() for name, waiting in pending.items()}
+    run.metric("leaderships", {name: result["won"] for name, result in results.items()})
+    run.metric("leaderships_lost", {name: result["lost"] for name, result in results.items()})
+
+    def leaders_throughout(history: History, verdict: Verdict) -> None:
+        won = [r for _, r in _acquires(history) if r is not None and r.ok]
+        terms = [r.fencing for r in sorted(won, key=lambda r: r.time)]
+        run.metric("terms", terms)
+        run.expect(all(t is not None for t in terms), "every leadership has a term")
+        for fault, when in events.items():
+            after = [r for r in won if r.time > when]
+            run.expect(len(after) > 0, f"a campaigner leads again after the leader's {fault}", f"{len(after)} terms")
+
+    run.after(leaders_throughout)
+
+
 # --- 24-25: a Lock shared by threads; an operator's force-release ------------------------------
 
 #: How many threads of each client process share its Lock objects in scenarios 24a, 24b.
@@ -956,6 +1047,9 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("22", "multi-lock", "8 clients lock overlapping pairs of 3 names, kills and pauses", "SAFE",
              multi_lock, loop=True, leftovers=True,
              why="each master sets all names or none: no name has two holders, nobody deadlocks"),
+    Scenario("23", "election", "3 campaigners; a master paused, one killed, C x1.005, leader paused, leader killed",
+             "SAFE", election, clocked=True,
+             why="at most one leader at any moment (by validity), and terms strictly increase"),
     Scenario("24a", "shared-lock", "3 clients x 4 threads sharing one Lock per name; kill, pause", "SAFE",
              shared_lock, loop=True, leftovers=True,
              why="a thread waits for the Lock object locally, then acquires on the masters under a new token: "

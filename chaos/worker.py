@@ -20,7 +20,8 @@ the deadlines the lock computes are mapped onto it.
 then each command, ``{"id": 7, "cmd": "acquire", "args": {...}, "pause": null}``, is
 answered by ``{"id": 7, "ok": true, "result": {...}}`` or ``{"id": 7, "ok": false,
 "error": "..."}``, in order. Commands are the :class:`~chaos.workload.ClientSession`
-methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``)
+methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``,
+``elect``)
 plus ``ping``; ``acquire`` takes ``lock_delay`` (seconds, default 0) among its args, and
 ``also`` (more names: one lock on all of them), ``limit`` (a semaphore's permit) and
 ``quorum`` (a forced quorum: the self-test's semaphore on a plain majority).
@@ -49,7 +50,7 @@ import redlock
 
 from . import variants
 from .history import Recorder
-from .workload import ClientSession, LoopSpec, Resource, direct_client
+from .workload import ClientSession, ElectSpec, LoopSpec, Resource, direct_client
 
 __all__ = ["PARENT_ENV", "main"]
 
@@ -160,6 +161,8 @@ class _Worker:
             )
         elif name == "loop":
             result = session.loop(LoopSpec.from_dict(args))
+        elif name == "elect":
+            result = session.elect(ElectSpec.from_dict(args))
         else:
             raise ValueError(f"unknown command {name!r}")
         if pause == "after":

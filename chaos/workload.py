@@ -42,11 +42,12 @@ from redis.retry import Retry
 import redlock
 from redlock.fencing import FencedStore
 
-from .history import Recorder
+from .history import ExtendInvoked, ExtendReturned, Recorder
 
 __all__ = [
     "RESOURCE_PREFIX",
     "ClientSession",
+    "ElectSpec",
     "LoopSpec",
     "Pause",
     "Resource",
@@ -143,6 +144,37 @@ class LoopSpec:
             together=int(data.get("together", 0)),
             threads=int(data.get("threads", 0)),
             reentrant=bool(data.get("reentrant", False)),
+        )
+
+
+@dataclass(frozen=True)
+class ElectSpec:
+    """A campaigner: until ``until`` (monotonic), campaign for ``name``; once leader, work
+    as leader for a while (a step every ``step`` seconds: the read-modify-write of the
+    name's counter, fenced by the term), resign, think, campaign again.
+
+    Each leadership is recorded as a lock holding, so that the lock's checkers judge the
+    election: the campaign as the acquire (its term as the fencing token), each deadline
+    that auto-extension moved as an extend, the resign as the release. Mutual exclusion is
+    then "at most one leader at any moment", fencing order "terms strictly increase".
+    """
+
+    name: str
+    until: float
+    ttl: float
+    lead: tuple[float, float] = (0.3, 0.8)
+    think: tuple[float, float] = (0.0, 0.1)
+    step: float = 0.05
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ElectSpec:
+        return cls(
+            name=str(data["name"]),
+            until=float(data["until"]),
+            ttl=float(data["ttl"]),
+            lead=_pair(data.get("lead", (0.3, 0.8))),
+            think=_pair(data.get("think", (0.0, 0.1))),
+            step=float(data.get("step", 0.05)),
         )
 
 
@@ -268,8 +300,11 @@ class ClientSession:
         self.reads[name] = (value, fencing)
         return {"value": value}
 
-    def write(self, name: str, *, pause: Pause = None, check: bool = True) -> dict[str, Any]:
-        """Write the value read last, plus one, if the lock is still valid (``check``)."""
+    def write(
+        self, name: str, *, pause: Pause = None, check: bool = True, fenced: bool | None = None
+    ) -> dict[str, Any]:
+        """Write the value read last, plus one, if the lock is still valid (``check``);
+        fenced by the token it was read under if the session fences (or ``fenced``)."""
         if name not in self.reads:
             raise RuntimeError(f"{self.client}: write of {name!r} without a read first")
         lock = self.locks.get(name)
@@ -281,14 +316,15 @@ class ClientSession:
             self.stop_self("between the validity check and the write")
         read_value, fencing = self.reads.pop(name)
         value = read_value + 1
-        accepted, seq = self.resource.write(name, value, fencing if self.fencing else None)
+        use = self.fencing if fenced is None else fenced
+        accepted, seq = self.resource.write(name, value, fencing if use else None)
         self.recorder.resource_write(
             self.client,
             name,
             resource_key(name),
             value,
             read_value=read_value,
-            fencing=fencing if self.fencing else None,
+            fencing=fencing if use else None,
             accepted=accepted,
             seq=seq,
         )
@@ -453,3 +489,66 @@ class ClientSession:
         totals: dict[str, Any] = {key: sum(r[key] for r in results.values()) for key in next(iter(results.values()))}
         totals["threads"] = results
         return totals
+
+    # -- leader election --
+
+    def elect(self, spec: ElectSpec) -> dict[str, Any]:
+        """Campaign, lead, resign, until ``spec.until``; returns counts (see :class:`ElectSpec`)."""
+        election = self.rl.election(spec.name, spec.ttl, identity=self.client)
+        self.locks[spec.name] = election.lock
+        won = lost = steps = 0
+        while time.monotonic() < spec.until:
+            op = self.recorder.acquire_invoked(self.client, spec.name, ttl=spec.ttl)
+            try:
+                leads = election.campaign(timeout=max(0.0, spec.until - time.monotonic()))
+            except redlock.RedlockError as exc:
+                self.recorder.acquire_returned(self.client, spec.name, op, ok=False, error=_describe(exc))
+                time.sleep(self.rng.uniform(0.02, 0.06))
+                continue
+            if not leads:
+                self.recorder.acquire_returned(self.client, spec.name, op, ok=False)
+                continue
+            lock = election.lock
+            self.recorder.acquire_returned(
+                self.client, spec.name, op, ok=True, token=lock.token, deadline=lock.deadline, fencing=election.term
+            )
+            won += 1
+            steps += self._lead(spec, election.lock, lock.deadline)
+            op = self.recorder.release_invoked(self.client, spec.name, token=lock.token)
+            try:
+                election.resign()
+            except redlock.RedlockError as exc:
+                lost += 1
+                self.recorder.release_returned(self.client, spec.name, op, ok=False, error=_describe(exc))
+            else:
+                self.recorder.release_returned(self.client, spec.name, op, ok=True)
+            time.sleep(self.rng.uniform(*spec.think))
+        return {"won": won, "lost": lost, "steps": steps}
+
+    def _lead(self, spec: ElectSpec, lock: redlock.Lock, recorded: float | None) -> int:
+        """Work as leader while leading, for a random while; returns the steps done."""
+        steps = 0
+        stop_at = min(spec.until, time.monotonic() + self.rng.uniform(*spec.lead))
+        while time.monotonic() < stop_at:
+            # The time is read before the deadline: "at `now` the leader relied on it until
+            # `deadline`" is then never a claim made after the deadline passed (a pause
+            # between the two reads only makes the claim early, and true).
+            now = self.recorder.now()
+            deadline = lock.deadline
+            if deadline is None or deadline <= now:
+                break  # not leader any more: lost, or the validity ran out
+            if deadline != recorded:
+                # Auto-extension moved the deadline: the leader relies on the new one.
+                op = self.recorder.next_op()
+                self.recorder.record(
+                    ExtendInvoked(time=now, client=self.client, name=spec.name, op=op, token=lock.token, ttl=spec.ttl)
+                )
+                self.recorder.record(
+                    ExtendReturned(time=now, client=self.client, name=spec.name, op=op, ok=True, deadline=deadline)
+                )
+                recorded = deadline
+            self.read(spec.name)
+            self.write(spec.name, fenced=True)
+            steps += 1
+            time.sleep(spec.step)
+        return steps

@@ -10,7 +10,7 @@ The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 
 import importlib.metadata
 
-from redlock._client import Lock, Redlock, Semaphore
+from redlock._client import Election, Lock, Redlock, Semaphore
 from redlock._core import LockInfo, MasterInfo, quorum_size, semaphore_quorum, validity_left
 from redlock.exceptions import (
     AcquireTimeout,
@@ -36,6 +36,7 @@ except importlib.metadata.PackageNotFoundError:  # imported from a checkout that
 __all__ = [
     "AcquireTimeout",
     "ClientClosed",
+    "Election",
     "Lock",
     "LockAlreadyHeld",
     "LockInfo",

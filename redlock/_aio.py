@@ -228,6 +228,10 @@ class Driver(DriverBase):
             protocol = self._protocols.get((action.kind, action.node))
             if protocol is not None:
                 protocol.write(action.data)
+        elif isinstance(action, Connect) and self._shut:
+            # Closed: the clean-up that asked has nothing to reach; tell it now, not after
+            # a connect_timeout of waiting for a connect nobody will make.
+            self._carry_out(self._policy.connected(action, ClientClosed("the client was closed"), self._clock()))
         elif isinstance(action, Connect):
             task = asyncio.ensure_future(self._connect(action))
             self._connects.add(task)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 
 import redis
 
 from redlock._core import Lease, LockInfo, LockSpec, Result, force_release_flow, inspect_flow, lock_info
+from redlock._election import UNCHANGED, ElectionState
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
@@ -42,6 +43,9 @@ class Redlock(ClusterConfig):
     * ``wake_on_release=True``: a waiting acquire listens (pub/sub, one connection per
       master per client) for the release of the lock it waits for and retries at once,
       so a handoff takes about a round trip instead of a retry delay.
+    * ``meter_provider=None``, ``tracer_provider=None``: where the client's OpenTelemetry
+      metrics and spans go (the ``[otel]`` extra; see docs/operations.md): by default the
+      global providers, which do nothing until the application configures an SDK.
     """
 
     client_types = (redis.Redis,)
@@ -91,6 +95,38 @@ class Redlock(ClusterConfig):
             spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, reentrant=reentrant
         )
         return Lock(self, spec, options)
+
+    def election(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        identity: str | None = None,
+        on_lost: Callable[[Election], None] | None = None,
+        observe_interval: float | None = None,
+        lock_delay: float = 0.0,
+    ) -> Election:
+        """The election on ``name``, as a campaigner known to others as ``identity``.
+
+        A leadership is a Lock on ``name`` held with ``fencing=True`` (its fencing token is
+        the :attr:`~Election.term`) and ``auto_extend=True`` (every ttl/3 or so); see
+        :class:`Election`. ``identity`` (default ``host:pid``) is what :meth:`Election.leader`
+        tells everyone while this campaigner leads: a printable str of at most 256 bytes in
+        UTF-8. ``on_lost(election)`` is called from the renewer's thread if a leadership
+        cannot be extended in time. ``observe_interval`` (default ttl/3, at most 1 s) bounds
+        how late :meth:`Election.observe` sees a change that no release announced.
+        ``lock_delay`` is as for :meth:`lock`.
+        """
+        return Election.made(
+            self,
+            Lock,
+            name,
+            ttl,
+            identity=identity,
+            on_lost=on_lost,
+            observe_interval=observe_interval,
+            lock_delay=lock_delay,
+        )
 
     def inspect(self, name: str) -> LockInfo:
         """Who holds ``name`` on each master, and the holder a quorum agrees on, if any.
@@ -291,6 +327,82 @@ class Semaphore(PermitView, Lock):
     def __enter__(self) -> Semaphore:
         super().__enter__()
         return self
+
+
+class Election(ElectionState[Lock]):
+    """One campaigner in the leader election on one name.
+
+    ::
+
+        election = rl.election("scheduler", ttl=10.0, identity="host-a:1234")
+        with election:                 # campaign() until leader, resign() on the way out
+            while election.is_leader:
+                schedule(term=election.term)
+
+    At most one campaigner leads at any moment (by validity, as a lock is held): rely on
+    leadership only while :attr:`is_leader` is true, and pass :attr:`term` to whatever you
+    write, so that a deposed leader acting late is refused there (see
+    :mod:`redlock.fencing`). A lost leadership is reported as a lost lock is: ``on_lost``,
+    and LockLost from :meth:`resign` or from leaving the ``with`` block.
+    """
+
+    def campaign(self, timeout: float | None = None) -> bool:
+        """Block until this campaigner leads; True then (at once if it leads already).
+
+        ``timeout=None`` waits as long as it takes, through outages of the masters too (a
+        campaigner stands by until the cluster is back). With a timeout: False if another
+        leads until it runs out, QuorumUnavailable if a majority of masters could not be
+        reached. MasterMisconfigured at once when so many masters refuse our credentials,
+        permissions or TLS that no majority is possible (waiting would not help). Nothing
+        of a failed campaign is left on the masters.
+        """
+        if self.is_leader:
+            return True
+        return self._lock.acquire(blocking=True, timeout=timeout)
+
+    def resign(self) -> None:
+        """Give up leadership (release the lock), so that another campaigner takes over at once.
+
+        Does nothing if this campaigner does not lead. LockLost if the leadership was lost
+        while held (the work done as leader may have overlapped the next leader's: fence it
+        by :attr:`term`); ReleaseUnconfirmed if no majority answered (retry resign()).
+        """
+        if self._nothing_to_resign():
+            return
+        self._lock.release()
+
+    def leader(self) -> str | None:
+        """The identity of the leader a majority of masters agrees on; None if there is none.
+
+        One read of every master, campaigning for nothing. The answer may be stale when it
+        returns; a campaigner between setting its keys and taking them back (a split vote)
+        may show for a moment. Only a leader's own :attr:`is_leader` is authoritative.
+        """
+        return self._leader_from(self._lock._cluster.inspect(self.name))
+
+    def observe(self) -> Iterator[str | None]:
+        """Yield the leader's identity (None: no leader) now, and again at each change.
+
+        Runs until the loop stops iterating (or the client closes: ClientClosed). A release
+        is seen at once (wake-on-release); an expiry, within ``observe_interval``. Changes
+        faster than that may be seen merged; each value yielded differs from the one before.
+        Observing campaigns for nothing; it takes one read of every master per step.
+        """
+        observer = self._observer()
+        driver = self._lock._cluster._driver
+        while True:
+            leader = driver.run(observer.step(self._lock._cluster.clock()), observer.seen)
+            if leader is not UNCHANGED:
+                yield leader
+
+    def __enter__(self) -> Election:
+        self.campaign()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self._lock.__exit__(exc_type, exc, traceback)
 
 
 def _unchanged(result: Result) -> Result:

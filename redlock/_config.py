@@ -178,6 +178,33 @@ def check_callable(name: str, value: object) -> None:
         raise TypeError(f"{name} must be callable or None, got {type(value).__name__}")
 
 
+#: An election's identity travels inside the lock's token, which every master stores and
+#: every inspect reads back: bounded so that a token stays a small value.
+MAX_IDENTITY_BYTES = 256
+
+
+def check_identity(identity: object) -> str:
+    """An election identity: a non-empty printable str of at most MAX_IDENTITY_BYTES in UTF-8.
+
+    Printable only (no control characters, no line breaks): others read it back from the
+    masters and print it (``leader()``, the command line, logs), where such characters would
+    garble the output or forge lines.
+    """
+    if not isinstance(identity, str):
+        raise TypeError(f"identity must be a str, got {type(identity).__name__}")
+    if not identity:
+        raise ValueError("identity must not be empty")
+    try:
+        size = len(identity.encode())
+    except UnicodeEncodeError as error:
+        raise ValueError(f"identity must be encodable as UTF-8: {error.reason} in {identity!r}") from None
+    if size > MAX_IDENTITY_BYTES:
+        raise ValueError(f"identity must be at most {MAX_IDENTITY_BYTES} bytes in UTF-8, got {size}")
+    if not identity.isprintable():
+        raise ValueError(f"identity must be printable (no control characters or line breaks), got {identity!r}")
+    return identity
+
+
 def parse_masters(masters: object, client_types: Sequence[type], client_kind: str) -> list[MasterAddress]:
     """Turn URLs or configured redis-py clients into addresses, rejecting duplicates.
 

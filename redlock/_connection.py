@@ -51,6 +51,7 @@ into :class:`~redlock.MasterMisconfigured` when no majority is left.
 from __future__ import annotations
 
 import enum
+import logging
 import ssl
 from collections import deque
 from collections.abc import Sequence
@@ -64,9 +65,14 @@ from redlock.exceptions import ClientClosed, NodeStatus
 if TYPE_CHECKING:  # _lock's settings are built with Credentials from here
     from redlock._lock import ClusterConfig
 
+logger = logging.getLogger("redlock")
+
 #: Replies a master may owe before it is sent no more (clean-ups get as many again): bounds
 #: what a silent master's socket buffer and our queue hold, whatever the concurrency.
 MAX_IN_FLIGHT = 8192
+
+#: Why the connections of a closed client were lost.
+CLOSED = "the client was closed"
 
 #: Backoff after a failed connect: first retry at once, then doubling up to the cap.
 RECONNECT_BACKOFF_FIRST = 0.025
@@ -228,6 +234,9 @@ class Link:
     last_failure: tuple[NodeStatus, str] = (NodeStatus.UNREACHABLE, "")
     #: When the connect under way began (its outcome is due by then + connect_timeout).
     connect_started: float = 0.0
+    #: The trouble last logged for this master (None: none since it last answered): a
+    #: master is logged once per change of state, not once per round that finds it down.
+    reported: NodeStatus | None = None
 
     # --- rounds -----------------------------------------------------------------------------
 
@@ -246,6 +255,7 @@ class Link:
         hung = self.looks_hung(now)
         if owed >= limit or (hung and not round_.cleanup):
             round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
+            self._report(NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
             return Submit.SKIPPED
         if self.state is State.READY:
             self.in_flight.append(InFlight(round_.command, round_, now))
@@ -299,7 +309,8 @@ class Link:
         handshaking = any(entry.handshake for entry in self.in_flight)
         self._fail_all(status, detail)
         if handshaking or status is NodeStatus.MISCONFIGURED:
-            self._back_off(status, detail, now)
+            # Our own close() is no news about the master.
+            self._back_off(status, detail, now, report=not (isinstance(error, ClientClosed) or error == CLOSED))
         else:
             self.state = State.IDLE
 
@@ -319,7 +330,9 @@ class Link:
             if round_ is not None and round_.awaits(self.node):
                 round_.record(self.node, status, detail)
 
-    def _back_off(self, status: NodeStatus, detail: str, now: float) -> None:
+    def _back_off(self, status: NodeStatus, detail: str, now: float, *, report: bool = True) -> None:
+        if report:
+            self._report(status, detail)
         self.failures += 1
         delay = min(RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_FIRST * 2 ** (self.failures - 1))
         self.state = State.BACKING_OFF
@@ -327,12 +340,23 @@ class Link:
         self.last_failure = (status, detail)
         self.generation += 1
 
+    def _report(self, status: NodeStatus, detail: str) -> None:
+        if status is not self.reported:
+            self.reported = status
+            logger.warning("master %s is %s: %s", self.name, status.value, detail)
+
+    def _recovered(self) -> None:
+        logger.info("master %s answers again (it was %s)", self.name, self.reported.value if self.reported else "")
+        self.reported = None
+
     # --- replies ------------------------------------------------------------------------------
 
     def received(self, reply: object, now: float) -> Reaction:
         """Match the oldest reply; say whether to re-send something or hang up."""
         entry = self.in_flight.popleft()
         round_ = entry.round
+        if round_ is not None and round_.latencies is not None:
+            round_.latencies[self.node] = now - entry.sent_at
         if isinstance(reply, ErrorReply):
             if is_misconfiguration(reply.message):
                 if entry.handshake:
@@ -343,6 +367,7 @@ class Link:
                     return Reaction(hang_up=True)
                 if round_ is not None and round_.awaits(self.node):
                     round_.record(self.node, NodeStatus.MISCONFIGURED, reply.message)
+                self._report(NodeStatus.MISCONFIGURED, reply.message)
                 return _NO_REACTION
             if entry.command.script is not None and reply.noscript:
                 # Re-sent whole, for stale commands too: a release nobody waits for must
@@ -356,8 +381,12 @@ class Link:
             return _NO_REACTION
         if entry.handshake:
             self.failures = 0  # a master that answers is no longer a reason to back off
+            if self.reported is not None:
+                self._recovered()
         elif round_ is not None and round_.awaits(self.node):
             round_.record_reply(self.node, reply)
+        if self.reported is NodeStatus.TIMEOUT and not self.looks_hung(now):
+            self._recovered()  # caught up with what it owed
         return _NO_REACTION
 
 
@@ -599,7 +628,7 @@ class Connections:
 
     def close(self, now: float) -> None:
         for link in self.links:
-            link.lost("the client was closed", now)
+            link.lost(CLOSED, now)
 
     def forget(self) -> None:
         """In a fork's child: drop the parent's state without telling anyone."""

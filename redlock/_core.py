@@ -51,6 +51,13 @@ class Event(Protocol):
 
 EventT = TypeVar("EventT", bound=Event)
 
+
+class Latencies(Protocol):
+    """Takes ``latencies[node] = seconds`` (a dict does)."""
+
+    def __setitem__(self, node: int, seconds: float, /) -> None: ...
+
+
 #: Covers Redis's 1 ms expiry precision, with a millisecond to spare for rounding.
 EXPIRY_PRECISION = 0.002
 
@@ -202,6 +209,9 @@ class Round:
     waker: Callable[[], None] | None = field(default=None, repr=False)
     #: Kept as outcomes are recorded: every reply of every round asks for them.
     granted: int = field(default=0, init=False)
+    #: Where the connection policy puts the seconds from sending to each master's reply
+    #: (late ones too) when not None: redlock._telemetry sets it for the rounds it reports.
+    latencies: Latencies | None = field(default=None, repr=False)
 
     def awaits(self, node: int) -> bool:
         """Whether ``node``'s outcome is still to be recorded in this round."""
@@ -402,6 +412,8 @@ class Lease:
     release_unconfirmed: bool = False
     #: The holder was told of the loss (by a release raising LockLost): a retry is not.
     loss_reported: bool = False
+    #: The loss was logged and counted (once per lease, whoever finds it first).
+    loss_noticed: bool = False
     #: The rounds of the tries of its release so far (a release may be retried).
     release_rounds: list[Round] = field(default_factory=list)
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from redlock import _config
+from redlock import _config, _telemetry
 from redlock._connection import DriverBase
 from redlock._core import (
     RELEASE_PATIENCE,
@@ -45,7 +45,14 @@ from redlock.exceptions import (
     ReleaseUnconfirmed,
 )
 
+if TYPE_CHECKING:  # the [otel] extra: optional, and only ever passed through
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
 logger = logging.getLogger("redlock")
+# A library's logs go where the application sends them, and nowhere (not even to stderr, as
+# Python's last-resort handler would) when it configures no logging.
+logger.addHandler(logging.NullHandler())
 
 #: 160 random bits: far beyond guessing, and unique across every client that ever runs.
 TOKEN_BYTES = 20
@@ -62,6 +69,28 @@ DEFAULT_CONNECT_TIMEOUT = 1.0
 
 def new_token() -> str:
     return secrets.token_hex(TOKEN_BYTES)
+
+
+#: Between the random part of a token and the identity it carries (an election's).
+IDENTITY_SEPARATOR = "@"
+
+
+def identity_token(identity: str) -> str:
+    """A token that carries ``identity``: the random part (as :func:`new_token`), then
+    ``@`` and the identity. The random part keeps it unique and unguessable; its fixed
+    length lets anyone read the identity back (:func:`identity_of`) whatever it contains."""
+    return f"{new_token()}{IDENTITY_SEPARATOR}{identity}"
+
+
+def identity_of(token: str | None) -> str | None:
+    """The identity carried by a token of :func:`identity_token`; None for any other token
+    (a plain Lock's, or none)."""
+    random_part = 2 * TOKEN_BYTES
+    if token is None or len(token) <= random_part + 1 or token[random_part] != IDENTITY_SEPARATOR:
+        return None
+    if any(char not in "0123456789abcdef" for char in token[:random_part]):
+        return None
+    return token[random_part + 1 :]
 
 
 class ClusterConfig:
@@ -85,6 +114,8 @@ class ClusterConfig:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         wake_on_release: bool = True,
         clock: _config.Clock = time.monotonic,
+        meter_provider: MeterProvider | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.node_timeout = _config.check_seconds("node_timeout", node_timeout)
         self.clock_drift_factor = _config.check_drift_factor(clock_drift_factor)
@@ -96,7 +127,9 @@ class ClusterConfig:
         self.masters = _config.parse_masters(masters, self.client_types, self.client_kind)
         self.clock = clock
         self.rng = random.Random()
+        _telemetry.check_providers(meter_provider, tracer_provider)
         self._start_driver()
+        self._telemetry = _telemetry.for_client(self, meter_provider, tracer_provider)
 
     def _start_driver(self) -> None:
         self._driver = self.driver_class(self)
@@ -148,6 +181,12 @@ class LockOptions:
     on_lost: Callable[[Any], None] | None = None
     cancel_on_lost: bool = False
     reentrant: bool = False
+    #: Carried in every token of this Lock (an election's leader identity), or None.
+    identity: str | None = None
+
+    def new_token(self) -> str:
+        """A fresh token for one acquire attempt (with the identity, if any)."""
+        return new_token() if self.identity is None else identity_token(self.identity)
 
     @classmethod
     def checked(
@@ -159,6 +198,7 @@ class LockOptions:
         on_lost: object,
         cancel_on_lost: object = False,
         reentrant: object = False,
+        identity: object = None,
     ) -> LockOptions:
         seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
         extend = _config.check_flag("auto_extend", auto_extend)
@@ -171,7 +211,8 @@ class LockOptions:
             _config.check_renewable_ttl(
                 spec.ttl, node_timeout=spec.node_timeout, clock_drift_factor=spec.clock_drift_factor
             )
-        return cls(seconds, extend, on_lost, cancel, nested)  # type: ignore[arg-type]
+        carried = None if identity is None else _config.check_identity(identity)
+        return cls(seconds, extend, on_lost, cancel, nested, carried)  # type: ignore[arg-type]
 
 
 ClusterT = TypeVar("ClusterT", bound=ClusterConfig)
@@ -400,7 +441,7 @@ class LockState(Generic[ClusterT]):
     # --- flows and their results ----------------------------------------------------------
 
     def _acquire_flow(self, blocking: bool, give_up_at: float | None) -> tuple[Tokens, Flow]:
-        tokens = Tokens(new_token)
+        tokens = Tokens(self._options.new_token)
         flow = acquire_flow(
             self._spec,
             tokens,
@@ -409,7 +450,10 @@ class LockState(Generic[ClusterT]):
             timeout=self._time_left(give_up_at),
             rng=self._cluster.rng,
         )
-        return tokens, flow
+        return tokens, self._observed("acquire", flow)
+
+    def _observed(self, operation: str, flow: Flow) -> Flow:
+        return _telemetry.observe(self._cluster._telemetry, operation, self, flow)
 
     def _acquired(self, result: Result) -> Lease | None:
         """The new lease if the acquire held the lock; None if others hold it."""
@@ -472,7 +516,7 @@ class LockState(Generic[ClusterT]):
             earlier=lease.release_rounds,
             timeout=release_timeout(self._spec, validity),
         )
-        return lease, flow
+        return lease, self._observed("release", flow)
 
     def _released(self, lease: Lease, result: Result) -> None:
         lease.release_rounds.extend(result.rounds)
@@ -483,6 +527,8 @@ class LockState(Generic[ClusterT]):
         lease.release_unconfirmed = unconfirmed
         if not unconfirmed and self._lease is lease:
             self._lease = None
+        if not result.ok and not unconfirmed:
+            self._notice_loss(lease, "release_refused", "its release found our token gone from a majority")
         retry = "; this Lock keeps the token, so release() can be retried" if unconfirmed else ""
         if lease.lost and not lease.loss_reported:
             lease.loss_reported = True
@@ -524,7 +570,7 @@ class LockState(Generic[ClusterT]):
                 resource=self.name,
                 quorum=self._spec.quorum,
             )
-        return lease, extend_flow(self._spec, lease, seconds, self._cluster.clock())
+        return lease, self._observed("extend", extend_flow(self._spec, lease, seconds, self._cluster.clock()))
 
     def _extended(self, lease: Lease, result: Result) -> float:
         if self._lease is not lease or lease.ended:
@@ -533,6 +579,7 @@ class LockState(Generic[ClusterT]):
             return self.validity
         if result.token_gone:
             lease.lost = True
+            self._notice_loss(lease, "extend_failed", "an extend found our token gone from a majority")
         gone = (
             "; our token is gone from a majority"
             if result.token_gone
@@ -543,7 +590,7 @@ class LockState(Generic[ClusterT]):
         )
 
     def _renewal_flow(self, lease: Lease) -> Flow:
-        return renewal_flow(self._spec, lease, self._cluster.clock())
+        return self._observed("renewal", renewal_flow(self._spec, lease, self._cluster.clock()))
 
     def _renewal_finished(self, lease: Lease, error: BaseException | None = None) -> None:
         """Called by the renewer when it stops: report a loss, loudly, to whoever listens."""
@@ -557,12 +604,25 @@ class LockState(Generic[ClusterT]):
             logger.error("auto-extension of %r stopped by an unexpected error", self.name, exc_info=error)
         if not lease.lost or lease.ended:
             return
-        logger.warning("lock %r was lost: auto-extension could not renew it in time", self.name)
+        self._notice_loss(lease, "extend_failed", "auto-extension could not renew it in time", told=False)
         if self._options.on_lost is not None:
             try:
                 self._options.on_lost(self)
             except Exception:
                 logger.exception("on_lost callback of lock %r failed", self.name)
+
+    def _notice_loss(self, lease: Lease, cause: str, why: str, *, told: bool = True) -> None:
+        """Log and count a loss once per lease, whichever operation finds it first.
+
+        A WARNING when nobody was ``told`` (auto-extension found it); INFO when the caller
+        gets LockLost for it right now, which a warning would only report twice.
+        """
+        if lease.loss_noticed:
+            return
+        lease.loss_noticed = True
+        logger.log(logging.INFO if told else logging.WARNING, "lock %r was lost: %s", self.name, why)
+        if self._cluster._telemetry is not None:
+            self._cluster._telemetry.lock_lost(cause)
 
     def _held_lease(self, action: str) -> Lease:
         if self._lease is None:

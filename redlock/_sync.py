@@ -136,7 +136,8 @@ class Driver(DriverBase):
         self._io_thread: threading.Thread | None = None
         self._poke_read = self._poke_write = -1
         #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
-        self._running: set[Flow] = set()
+        #: Weak: a flow whose run() a Ctrl-C left before it could say so is gone with it.
+        self._running: weakref.WeakSet[Flow] = weakref.WeakSet()
         #: The waiting thread that reads the command sockets for everyone (by its event),
         #: and until when its claim holds: past that, a claim left by an interrupted thread
         #: is void.
@@ -182,7 +183,7 @@ class Driver(DriverBase):
             self.after_fork()  # forked without the at-fork hook (it is process-wide; belt and braces)
         try:
             with self._lock:
-                self._running.add(flow)  # a set: the finally is right wherever Ctrl-C lands
+                self._running.add(flow)
                 if interrupt is not None:
                     self._interrupts.add(interrupt)
             try:
@@ -235,6 +236,8 @@ class Driver(DriverBase):
                         conn.sending = False
                         if self._sockets.get((conn.kind, conn.node)) is conn:
                             self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-send: {interruption!r}"))
+                        else:
+                            conn.abandon()
             raise
         until: float | None = deadline
         while until is not None:
@@ -244,6 +247,8 @@ class Driver(DriverBase):
                     break
                 self._last_look(round_)
                 until = self._policy.overtime(round_, deadline)
+                if until is not None and until <= self._clock():
+                    until = None  # (a connect that never reported: the client was closed)
         with self._lock:
             round_.waker = None
             self._policy.time_out(round_)
@@ -329,8 +334,8 @@ class Driver(DriverBase):
                         # other thread could add to our send, so it goes out now, as it is.
                         self._flush(conn)
                     elif not conn.sending:
+                        claimed.append(conn)  # first: a claim is always in the list
                         conn.sending = True
-                        claimed.append(conn)
                 else:
                     self._carry_out(action)
                 sending = None
@@ -346,14 +351,21 @@ class Driver(DriverBase):
         threads queue meanwhile leave in the same ``send`` as ours (one write per master
         for many rounds), and no thread waits for the lock behind a system call."""
         with self._lock:
-            chunks = [(conn, bytes(conn.outbuf)) for conn in claimed]
+            chunks = []
+            for conn in claimed:
+                if self._sockets.get((conn.kind, conn.node)) is conn:
+                    chunks.append((conn, bytes(conn.outbuf)))
+                else:  # lost since: nothing more may be written on it (its rounds know)
+                    conn.sending = False
+                    conn.abandon()
         while chunks:
             results = [(conn, len(chunk), _send(conn, chunk)) for conn, chunk in chunks]
             with self._lock:
                 chunks = []
                 for conn, size, outcome in results:
                     if self._sockets.get((conn.kind, conn.node)) is not conn:
-                        conn.sending = False  # lost meanwhile: its rounds know
+                        conn.sending = False  # lost meanwhile: its rounds know; ours to close
+                        conn.abandon()
                     elif isinstance(outcome, OSError):
                         conn.sending = False
                         self._lose(conn.kind, conn.node, outcome)
@@ -428,6 +440,10 @@ class Driver(DriverBase):
             conn = self._sockets.get((action.kind, action.node))
             if conn is not None:
                 self._write(conn, action.data)
+        elif isinstance(action, Connect) and self._shut:
+            # Closed: the clean-up that asked has nothing to reach; tell it now, not after
+            # a connect_timeout of waiting for a connect nobody will make.
+            self._carry_out(self._policy.connected(action, ClientClosed("the client was closed"), self._clock()))
         elif isinstance(action, Connect):
             thread = threading.Thread(
                 target=self._connect, args=(action,), name=f"redlock-connect-{action.node}", daemon=True
@@ -471,9 +487,17 @@ class Driver(DriverBase):
     def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
         conn = self._sockets.pop((kind, node), None)
         if conn is not None:
-            self._command_poller = None
-            conn.abandon()
+            self._drop(conn)
         self._policy.lost(kind, node, error, self._clock())
+
+    def _drop(self, conn: _Socket) -> None:
+        """Under the lock, for a socket no longer in ``_sockets``: close it, unless a thread
+        is sending on it without the lock. That thread closes it once its ``send`` returns:
+        closed now, its number could go to a new connection before that ``send`` reads it,
+        and our bytes would land there."""
+        self._command_poller = None
+        if not conn.sending:
+            conn.abandon()
 
     def _read(self, conn: _Socket) -> None:
         try:
@@ -503,8 +527,7 @@ class Driver(DriverBase):
         self._write(conn, outcome.write)
         if outcome.hang_up:
             del self._sockets[(conn.kind, conn.node)]
-            self._command_poller = None
-            conn.abandon()
+            self._drop(conn)
         elif outcome.failure is not None or failure is not None:
             self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any
 
@@ -31,6 +31,7 @@ from redlock._core import (
     inspect_flow,
     lock_info,
 )
+from redlock._election import UNCHANGED, ElectionState
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
@@ -58,6 +59,7 @@ from redlock.exceptions import (
 __all__ = [
     "AcquireTimeout",
     "ClientClosed",
+    "Election",
     "Lock",
     "LockAlreadyHeld",
     "LockInfo",
@@ -119,6 +121,35 @@ class Redlock(ClusterConfig):
             reentrant=reentrant,
         )
         return Lock(self, spec, options)
+
+    def election(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        identity: str | None = None,
+        on_lost: Callable[[Election], None] | None = None,
+        cancel_on_lost: bool = False,
+        observe_interval: float | None = None,
+        lock_delay: float = 0.0,
+    ) -> Election:
+        """The election on ``name``; see :meth:`redlock.Redlock.election` for the arguments.
+
+        Here ``on_lost(election)`` is called in the event loop, and ``cancel_on_lost=True``
+        makes a lost leadership cancel the task running the ``async with election:`` body
+        (which then raises LockLost), as for a Lock.
+        """
+        return Election.made(
+            self,
+            Lock,
+            name,
+            ttl,
+            identity=identity,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            observe_interval=observe_interval,
+            lock_delay=lock_delay,
+        )
 
     async def inspect(self, name: str) -> LockInfo:
         """See :meth:`redlock.Redlock.inspect`."""
@@ -270,11 +301,16 @@ class Lock(LockState[Redlock]):
     async def __aenter__(self) -> Lock:
         if not await self.acquire(blocking=True, timeout=self._options.timeout):
             raise self._not_acquired_in_with()
+        self._entered()
+        return self
+
+    def _entered(self) -> None:
+        """After an acquire that opens an ``async with`` block: its task is the body that
+        ``cancel_on_lost`` cancels."""
         if self._holds > 1:
-            return self  # nested: the outermost block's task is the body a loss cancels
+            return  # nested: the outermost block's task is the body a loss cancels
         self._body = asyncio.current_task()
         self._cancelled_body = False
-        return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
@@ -306,6 +342,54 @@ class Semaphore(PermitView, Lock):
     async def __aenter__(self) -> Semaphore:
         await super().__aenter__()
         return self
+
+
+class Election(ElectionState[Lock]):
+    """The asyncio twin of :class:`redlock.Election`: the same methods, awaited.
+
+    ::
+
+        election = rl.election("scheduler", ttl=10.0, identity="host-a:1234", cancel_on_lost=True)
+        async with election:           # campaign() until leader, resign() on the way out
+            await schedule(term=election.term)   # cancelled if leadership is lost
+
+    ``observe()`` is an async generator: ``async for leader in election.observe(): ...``.
+    """
+
+    async def campaign(self, timeout: float | None = None) -> bool:
+        """See :meth:`redlock.Election.campaign`. If cancelled, takes back what it set."""
+        if self.is_leader:
+            return True
+        return await self._lock.acquire(blocking=True, timeout=timeout)
+
+    async def resign(self) -> None:
+        """See :meth:`redlock.Election.resign`. A cancelled resign still completes first."""
+        if self._nothing_to_resign():
+            return
+        await self._lock.release()
+
+    async def leader(self) -> str | None:
+        """See :meth:`redlock.Election.leader`."""
+        return self._leader_from(await self._lock._cluster.inspect(self.name))
+
+    async def observe(self) -> AsyncIterator[str | None]:
+        """See :meth:`redlock.Election.observe`."""
+        observer = self._observer()
+        driver = self._lock._cluster._driver
+        while True:
+            leader = await driver.run(observer.step(self._lock._cluster.clock()), observer.seen)
+            if leader is not UNCHANGED:
+                yield leader
+
+    async def __aenter__(self) -> Election:
+        await self.campaign()
+        self._lock._entered()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self._lock.__aexit__(exc_type, exc, traceback)
 
 
 def _unchanged(result: Result) -> Result:

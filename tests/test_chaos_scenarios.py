@@ -216,6 +216,21 @@ def test_fencing_rejects_the_late_holders_write(name: str, out_dir: pathlib.Path
     assert rejected[0].fencing < accepted[0].fencing
 
 
+def test_election_keeps_one_leader_at_a_time_through_faults(out_dir: pathlib.Path) -> None:
+    """Three campaigners (then a fourth) over a paused and a killed master, C's clock
+    within the drift allowance, the leader paused past its validity and the leader killed:
+    leaderships never overlap and their terms strictly increase."""
+    result = run_scenario(find("election"), QUICK, out_dir, plot=False)
+    assert result.passed, explain(result)
+    assert result.observed == "SAFE"
+    terms = result.metrics["terms"]
+    assert len(terms) >= 3
+    assert terms == sorted(set(terms))
+    document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
+    kinds = {w["kind"] for w in document["faults"]}
+    assert {"pause", "kill", "clock-rate", "client-pause", "client-kill"} <= kinds
+
+
 def test_threads_sharing_a_lock_are_judged_as_holders_of_their_own(out_dir: pathlib.Path) -> None:
     """24b: each thread is a client of its own in the history, and every holding of a shared
     Lock object has its own token: a thread that gets the object acquires on the masters
@@ -362,6 +377,7 @@ LOOKED_AT = {
     "power-loss-everysec",
     "holder-pause",
     "holder-pause-fenced",
+    "election",
     "shared-lock-reentrant",
     "force-release",
     "force-release-fenced",

@@ -476,3 +476,64 @@ def test_a_down_quorum_is_still_an_outage_not_a_misconfiguration(
     with pytest.raises(QuorumUnavailable) as error:
         client(cluster.urls).lock(unique()).acquire(blocking=False)
     assert not isinstance(error.value, MasterMisconfigured)
+
+
+# --- a closed client ------------------------------------------------------------------------
+
+
+def _ends_within(seconds: float, operation: Any) -> BaseException | None:
+    """Run ``operation`` in a thread; what it raised, or a failure if it did not end in time
+    (a generous bound: the point is that it ends, not how fast)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            operation()
+        except BaseException as error:
+            outcome.append(error)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds}s"
+    return outcome[0]
+
+
+def test_a_closed_client_refuses_at_once(masters: LocalMasters) -> None:
+    """Every operation of a closed client raises ClientClosed; an acquire, whose rollback
+    has no connection left to use, neither hangs nor spins."""
+    rl = Redlock(masters.urls)
+    held = rl.lock(unique("held"), ttl=10.0)
+    assert held.acquire(blocking=False)
+    rl.close()
+    for operation in (rl.lock(unique("closed")).acquire, held.extend):
+        assert isinstance(_ends_within(10, operation), redlock.ClientClosed)
+
+
+def test_closing_a_client_ends_a_waiting_acquire(masters: LocalMasters) -> None:
+    name = unique("waited")
+    with Redlock(masters.urls) as other:
+        holder = other.lock(name, ttl=10.0)
+        assert holder.acquire(blocking=False)
+        rl = Redlock(masters.urls)
+        waiting = rl.lock(name, ttl=10.0)
+        closer = threading.Timer(0.3, rl.close)
+        closer.start()
+        assert isinstance(_ends_within(10, lambda: waiting.acquire(timeout=30)), redlock.ClientClosed)
+        closer.join()
+        holder.release()
+
+
+def test_a_closed_asyncio_client_refuses_at_once(masters: LocalMasters) -> None:
+    async def scenario() -> None:
+        rl = redlock.asyncio.Redlock(masters.urls)
+        held = rl.lock(unique("held"), ttl=10.0)
+        assert await held.acquire(blocking=False)
+        await rl.aclose()
+        for operation in (rl.lock(unique("closed")).acquire, held.extend):
+            with pytest.raises(redlock.ClientClosed):
+                await asyncio.wait_for(operation(), 10)
+
+    asyncio.run(scenario())
