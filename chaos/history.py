@@ -53,6 +53,7 @@ __all__ = [
     "FaultBegin",
     "FaultEnd",
     "FaultWindow",
+    "ForceReleased",
     "History",
     "Recorder",
     "ReleaseInvoked",
@@ -232,6 +233,20 @@ class FaultEnd(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ForceReleased(Event):
+    """An operator (``client``) deleted lock ``name`` on the masters whatever token held it
+    (``Redlock.force_release``), taking ``token`` away from its holder: from ``time`` on,
+    when the operator began, that holder may no longer rely on the lock, although nobody
+    tells it (it learns at its next extend or release)."""
+
+    type: ClassVar[str] = "force_released"
+
+    client: str
+    name: str
+    token: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Error(Event):
     """Something failed outside an operation's own result (a worker crashed, a read failed)."""
 
@@ -257,6 +272,7 @@ _EVENT_TYPES: dict[str, type[Event]] = {
         ResourceWrite,
         FaultBegin,
         FaultEnd,
+        ForceReleased,
         Error,
     )
 }
@@ -291,10 +307,11 @@ class Tenure:
     """One holder interval: ``client`` relied on lock ``name`` from ``start`` to ``end``.
 
     ``start`` is when the acquire returned OK; ``end`` is the earliest of the release being
-    invoked and the validity deadline (as moved by extends), or ``inf`` when neither is
-    known. ``via`` is "extend" for an interval opened by an extend that succeeded after the
-    previous deadline had already passed: the holder relied on the lock again, although it
-    had lapsed in between.
+    invoked, the validity deadline (as moved by extends) and the moment an operator
+    force-released the token (``revoked``), or ``inf`` when none is known. ``via`` is
+    "extend" for an interval opened by an extend that succeeded after the previous deadline
+    had already passed: the holder relied on the lock again, although it had lapsed in
+    between.
     """
 
     client: str
@@ -310,6 +327,8 @@ class Tenure:
     via: Literal["acquire", "extend"] = "acquire"
     #: How many may hold ``name`` at once: 1 for a lock, the limit for a semaphore.
     limit: int = 1
+    #: When an operator force-released this holder's token (:class:`ForceReleased`).
+    revoked: float | None = None
 
     @property
     def holder(self) -> str:
@@ -361,11 +380,12 @@ class _OpenTenure:
         self.start = event.time
         self.deadline = event.deadline
         self.released: float | None = None
+        self.revoked: float | None = None
         self.via = via
         self.limit = event.limit or 1
 
     def close(self) -> Tenure:
-        ends = [t for t in (self.released, self.deadline) if t is not None]
+        ends = [t for t in (self.released, self.deadline, self.revoked) if t is not None]
         return Tenure(
             client=self.client,
             name=self.name,
@@ -379,6 +399,7 @@ class _OpenTenure:
             released=self.released,
             via="extend" if self.via == "extend" else "acquire",
             limit=self.limit,
+            revoked=self.revoked,
         )
 
 
@@ -457,6 +478,8 @@ class History:
         closes the lapsed tenure and opens a new one (``via="extend"``), since the holder
         goes on as if it held the lock. A release ends the tenure when it is *invoked*:
         from then on the client no longer relies on the lock, whatever the masters answer.
+        A force-release ends the tenure of the token it removed, whoever held it: the
+        holder is not told, so what it does after is judged as if its lock had expired.
         """
         acquire_invoked: dict[tuple[str, int], float] = {}
         extend_token: dict[tuple[str, int], str | None] = {}
@@ -485,6 +508,10 @@ class History:
                 tenure = find(event.client, event.name, event.token)
                 if tenure is not None and tenure.released is None:
                     tenure.released = event.time
+            elif isinstance(event, ForceReleased):
+                for (_, name, token), tenure in open_.items():
+                    if name == event.name and token == event.token and tenure.revoked is None:
+                        tenure.revoked = event.time
             elif isinstance(event, ExtendInvoked):
                 extend_token[(event.client, event.op)] = event.token
             elif isinstance(event, ExtendReturned) and event.ok:

@@ -7,7 +7,8 @@ a violation and the timeline can shade them. Faults that last (a killed master, 
 one, a clock off, a partition) return their fault id, to be passed to the method that
 ends them; :meth:`Nemesis.end_all` ends whatever is still open at the end of a run.
 
-Masters are named by index (0 is A); clients by name ("c1").
+Masters are named by index (0 is A); clients by name ("c1"). An operator's
+``force_release`` is here too: for the holder it removes, it is a fault like any other.
 """
 
 from __future__ import annotations
@@ -17,14 +18,20 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 
+import redlock
+
 from .cluster import Cluster
-from .history import Recorder
+from .history import ForceReleased, Recorder
 from .powerloss import FileLoss
 from .proxy import Link
 
 __all__ = ["Nemesis"]
 
 _POWER_CUT = "SIGKILL; its files keep only what it fsynced"
+#: Who force-releases, in the history.
+OPERATOR = "operator"
+#: The operator's one call runs on fresh connections: its round must outlast their connects.
+_OPERATOR_NODE_TIMEOUT = 0.5
 
 
 class Nemesis:
@@ -269,3 +276,25 @@ class Nemesis:
             link.set_latency(to_client=reply_delay)
             link.set_tap(tap_for(link))
         return fired
+
+    # -- operators --
+
+    def force_release(self, name: str) -> redlock.LockInfo:
+        """Delete lock ``name`` on every master whatever token holds it, as an operator's
+        ``redlock release NAME --force`` does (a Redlock of the harness's own, straight to
+        the masters); returns what it removed.
+
+        Recorded as a fault (the timeline shows it) and, for each token removed, as a
+        :class:`~chaos.history.ForceReleased` stamped when the call began: the holder of
+        that token may no longer rely on the lock from then on, although nobody tells it.
+        """
+        began = self.recorder.now()
+        with (
+            self.recorder.fault("force-release", name, "Redlock.force_release"),
+            redlock.Redlock(self.cluster.masters.urls, node_timeout=_OPERATOR_NODE_TIMEOUT) as rl,
+        ):
+            self._progress(f"fault: an operator force-releases {name!r}")
+            removed = rl.force_release(name)
+        for token in sorted({master.token for master in removed.masters if master.token is not None}):
+            self.recorder.record(ForceReleased(time=began, client=OPERATOR, name=name, token=token))
+        return removed

@@ -16,6 +16,7 @@ Each entry's ``why`` says what the scenario shows; ``python -m chaos list`` prin
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import time
@@ -455,11 +456,19 @@ def _holder_pause(run: Run, *, fencing: bool = False, lock_delay: float = 0.0, w
     c1.resume()
     wrote = stale.result()
     c1.call("release", name=LOCK)
+    _stale_write_judged(run, wrote, fencing=fencing, tokens=(got, other))
+
+
+def _stale_write_judged(
+    run: Run, wrote: dict[str, Any], *, fencing: bool, tokens: tuple[dict[str, Any], dict[str, Any]]
+) -> None:
+    """c1 wrote after c2 had acquired: a fenced store must reject it, a plain one cannot.
+    ``tokens`` are c1's and c2's acquire replies."""
     if fencing:
         run.expect(
             wrote.get("accepted") is False,
             "the fenced store rejects c1's stale write",
-            f"c1 token {got.get('fencing')}, c2 token {other.get('fencing')}",
+            f"c1 token {tokens[0].get('fencing')}, c2 token {tokens[1].get('fencing')}",
         )
     else:
         run.expect(wrote.get("accepted") is True, "c1's stale write lands (nothing stops it)")
@@ -768,12 +777,11 @@ def semaphore_majority(run: Run) -> None:
     _semaphore(run, majority=True)
 
 
-def multi_lock(run: Run) -> None:
-    n = run.params.nodes
-    clients = run.clients([f"c{i}" for i in range(1, 9)], wake_on_release=True)
-    until, pending = _loop(run, clients, names=list(MULTI_NAMES), together=2)
+def _kill_then_pause(run: Run, until: float) -> None:
+    """Under a free-running workload that ends at ``until``: a fifth of the way in, kill a
+    master, restart it (empty) after the ttl, then SIGSTOP another for a fifth of the run."""
     duration, ttl = run.params.loop_duration, run.params.loop_ttl
-    victim, hung = run.rng.sample(range(n), 2)
+    victim, hung = run.rng.sample(range(run.params.nodes), 2)
     run.sleep_until(until - duration * 0.8)
     killed = run.nemesis.kill(victim)
     run.sleep(ttl + 0.5)  # restarted empty only once every key it held has expired
@@ -781,6 +789,12 @@ def multi_lock(run: Run) -> None:
     paused = run.nemesis.pause_master(hung)
     run.sleep(duration * 0.2)
     run.nemesis.end(paused)
+
+
+def multi_lock(run: Run) -> None:
+    clients = run.clients([f"c{i}" for i in range(1, 9)], wake_on_release=True)
+    until, pending = _loop(run, clients, names=list(MULTI_NAMES), together=2)
+    _kill_then_pause(run, until)
     _finish(pending)
 
     def live(history: History, verdict: Verdict) -> None:
@@ -879,6 +893,91 @@ def election(run: Run) -> None:
     run.after(leaders_throughout)
 
 
+# --- 24-25: a Lock shared by threads; an operator's force-release ------------------------------
+
+#: How many threads of each client process share its Lock objects in scenarios 24a, 24b.
+THREADS = 4
+
+
+def _shared_lock(run: Run, *, reentrant: bool) -> None:
+    """Three client processes, each with ``THREADS`` threads that share one Lock object per
+    name (each thread recorded as a client of its own, ``c1/t2``), contend for two names
+    while a master is killed and another paused. ``reentrant``: each holder acquires twice
+    more inside its critical section and releases those before it writes."""
+    clients = run.clients(["c1", "c2", "c3"], wake_on_release=True)
+    until, pending = _loop(run, clients, threads=THREADS, reentrant=reentrant)
+    _kill_then_pause(run, until)
+    results = _finish(pending)
+    for client, result in zip(clients, results, strict=True):
+        took = [thread for thread, counts in result["threads"].items() if counts["acquired"]]
+        run.expect(
+            len(took) > 1, f"{client.name}'s threads take turns on its Lock objects", f"{len(took)} of {THREADS} held"
+        )
+    if reentrant:
+        nested, miscounted = (sum(r[key] for r in results) for key in ("nested", "miscounted"))
+        run.metric("nested_holders", nested)
+        run.expect(
+            nested > 0 and not miscounted,
+            "every nested acquire and release is counted in the Lock, under the holder's token",
+            f"{nested} holders nested twice, {miscounted} miscounted",
+        )
+
+    def handovers(history: History, verdict: Verdict) -> None:
+        # A Lock object passed from one thread to another of the same process.
+        local, tenures = 0, history.tenures()
+        for name in NAMES:
+            mine = [t for t in tenures if t.name == name]
+            for before, after in itertools.pairwise(mine):
+                process = before.client.split("/")[0]
+                local += after.client != before.client and after.client.startswith(f"{process}/")
+        run.metric("local_handovers", local)
+
+    run.after(handovers)
+
+
+def shared_lock(run: Run) -> None:
+    _shared_lock(run, reentrant=False)
+
+
+def shared_lock_reentrant(run: Run) -> None:
+    _shared_lock(run, reentrant=True)
+
+
+def _force_release(run: Run, *, fencing: bool) -> None:
+    """c1 acquires and reads; an operator force-releases the lock; c2 acquires, reads and
+    writes; c1, never told, writes last."""
+    # c1's validity outlasts the whole script: only the operator takes its lock away.
+    ttl = _long_ttl(run)
+    c1, c2 = run.clients(["c1", "c2"], fencing=fencing)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if not run.expect(got["ok"], "c1 acquires", _error(got)):
+        return
+    c1.call("read", name=LOCK)
+    run.note("c1 holds the lock and is at work")
+    removed = run.nemesis.force_release(LOCK)
+    run.expect(
+        removed.holder == got["token"] and removed.votes == run.params.nodes,
+        "the force-release removes c1's token from every master",
+        f"{removed.votes} of {run.params.nodes} masters held the leading token",
+    )
+    other = c2.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if run.expect(other["ok"], "c2 acquires at once", _error(other)):
+        _use(run, c2)
+    wrote = c1.call("write", name=LOCK)
+    run.expect(wrote.get("written") is True, "c1 writes: its own validity check still says it holds the lock")
+    released = c1.call("release", name=LOCK)
+    run.expect(not released["ok"], "c1's release reports its lock lost", _error(released))
+    _stale_write_judged(run, wrote, fencing=fencing, tokens=(got, other))
+
+
+def force_release(run: Run) -> None:
+    _force_release(run, fencing=False)
+
+
+def force_release_fenced(run: Run) -> None:
+    _force_release(run, fencing=True)
+
+
 CATALOGUE: tuple[Scenario, ...] = (
     Scenario("1", "baseline", "no faults", "SAFE", baseline, loop=True,
              why="three clients contend for two names; every holder interval is disjoint"),
@@ -963,6 +1062,19 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("23", "election", "3 campaigners; a master paused, one killed, C x1.005, leader paused, leader killed",
              "SAFE", election, clocked=True,
              why="at most one leader at any moment (by validity), and terms strictly increase"),
+    Scenario("24a", "shared-lock", "3 clients x 4 threads sharing one Lock per name; kill, pause", "SAFE",
+             shared_lock, loop=True, leftovers=True,
+             why="a thread waits for the Lock object locally, then acquires on the masters under a new token: "
+                 "threads of one process are kept apart as processes are"),
+    Scenario("24b", "shared-lock-reentrant", "as 24a, reentrant, every holder nesting two more acquires", "SAFE",
+             shared_lock_reentrant, loop=True, leftovers=True,
+             why="nested acquires and releases are only counted: the masters are released with the last one, "
+                 "so nobody enters while the holder still works"),
+    Scenario("25a", "force-release", "an operator force-releases a working holder's lock", "UNSAFE",
+             force_release, kinds=("lost-update",),
+             why="the holder is not told: it writes late, as after an expiry, and c2's increment is lost"),
+    Scenario("25b", "force-release-fenced", "as 25a, writes through FencedStore", "SAFE", force_release_fenced,
+             why="force_release keeps the fencing counter: c2's token is larger, and the store rejects c1's write"),
 )  # fmt: skip
 
 

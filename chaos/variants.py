@@ -15,7 +15,7 @@ changes (the time the flow is told, a clean-up round that is never sent).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,30 @@ def _release_without_compare() -> None:
     _scripts.RELEASE_AND_NOTIFY = _DELETE_BLINDLY
 
 
+def _shared_joins_holding() -> None:
+    # A Lock object shared by threads that lets a thread join another's holding, as if it
+    # were the owner acquiring again: one token, two threads relying on it.
+    original = _lock.LockState._turn
+
+    def turn(
+        self: _lock.LockState[Any], me: object, blocking: bool, give_up_at: float | None
+    ) -> Generator[float | None, None, _lock.Turn]:
+        if self._busy and self._holds:
+            self._holds += 1
+            return _lock.Turn.NESTED
+        return (yield from original(self, me, blocking, give_up_at))
+
+    _lock.LockState._turn = turn  # type: ignore[method-assign]
+
+
+def _nested_release_lets_go() -> None:
+    # Every release goes to the masters, a reentrant Lock's nested ones too.
+    def counted_down(self: _lock.LockState[Any], me: object) -> bool:
+        return False
+
+    _lock.LockState._counted_down = counted_down  # type: ignore[method-assign]
+
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("quorum-half", "quorum N//2 instead of N//2+1: two disjoint 'majorities'", _half_quorum),
     Variant(
@@ -129,6 +153,14 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("no-rollback", "a failed attempt leaves the keys it set on a minority", _relay_acquire(skip_cleanups=True)),
     Variant("extend-recreates", "an extend that re-creates a key that is gone", _extend_recreates),
     Variant("release-no-compare", "a release that deletes the key, whoever's it is", _release_without_compare),
+    Variant(
+        "shared-joins-holding",
+        "a Lock shared by threads lets a second thread into a busy holding, without the masters",
+        _shared_joins_holding,
+    ),
+    Variant(
+        "nested-release-lets-go", "a reentrant Lock's nested release releases the masters", _nested_release_lets_go
+    ),
 )
 
 

@@ -13,6 +13,11 @@ increment is lost, which :func:`chaos.checkers.check_lost_updates` finds. With f
 the write goes through :class:`redlock.fencing.FencedStore`, which rejects a holder whose
 token is older than one it has already accepted.
 
+With ``threads`` in its :class:`LoopSpec`, one client process runs that many threads that
+share one Lock object per name (as the threads of a service would), each recorded as its
+own client, ``c1/t2``: the checkers then judge the threads of a process like any other
+holders, and sharing must keep them apart as it keeps processes apart.
+
 A careful client checks that its lock is still valid before it writes, and so does this
 one. The check and the write are two steps, and a process can be paused between them
 (``pause="before"`` on a write): the classic stale-holder write that only fencing stops.
@@ -24,6 +29,7 @@ import dataclasses
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -125,6 +131,11 @@ class LoopSpec:
     together: int = 0
     hold_share: tuple[float, float] | None = None
     check_first: bool = False
+    #: Run this many threads sharing one Lock object per name (0: one thread, own Locks).
+    threads: int = 0
+    #: Shared Locks are reentrant, and each holder acquires twice more inside its
+    #: critical section (released again before its write).
+    reentrant: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoopSpec:
@@ -142,6 +153,8 @@ class LoopSpec:
             together=int(data.get("together", 0)),
             hold_share=None if data.get("hold_share") is None else _pair(data["hold_share"]),
             check_first=bool(data.get("check_first", False)),
+            threads=int(data.get("threads", 0)),
+            reentrant=bool(data.get("reentrant", False)),
         )
 
 
@@ -192,7 +205,9 @@ class ClientSession:
     very process with SIGSTOP before or after the step (recorded as a ``client-pause``
     fault that this process ends itself once continued); whoever runs the scenario sends
     the SIGCONT. ``timeline`` maps a deadline of the lock's clock to the recorder's (they
-    differ only for a client whose clock the harness fakes).
+    differ only for a client whose clock the harness fakes). ``shared`` are Lock objects,
+    by name, that this session uses instead of making its own: the threads of one process
+    share them (:meth:`loop` with ``threads``).
     """
 
     def __init__(
@@ -205,6 +220,7 @@ class ClientSession:
         fencing: bool = False,
         seed: int = 0,
         timeline: Callable[[float], float] | None = None,
+        shared: dict[str, redlock.Lock] | None = None,
     ) -> None:
         self.client = client
         self.timeline = timeline or (lambda reading: reading)
@@ -213,6 +229,7 @@ class ClientSession:
         self.recorder = recorder
         self.fencing = fencing
         self.rng = random.Random(seed)
+        self.shared = shared or {}
         self.locks: dict[str, redlock.Lock] = {}
         # name -> (value read, fencing token it was read under)
         self.reads: dict[str, tuple[int, int | None]] = {}
@@ -245,7 +262,9 @@ class ClientSession:
         name, so that the per-name checkers judge it like any other lock on that name."""
         if at is not None:
             time.sleep(max(0.0, at - time.monotonic()))
-        lock = self._new_lock(name, ttl, also, limit=limit, quorum=quorum, lock_delay=lock_delay)
+        lock = self.shared.get(name) or self._new_lock(
+            name, ttl, also, limit=limit, quorum=quorum, lock_delay=lock_delay
+        )
         self.locks.update(dict.fromkeys(lock.names, lock))
         ops = [self.recorder.acquire_invoked(self.client, each, ttl=ttl, blocking=blocking) for each in lock.names]
         recorded: dict[str, Any] = {"limit": limit or None}
@@ -257,6 +276,8 @@ class ClientSession:
         if not ok:
             self._acquire_returned(lock, ops, ok=False, **recorded)
             return {"ok": False, "error": None}
+        # This thread owns the Lock now (a shared one too), so its token is this holding's:
+        # each local holder acquires on the masters afresh, under a new token.
         deadline = self._deadline(lock)
         self._acquire_returned(
             lock, ops, ok=True, token=lock.token, deadline=deadline, fencing=lock.fencing_token, **recorded
@@ -373,9 +394,34 @@ class ClientSession:
             return self.rng.uniform(*spec.hold)
         return max(0.0, deadline - time.monotonic()) * self.rng.uniform(*spec.hold_share)
 
+    def nest(self, name: str, depth: int = 2) -> bool:
+        """Acquire the reentrant lock ``name``, which this thread holds, ``depth`` times more,
+        then release as many. Each is only counted in the Lock, with no traffic and no new
+        holding, so none is recorded; True if the hold count and the token said so at every
+        step (a nested release that let the masters go would drop the token)."""
+        lock = self._lock(name)
+        token, taken = lock.token, 0
+        held = [lock.hold_count]
+        try:
+            for _ in range(depth):
+                if not lock.acquire(blocking=False):
+                    break
+                taken += 1
+                held.append(lock.hold_count)
+            for _ in range(taken):
+                lock.release()
+                held.append(lock.hold_count)
+        except redlock.RedlockError:
+            # A Lock that let the masters go too early finds nothing to release later.
+            return False
+        counted = held == [1, *range(2, depth + 2), *range(depth, 0, -1)]
+        return counted and lock.token == token
+
     def loop(self, spec: LoopSpec) -> dict[str, Any]:
         """Contend for ``spec.names`` until ``spec.until``; returns counts."""
-        acquired = failed = writes = 0
+        if spec.threads:
+            return self._threads(spec)
+        acquired = failed = writes = nested = miscounted = 0
         while time.monotonic() < spec.until:
             # Several names in a random order: the lock sorts them, or overlapping sets
             # taken in different orders could deadlock.
@@ -400,6 +446,9 @@ class ClientSession:
                 for each in counters:
                     self.read(each)
                 valid = not spec.check_first or self._lock(name).locked()
+                if spec.reentrant:
+                    nested += 1
+                    miscounted += not self.nest(name)
                 time.sleep(self._hold(spec, float(got["deadline"])))
                 if self.rng.random() < spec.extend_share:
                     self.extend(name)
@@ -413,7 +462,50 @@ class ClientSession:
                     # Unreachable quorum: no point retrying in a hot loop.
                     time.sleep(self.rng.uniform(0.02, 0.06))
             time.sleep(self.rng.uniform(*spec.think))
-        return {"acquired": acquired, "failed": failed, "writes": writes}
+        return {"acquired": acquired, "failed": failed, "writes": writes, "nested": nested, "miscounted": miscounted}
+
+    def _threads(self, spec: LoopSpec) -> dict[str, Any]:
+        """:meth:`loop` on ``spec.threads`` threads, each its own client (``c1/t1``, ...),
+        sharing one Lock object per name; returns the counts summed over them, and each
+        thread's under ``threads``."""
+        if spec.together or spec.limit:
+            raise ValueError("threads share Locks on one name: no multi-name lock, no semaphore")
+        shared = {
+            name: self.rl.lock(name, spec.ttl, fencing=self.fencing, reentrant=spec.reentrant) for name in spec.names
+        }
+        lanes = [
+            ClientSession(
+                f"{self.client}/t{number}",
+                self.rl,
+                self.resource,
+                self.recorder,
+                fencing=self.fencing,
+                seed=self.rng.getrandbits(32),
+                timeline=self.timeline,
+                shared=shared,
+            )
+            for number in range(1, spec.threads + 1)
+        ]
+        alone = dataclasses.replace(spec, threads=0)
+        results: dict[str, dict[str, Any]] = {}
+        failures: list[BaseException] = []
+
+        def run(lane: ClientSession) -> None:
+            try:
+                results[lane.client] = lane.loop(alone)
+            except BaseException as exc:  # re-raised below, in the thread that answers
+                failures.append(exc)
+
+        threads = [threading.Thread(target=run, args=(lane,), name=lane.client) for lane in lanes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+        totals: dict[str, Any] = {key: sum(r[key] for r in results.values()) for key in next(iter(results.values()))}
+        totals["threads"] = results
+        return totals
 
     # -- leader election --
 

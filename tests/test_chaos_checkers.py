@@ -52,6 +52,7 @@ from chaos.history import (
     ExtendReturned,
     FaultBegin,
     FaultEnd,
+    ForceReleased,
     History,
     Recorder,
     ReleaseInvoked,
@@ -280,6 +281,33 @@ def test_extends_move_the_deadline_and_a_late_one_revives_the_lock() -> None:
     assert "c1#1" in late.describe()
     assert check_mutual_exclusion(history) == []
     assert check_all(history).kinds == ["late-extend"]
+
+
+def test_a_force_release_ends_the_tenure_of_the_token_it_removed() -> None:
+    """The operator takes c1's lock at 2 (scenario 25): c1 is not told and writes at 6, so its
+    write is late like a paused holder's, not a second holder's: a lost update, no overlap."""
+    history = History(
+        [
+            AcquireInvoked(time=0, client="c1", name="n", op=1),
+            AcquireReturned(time=1, client="c1", name="n", op=1, ok=True, token="t", deadline=30),
+            AcquireInvoked(time=0, client="c3", name="m", op=1),
+            AcquireReturned(time=1, client="c3", name="m", op=1, ok=True, token="v", deadline=30),
+            ResourceRead(time=1.5, client="c1", name="n", resource="r", value=0),
+            # Another name, and another token of the name, are not touched.
+            ForceReleased(time=2, client="operator", name="n", token="t"),
+            ForceReleased(time=2, client="operator", name="n", token="gone"),
+            AcquireInvoked(time=3, client="c2", name="n", op=1),
+            AcquireReturned(time=3, client="c2", name="n", op=1, ok=True, token="u", deadline=30),
+            ResourceRead(time=4, client="c2", name="n", resource="r", value=0),
+            ResourceWrite(time=5, client="c2", name="n", resource="r", value=1, read_value=0),
+            ReleaseInvoked(time=5.5, client="c2", name="n", op=2, token="u"),
+            ResourceWrite(time=6, client="c1", name="n", resource="r", value=1, read_value=0),
+            ReleaseInvoked(time=7, client="c1", name="n", op=2, token="t"),
+        ]
+    )
+    spans = [(t.client, t.start, t.end, t.revoked) for t in history.tenures()]
+    assert spans == [("c1", 1, 2, 2), ("c3", 1, 30, None), ("c2", 3, 5.5, None)]
+    assert check_all(history).kinds == ["lost-update"]
 
 
 # --- validity -------------------------------------------------------------------------------
@@ -659,6 +687,7 @@ events_strategy = st.one_of(
     ),
     st.builds(FaultBegin, time=_times, fault=_names, kind=_names, target=_names, detail=st.text(max_size=10)),
     st.builds(FaultEnd, time=_times, fault=_names),
+    st.builds(ForceReleased, time=_times, client=_names, name=_names, token=_maybe_text),
     st.builds(Error, time=_times, client=_names, message=st.text(max_size=20), op=_maybe_int),
 )
 

@@ -179,16 +179,20 @@ def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, o
     assert_c1_writes_first_and_its_increment_is_lost(result)
 
 
-def test_holder_pause_loses_an_update_without_fencing(out_dir: pathlib.Path) -> None:
-    result = run_scenario(find("holder-pause"), QUICK, out_dir, plot=False)
+@pytest.mark.parametrize("name", ["holder-pause", "force-release"])
+def test_a_holder_that_lost_its_lock_unawares_loses_an_update_without_fencing(name: str, out_dir: pathlib.Path) -> None:
+    """Paused past its validity (13a), or its lock force-released by an operator (25a)."""
+    result = run_scenario(find(name), QUICK, out_dir, plot=False)
     assert result.passed, explain(result)
     assert result.observed == "UNSAFE"
     assert result.verdict is not None
     assert result.verdict.kinds == ["lost-update"]
 
 
-def test_fencing_rejects_the_paused_holders_write(out_dir: pathlib.Path) -> None:
-    result = run_scenario(find("holder-pause-fenced"), QUICK, out_dir, plot=False)
+@pytest.mark.parametrize("name", ["holder-pause-fenced", "force-release-fenced"])
+def test_fencing_rejects_the_late_holders_write(name: str, out_dir: pathlib.Path) -> None:
+    """The store rejects c1's write after c2's: force_release keeps the fencing counter too."""
+    result = run_scenario(find(name), QUICK, out_dir, plot=False)
     assert result.passed, explain(result)
     assert result.observed == "SAFE"
     document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
@@ -215,6 +219,22 @@ def test_election_keeps_one_leader_at_a_time_through_faults(out_dir: pathlib.Pat
     document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
     kinds = {w["kind"] for w in document["faults"]}
     assert {"pause", "kill", "clock-rate", "client-pause", "client-kill"} <= kinds
+
+
+def test_threads_sharing_a_lock_are_judged_as_holders_of_their_own(out_dir: pathlib.Path) -> None:
+    """24b: each thread is a client of its own in the history, and every holding of a shared
+    Lock object has its own token: a thread that gets the object acquires on the masters
+    afresh, while the nested acquires of a holder add no holding at all."""
+    result = run_scenario(find("shared-lock-reentrant"), Params(seed=11, quick=True), out_dir, plot=False)
+    assert result.passed, explain(result)
+    document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
+    tenures = [t for t in document["tenures"] if t["via"] == "acquire"]
+    threads = {t["client"] for t in tenures}
+    assert threads <= {f"c{process}/t{thread}" for process in (1, 2, 3) for thread in (1, 2, 3, 4)}
+    assert len(threads) > 3
+    tokens = [t["token"] for t in tenures]
+    assert len(set(tokens)) == len(tokens)
+    assert result.metrics["nested_holders"] == len(tenures)
 
 
 def _never_violates(run: Run) -> None:
@@ -348,6 +368,9 @@ LOOKED_AT = {
     "holder-pause",
     "holder-pause-fenced",
     "election",
+    "shared-lock-reentrant",
+    "force-release",
+    "force-release-fenced",
 }
 THE_REST = [s for s in CATALOGUE if s.name not in LOOKED_AT]
 SEED = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))

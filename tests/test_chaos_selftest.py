@@ -103,6 +103,22 @@ def test_selftest_catches_validity_from_the_replies(tmp_path: pathlib.Path, caps
     assert "validity-from-replies" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("variant", "scenario"),
+    [("shared-joins-holding", "shared-lock"), ("nested-release-lets-go", "shared-lock-reentrant")],
+)
+def test_selftest_catches_a_shared_lock_that_lets_two_threads_hold(
+    variant: str, scenario: str, tmp_path: pathlib.Path
+) -> None:
+    """24a and 24b prove what they claim: broken sharing shows up as overlaps between the
+    threads of one process (each recorded as a client of its own) and as lost increments."""
+    argv = ["selftest", "--variants", variant, "--scenarios", scenario, "--runs", "1", "--quick", "-q"]
+    assert main([*argv, "--seed", "3", "--out", str(tmp_path)]) == 0
+    [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
+    assert cell["robust"], cell
+    assert cell["overlap_ms"] > 0, cell
+
+
 def test_selftest_exits_non_zero_when_a_variant_escapes(tmp_path: pathlib.Path) -> None:
     # An extend that re-creates keys is harmless where nobody extends.
     argv = ["selftest", "--variants", "extend-recreates", "--scenarios", "slow-replies", "--runs", "1"]
