@@ -389,9 +389,11 @@ class ClientSession:
 
     # -- the free-running workload --
 
-    def _hold(self, spec: LoopSpec, deadline: float) -> float:
+    def _hold(self, spec: LoopSpec, deadline: float | None) -> float:
         if spec.hold_share is None:
             return self.rng.uniform(*spec.hold)
+        if deadline is None:  # (a broken client of the self-test may hold without one)
+            return 0.0
         return max(0.0, deadline - time.monotonic()) * self.rng.uniform(*spec.hold_share)
 
     def nest(self, name: str, depth: int = 2) -> bool:
@@ -449,7 +451,7 @@ class ClientSession:
                 if spec.reentrant:
                     nested += 1
                     miscounted += not self.nest(name)
-                time.sleep(self._hold(spec, float(got["deadline"])))
+                time.sleep(self._hold(spec, got["deadline"]))
                 if self.rng.random() < spec.extend_share:
                     self.extend(name)
                 for each in counters if valid else []:
