@@ -155,12 +155,16 @@ class Driver(DriverBase):
         loop = asyncio.get_running_loop()
         now = self._clock()
         # No await inside the submission: nothing can interleave with it.
+        written = True
         for node in round_.targets:
-            self._carry_out(self._policy.submit(round_, node, now))
-        if not self.alone:
+            action = self._policy.submit(round_, node, now)
+            written = written and isinstance(action, Write)
+            self._carry_out(action)
+        if not (self.alone and written):
             # Our commands leave with this turn's others (one send per master, see
-            # _Protocol); the round's time counts from then: a busy loop's turn is not the
-            # masters' delay.
+            # _Protocol), or behind a connect; the round's time counts from the end of this
+            # turn at least: a busy loop's turn is not the masters' delay. (A lone round
+            # whose commands all went out at once has nothing to wait for.)
             await asyncio.sleep(0)
         first_deadline = self._clock() + round_.timeout
         deadline: float | None = first_deadline

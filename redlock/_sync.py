@@ -145,6 +145,7 @@ class Driver(DriverBase):
         self._leader_until = 0.0
         #: The other waiting threads, by their events: one of them leads next.
         self._followers: dict[threading.Event, None] = {}
+        self._thread_events = threading.local()
         self._command_poller: tuple[select.poll, dict[int, _Socket]] | None = None
 
     def after_fork(self) -> None:
@@ -218,8 +219,7 @@ class Driver(DriverBase):
     def _run_round(self, round_: Round) -> None:
         if not round_.cleanup:  # a clean-up still runs: it takes our keys back
             self._raise_if_closed()
-        wake = threading.Event()
-        round_.waker = wake.set
+        wake = self._wake_event()
         now = self._clock()
         deadline = now + round_.timeout
         claimed: list[_Socket] = []
@@ -253,6 +253,15 @@ class Driver(DriverBase):
             round_.waker = None
             self._policy.time_out(round_)
 
+    def _wake_event(self) -> threading.Event:
+        """The calling thread's event for waiting as a follower: one per thread, reused by
+        its rounds (a thread waits for one round at a time; a stale wake-up is harmless,
+        since a follower looks again before it sleeps)."""
+        wake: threading.Event | None = getattr(self._thread_events, "wake", None)
+        if wake is None:
+            wake = self._thread_events.wake = threading.Event()
+        return wake
+
     def _await(self, round_: Round, wake: threading.Event, until: float) -> None:
         """Until ``round_`` is settled or ``until``: lead (read for every waiting round) if
         nobody does, else follow (sleep until woken by the leader)."""
@@ -265,6 +274,7 @@ class Driver(DriverBase):
                     if self._leader is None or self._leader is wake or now > self._leader_until:
                         self._leader, self._leader_until = wake, until + self._node_timeout
                         self._followers.pop(wake, None)
+                        round_.waker = None  # a leader sees its round settle as it reads
                         poller, watched = self._command_sockets()
                         timeout = until - now
                         if len(watched) < len(self._masters) and self._policy.connecting():
@@ -272,6 +282,7 @@ class Driver(DriverBase):
                     else:
                         self._followers[wake] = None
                         wake.clear()
+                        round_.waker = wake.set
                         poller = None
                 if poller is None:
                     wake.wait(until - now)
@@ -317,6 +328,8 @@ class Driver(DriverBase):
         """Under the lock: queue, or skip, the round's command on every target; adds to
         ``claimed`` the sockets whose bytes this thread is to send (:meth:`_send_claimed`)."""
         self._ensure_io_thread()
+        # Alone: no other thread could add to our send, so it goes out now, as it is.
+        alone = len(self._running) == 1
         sending: int | None = None
         try:
             for node in round_.targets:
@@ -329,9 +342,7 @@ class Driver(DriverBase):
                 action = self._policy.submit(round_, node, now)
                 if isinstance(action, Write) and conn is not None:
                     conn.outbuf += action.data
-                    if conn.tls or len(self._running) == 1:
-                        # TLS: one TLS object may not send and receive at once. Alone: no
-                        # other thread could add to our send, so it goes out now, as it is.
+                    if conn.tls or alone:  # (TLS: one TLS object may not send and receive at once)
                         self._flush(conn)
                     elif not conn.sending:
                         claimed.append(conn)  # first: a claim is always in the list

@@ -345,6 +345,11 @@ def master_attributes(cluster: ClusterConfig) -> list[dict[str, str | int]]:
     return attributes
 
 
+#: How often a client that records nothing looks whether the application has set global
+#: providers since (a client made before OpenTelemetry is configured starts within this).
+_LOOK_AGAIN = 1.0
+
+
 class LatencyRecorder:
     """Records ``recorder[node] = seconds`` as that master's request duration of one step."""
 
@@ -362,6 +367,8 @@ class ClientTelemetry:
     def __init__(self, cluster: ClusterConfig, meter_provider: Any, tracer_provider: Any) -> None:
         self._cluster = cluster
         self._given = meter_provider is not None or tracer_provider is not None
+        self._active = False
+        self._next_look = 0.0
         self.instruments = instruments_for(meter_provider)
         self.instruments.clients.add(self)
         self.tracer = trace.get_tracer("redlock", _version(), tracer_provider)
@@ -378,14 +385,24 @@ class ClientTelemetry:
     def active(self) -> bool:
         """Whether anything would record: providers given, or global ones an application set.
 
-        Asked per operation (a client made before the application configures OpenTelemetry
-        reports from then on); until then the operation skips even the queueing.
+        Asked per operation, so that a client made before the application configures
+        OpenTelemetry reports from then on; until then the operation skips even the
+        queueing. The global providers are looked at again at most every
+        ``_LOOK_AGAIN`` seconds (a look costs more than the rest of this check, per
+        operation), and once set they stay set: OpenTelemetry refuses to replace them.
         """
-        return (
+        if self._active:
+            return True
+        now = time.monotonic()
+        if now < self._next_look:
+            return False
+        self._next_look = now + _LOOK_AGAIN
+        self._active = (
             self._given
             or not isinstance(metrics.get_meter_provider(), _UNSET_METERS)
             or not isinstance(trace.get_tracer_provider(), _UNSET_TRACERS)
         )
+        return self._active
 
     def _recorder(self, step: str) -> LatencyRecorder:
         attributes = [{**master, "redlock.round.step": step} for master in self._masters]
