@@ -378,7 +378,9 @@ SEED = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))
 
 @pytest.mark.parametrize("scenario", THE_REST, ids=[s.slug for s in THE_REST])
 def test_scenario_matches_its_expected_verdict(scenario: Scenario, tmp_path: pathlib.Path) -> None:
-    result = run_scenario(scenario, Params(seed=SEED, quick=True), tmp_path, plot=False)
+    # 2.5 s of free-running workload (quick mode's 4 s, shortened): every verdict and check
+    # of the catalogue holds at that length, and the soak runs them for 20 s.
+    result = run_scenario(scenario, Params(seed=SEED, quick=True, duration=2.5), tmp_path, plot=False)
     assert result.passed, explain(result)
     if scenario.name in PARTITIONED_WRITERS:
         assert_c1_writes_first_and_its_increment_is_lost(result)

@@ -221,6 +221,7 @@ SLOW = {
     r"-m chaos run --all": "the whole catalogue (test_chaos_scenarios.py runs each scenario in quick mode)",
     r"-m chaos run kill-majority --duration 30": "30 s of workload",
     r"benchmarks/bench\.py": "about a minute (test_packaging.py runs it with --quick, without matplotlib)",
+    r"-m chaos (explore|sweep) ": "seconds of faults each (test_chaos_explore.py runs both, and replay)",
 }
 
 
