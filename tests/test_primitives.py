@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -21,15 +20,6 @@ from redlock._core import order_key
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
-
-
-@pytest.fixture
-def raw(masters: LocalMasters) -> Iterator[list[redis.Redis]]:
-    """Plain redis-py clients on the shared masters, to look at keys directly."""
-    clients = [redis.Redis.from_url(url, socket_timeout=2) for url in masters.urls]
-    yield clients
-    for client in clients:
-        client.close()
 
 
 def permits_on(raw: list[redis.Redis], name: str) -> list[set[bytes]]:
