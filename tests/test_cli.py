@@ -490,7 +490,12 @@ for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
 open({str(ready)!r}, "w").close()
 time.sleep({2 * PATIENCE})
 """
-    proc = subprocess.Popen([script, "exec", name, "--", *python(child)])
+    # With the signal's default disposition: an ignored one stays ignored by design (nohup),
+    # and whoever runs the suite may have ignored it (a CI job under nohup ignores SIGHUP).
+    proc = subprocess.Popen(
+        [script, "exec", name, "--", *python(child)],
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),  # noqa: PLW1509
+    )
     try:
         wait_until(ready.exists, "the command is ready")
         proc.send_signal(signum)
