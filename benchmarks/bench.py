@@ -65,7 +65,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 import redlock.asyncio
 from redlock import Redlock, RedlockError, _telemetry
-from redlock._extras import install_hint, redis_server_hint
+from redlock._extras import can_import, install_hint, redis_server_hint
 from redlock.servers import LocalMasters, RedisServerNotFound
 
 EXIT_NO_REDIS_SERVER = 3
@@ -740,18 +740,8 @@ def print_scale_summary(result: dict[str, Any]) -> None:
 # --- report ---------------------------------------------------------------------------------
 
 
-def can_chart() -> bool:
-    try:
-        import matplotlib  # noqa: F401, PLC0415
-    except ModuleNotFoundError as missing:
-        if missing.name is None or missing.name.split(".")[0] != "matplotlib":
-            raise
-        return False
-    return True
-
-
 def chart(results: dict[str, Any], path: Path) -> None:
-    import matplotlib  # noqa: PLC0415 (optional: see can_chart)
+    import matplotlib  # noqa: PLC0415 (optional: see can_import)
 
     matplotlib.use("Agg")  # files only, no display; must precede pyplot
     import matplotlib.pyplot as plt  # noqa: PLC0415
@@ -851,7 +841,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale_seconds, scale_warmup = (1.0, 0.25) if args.quick else (3.0, 0.5)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    plot = can_chart()
+    plot = can_import("matplotlib")
     if not plot:
         print(f"bench.png skipped: matplotlib is not installed; {install_hint('bench')}", file=sys.stderr)
     try:

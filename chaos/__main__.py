@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
 
-from redlock._extras import install_hint, redis_server_hint
+from redlock._extras import can_import, install_hint, redis_server_hint
 from redlock.servers import RedisServerNotFound
 
 from .clock import LibfaketimeNotFound
@@ -141,17 +141,6 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _can_plot() -> bool:
-    """Whether matplotlib can be imported; the pictures are optional, the verdicts are not."""
-    try:
-        import matplotlib  # noqa: F401, PLC0415 (about a second: only when pictures are wanted)
-    except ModuleNotFoundError as missing:
-        if missing.name is None or missing.name.split(".")[0] != "matplotlib":
-            raise
-        return False
-    return True
-
-
 def _missing(exc: RedisServerNotFound | LibfaketimeNotFound | CompilerNotFound) -> int:
     """What the environment lacks: say how to get it."""
     message = redis_server_hint() if isinstance(exc, RedisServerNotFound) else str(exc)
@@ -175,7 +164,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return EXIT_USAGE
     plot = not args.no_plot
-    if plot and not _can_plot():
+    if plot and not can_import("matplotlib"):
         # Said once, before anything runs, so that a run's exit status stays its verdict's.
         print(f"timelines skipped: matplotlib is not installed; {install_hint('chaos')}", file=sys.stderr)
         plot = False
@@ -245,7 +234,7 @@ def _guarded(call: Callable[[], int]) -> int:
 def _plot_wanted(args: argparse.Namespace) -> bool:
     if args.no_plot:
         return False
-    if not _can_plot():
+    if not can_import("matplotlib"):
         print(f"pictures skipped: matplotlib is not installed; {install_hint('chaos')}", file=sys.stderr)
         return False
     return True

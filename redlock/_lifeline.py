@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 __all__ = ["Guard", "die_with_parent"]
 
-_PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG = 1
 DONE = b"done\n"
 
 
@@ -53,18 +53,19 @@ def _load_prctl() -> Callable[..., int] | None:
 
 
 # Looked up in the parent: between fork and exec the child should do as little as it can.
-_prctl = _load_prctl()
+# (Also redlock.servers', for the masters it starts.)
+prctl_function = _load_prctl()
 
 
 def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` that makes the child get SIGKILL when this thread dies; None off Linux."""
-    if _prctl is None:
+    if prctl_function is None:
         return None
-    prctl = _prctl
+    prctl = prctl_function
     parent = os.getpid()
 
     def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0)
         # The parent may have died before the prctl: then no signal would ever come.
         if os.getppid() != parent:
             os.kill(os.getpid(), signal.SIGKILL)

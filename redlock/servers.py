@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import importlib.util
@@ -64,6 +63,7 @@ from types import TracebackType
 from typing import Literal, NamedTuple, get_args
 
 from redlock._extras import ENV_VAR, install_hint
+from redlock._lifeline import PR_SET_PDEATHSIG, prctl_function
 from redlock._testing_tls import TLSFiles, make_tls_files
 
 __all__ = [
@@ -356,29 +356,11 @@ def _pick_ports(n: int) -> list[int]:
 
 # --- process hygiene ------------------------------------------------------------------------
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-# Looked up once in the parent: the child between fork and exec should do as little as it can.
-_prctl = _load_prctl()
-
 
 def _die_with_parent(parent: int) -> None:
     """preexec_fn: SIGKILL this child when its parent dies, however the parent dies."""
-    assert _prctl is not None
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0)
+    assert prctl_function is not None
+    prctl_function(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0)
     # The parent may have died before the prctl: then nobody would kill us later.
     if os.getppid() != parent:
         os._exit(1)
@@ -400,7 +382,7 @@ class _Spawner:
         self._thread: threading.Thread | None = None
 
     def run(self, spawn: Callable[[], None]) -> None:
-        if _prctl is None:
+        if prctl_function is None:
             spawn()
             return
         with self._lock:
@@ -885,7 +867,7 @@ class LocalMaster:
             self.dir.mkdir(parents=True, exist_ok=True)
             argv = self._argv()
             child_env = {**os.environ, **self.env}
-            preexec = functools.partial(_die_with_parent, os.getpid()) if _prctl else None
+            preexec = functools.partial(_die_with_parent, os.getpid()) if prctl_function else None
             # Errors before the server opens its logfile (a bad option) go to stderr; send
             # both streams to the log so that one tail tells what happened.
             with open(self.log_path, "ab") as log:
