@@ -15,13 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from redlock._connection import Connect, DriverBase, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
-from redlock.exceptions import ClientClosed
 
 T = TypeVar("T")
 
@@ -73,7 +72,7 @@ class _Protocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         _resolve(self.closed)
-        self.driver.lose(self, exc or ConnectionResetError("the master closed the connection"))
+        self.driver.lost(self, exc or ConnectionResetError("the master closed the connection"))
 
     def write(self, data: bytes) -> None:
         if self.transport is None or not data:
@@ -92,12 +91,11 @@ class _Protocol(asyncio.Protocol):
             self.transport.write(data)
 
 
-class Driver(DriverBase):
+class Driver(DriverBase["_Protocol"]):
     """Runs flows for one asyncio Redlock client over one connection per master."""
 
     def _fresh_process_state(self) -> None:
-        self._pid = os.getpid()
-        self._protocols: dict[tuple[Kind, int], _Protocol] = {}
+        super()._fresh_process_state()
         #: Connects under way; kept so they are not collected, and awaited by close().
         self._connects: set[asyncio.Task[None]] = set()
         #: Renewer tasks, cancelled by close().
@@ -110,12 +108,8 @@ class Driver(DriverBase):
         """Whether one flow is all that runs: its commands are written at once."""
         return self._active == 1
 
-    def _check_fork(self) -> None:
-        """In a fork's child: forget the parent's connections without touching them (their
-        transports belong to the parent's event loop) and start over lazily."""
-        if os.getpid() != self._pid:
-            self._policy.forget()
-            self._fresh_process_state()
+    def _abandon(self, conn: _Protocol) -> None:
+        """Nothing: its transport belongs to the parent's event loop, not to be touched."""
 
     async def run(self, flow: Flow, commit: Callable[[Result], T], *, rollback: Callable[[], Flow] | None = None) -> T:
         """Run ``flow`` and hand its result to ``commit``; if either is interrupted
@@ -178,9 +172,7 @@ class Driver(DriverBase):
                 timer.cancel()
             if round_.settled:
                 break
-            deadline = self._policy.overtime(round_, first_deadline)
-            if deadline is not None and deadline <= self._clock():
-                deadline = None
+            deadline = self._overtime(round_, first_deadline)
         round_.waker = None
         self._policy.time_out(round_)
 
@@ -201,25 +193,17 @@ class Driver(DriverBase):
             self._policy.waiters.discard(channel, event)
 
     async def close(self) -> None:
-        self._closed = True
+        give_up = self._begin_close()
         for renewer in list(self.renewers):
             renewer.cancel()
-        for event in self._policy.waiters.all_events():
-            event.set()  # waiting acquires look again, find the client closed, and stop
-        # See the sync driver: operations under way finish their clean-ups, connects under
-        # way deliver their backlog, within bounds; then we hang up.
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + self._connect_timeout + 2 * self._node_timeout
-        while loop.time() < give_up and (self._active > 0 or self._policy.delivering()):
+        while time.monotonic() < give_up and (self._active > 0 or self._policy.delivering()):
             await asyncio.sleep(0.001)
-        self._shut = True
-        protocols = list(self._protocols.values())
+        protocols = list(self._conns.values())
         for protocol in protocols:
             protocol.flush()
             if protocol.transport is not None:
                 protocol.transport.close()  # writes what is buffered first
-            self.lose(protocol, ClientClosed("the client was closed"))
-        self._policy.close(self._clock())
+        self._hang_up_all()
         for task in self._connects:
             task.cancel()
         if protocols:
@@ -227,19 +211,10 @@ class Driver(DriverBase):
 
     # --- connections ---------------------------------------------------------------------
 
-    def _carry_out(self, action: Write | Connect | None) -> None:
-        if isinstance(action, Write):
-            protocol = self._protocols.get((action.kind, action.node))
-            if protocol is not None:
-                protocol.write(action.data)
-        elif isinstance(action, Connect) and self._shut:
-            # Closed: the clean-up that asked has nothing to reach; tell it now, not after
-            # a connect_timeout of waiting for a connect nobody will make.
-            self._carry_out(self._policy.connected(action, ClientClosed("the client was closed"), self._clock()))
-        elif isinstance(action, Connect):
-            task = asyncio.ensure_future(self._connect(action))
-            self._connects.add(task)
-            task.add_done_callback(self._connects.discard)
+    def _start_connect(self, connect: Connect) -> None:
+        task = asyncio.ensure_future(self._connect(connect))
+        self._connects.add(task)
+        task.add_done_callback(self._connects.discard)
 
     async def _connect(self, connect: Connect) -> None:
         address = self._masters[connect.node]
@@ -262,34 +237,23 @@ class Driver(DriverBase):
                     )
         except Exception as failure:
             error = failure
-        if self._shut or not self._policy.is_current(connect) or os.getpid() != self._pid:
-            if protocol.transport is not None:
-                protocol.transport.close()
-            return
-        if error is None:
-            self._protocols[(connect.kind, connect.node)] = protocol
-        self._carry_out(self._policy.connected(connect, error, self._clock()))
+        if not self._connect_finished(connect, None if error else protocol, error) and protocol.transport is not None:
+            protocol.transport.close()
 
-    def lose(self, protocol: _Protocol, error: BaseException | str) -> None:
-        if self._protocols.get((protocol.kind, protocol.node)) is not protocol:
-            return  # an old connection: its state went with it
-        self._hang_up(protocol)
-        self._policy.lost(protocol.kind, protocol.node, error, self._clock())
+    def _write(self, conn: _Protocol, data: bytes) -> None:
+        conn.write(data)
 
-    def _hang_up(self, protocol: _Protocol) -> None:
-        del self._protocols[(protocol.kind, protocol.node)]
-        if protocol.transport is not None and not protocol.transport.is_closing():
-            protocol.transport.abort()  # not close(): nothing more may be written on it
+    def _drop(self, conn: _Protocol) -> None:
+        if conn.transport is not None and not conn.transport.is_closing():
+            conn.transport.abort()  # not close(): nothing more may be written on it
+
+    def lost(self, protocol: _Protocol, error: BaseException | str) -> None:
+        if self._conns.get((protocol.kind, protocol.node)) is protocol:  # (else: an old connection)
+            self._lose(protocol.kind, protocol.node, error)
 
     def received(self, protocol: _Protocol) -> None:
-        if self._protocols.get((protocol.kind, protocol.node)) is not protocol:
-            return
-        outcome = self._policy.received(protocol.kind, protocol.node, protocol.parser, self._clock())
-        protocol.write(outcome.write)
-        if outcome.hang_up:
-            self._hang_up(protocol)
-        elif outcome.failure is not None:
-            self.lose(protocol, outcome.failure)
+        if self._conns.get((protocol.kind, protocol.node)) is protocol:
+            self._replies_arrived(protocol)
 
     def _subscribe(self) -> None:
         for action in self._policy.subscriptions(self._wake_on_release, self._clock()):

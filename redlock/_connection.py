@@ -52,11 +52,13 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import ssl
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from redlock import _scripts
 from redlock._core import Command, ErrorReply, Round, Waiters, subscription_changes
@@ -639,9 +641,23 @@ class Connections:
         self.waiters = Waiters()
 
 
-class DriverBase:
-    """What both drivers keep alike: the masters, their settings, the policy, and whether
-    the client is closed. Subclasses add the sockets (or transports) and the waiting."""
+class Connection(Protocol):
+    """What a driver's connection object has for the shared code: whose it is, its parser."""
+
+    kind: Kind
+    node: int
+    parser: Any
+
+
+ConnectionT = TypeVar("ConnectionT", bound=Connection)
+
+
+class DriverBase(Generic[ConnectionT]):
+    """What both drivers do alike, written once: the masters and settings, the policy, the
+    connections by (kind, master), and what follows each event (an action to carry out, a
+    connect that finished, replies that arrived, a connection lost, a fork, a close).
+    Subclasses move the bytes, open the connections and wait; the sync driver calls all of
+    this under its lock."""
 
     def __init__(self, settings: ClusterConfig) -> None:
         self._masters = settings.masters
@@ -662,9 +678,110 @@ class DriverBase:
         self._fresh_process_state()
 
     def _fresh_process_state(self) -> None:
-        """What belongs to one process (sockets, threads): a fork's child starts these anew."""
+        """What belongs to one process (connections, threads): a fork's child starts anew."""
+        self._pid = os.getpid()
+        self._conns: dict[tuple[Kind, int], ConnectionT] = {}
+
+    # --- what a subclass provides -------------------------------------------------------------
+
+    def _write(self, conn: ConnectionT, data: bytes) -> None:
+        """Write ``data`` on ``conn`` behind everything written on it before."""
         raise NotImplementedError
+
+    def _drop(self, conn: ConnectionT) -> None:
+        """Close ``conn``, already out of ``_conns``; nothing more may be written on it."""
+        raise NotImplementedError
+
+    def _abandon(self, conn: ConnectionT) -> None:
+        """In a fork's child: let go of the parent's ``conn`` without touching the connection."""
+        raise NotImplementedError
+
+    def _start_connect(self, connect: Connect) -> None:
+        """Open the connection; hand the outcome to :meth:`_connect_finished`."""
+        raise NotImplementedError
+
+    # --- events ----------------------------------------------------------------------------
 
     def _raise_if_closed(self) -> None:
         if self._closed:
             raise ClientClosed("this Redlock client is closed")
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self._pid:
+            self.after_fork()  # (besides the at-fork hook, which is process-wide: belt and braces)
+
+    def after_fork(self) -> None:
+        """In a fork's child: drop what belongs to the parent, without touching it (a reply
+        read here would be stolen from the parent), and start over lazily."""
+        for conn in self._conns.values():
+            self._abandon(conn)
+        self._policy.forget()
+        self._fresh_process_state()
+
+    def _carry_out(self, action: Write | Connect | None) -> None:
+        if isinstance(action, Write):
+            conn = self._conns.get((action.kind, action.node))
+            if conn is not None and action.data:
+                self._write(conn, action.data)
+        elif isinstance(action, Connect) and self._shut:
+            # Closed: the clean-up that asked has nothing to reach; tell it now, not after
+            # a connect_timeout of waiting for a connect nobody will make.
+            self._carry_out(self._policy.connected(action, ClientClosed(CLOSED), self._clock()))
+        elif isinstance(action, Connect):
+            self._start_connect(action)
+
+    def _connect_finished(self, connect: Connect, conn: ConnectionT | None, error: BaseException | None) -> bool:
+        """A connect ended with ``conn`` up, or ``error``. False: it is stale (the client was
+        closed or forked, or the link moved on); the caller closes ``conn``."""
+        if self._shut or not self._policy.is_current(connect) or os.getpid() != self._pid:
+            return False
+        if conn is not None:
+            self._conns[(connect.kind, connect.node)] = conn
+            self._connections_changed()
+        self._carry_out(self._policy.connected(connect, error, self._clock()))
+        return True
+
+    def _connections_changed(self) -> None:
+        """A hook: a connection came or went."""
+
+    def _replies_arrived(self, conn: ConnectionT, failure: BaseException | None = None) -> None:
+        """``conn``'s parser was fed (then the socket failed with ``failure``, if given):
+        match every whole reply, write what the policy says, hang up if it says so."""
+        outcome = self._policy.received(conn.kind, conn.node, conn.parser, self._clock())
+        if outcome.write:
+            self._write(conn, outcome.write)
+        if outcome.hang_up:
+            del self._conns[(conn.kind, conn.node)]
+            self._drop(conn)
+            self._connections_changed()
+        elif outcome.failure is not None or failure is not None:
+            self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
+
+    def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
+        """The connection failed (or must start over): close it, tell the policy."""
+        conn = self._conns.pop((kind, node), None)
+        if conn is not None:
+            self._drop(conn)
+            self._connections_changed()
+        self._policy.lost(kind, node, error, self._clock())
+
+    def _overtime(self, round_: Round, deadline: float) -> float | None:
+        """A round's timeout passed at ``deadline``: until when it still waits, if at all."""
+        until = self._policy.overtime(round_, deadline)
+        return None if until is None or until <= self._clock() else until  # (past: the client was closed)
+
+    def _begin_close(self) -> float:
+        """No new operations; waiting acquires look again, find the client closed and stop.
+        Returns until when close() lets the operations under way finish their clean-ups and
+        the connects under way deliver their backlog (the SET of an acquire the others
+        decided, then its release) before hanging up."""
+        self._closed = True
+        for event in self._policy.waiters.all_events():
+            event.set()
+        return time.monotonic() + self._connect_timeout + 2 * self._node_timeout
+
+    def _hang_up_all(self) -> None:
+        self._shut = True
+        for kind, node in list(self._conns):
+            self._lose(kind, node, ClientClosed(CLOSED))
+        self._policy.close(self._clock())

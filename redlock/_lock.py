@@ -100,8 +100,8 @@ class ClusterConfig:
     client_types: tuple[type, ...] = ()
     client_kind = ""
     #: The I/O driver: the one thing the sync and asyncio clients do differently.
-    driver_class: type[DriverBase]
-    _driver: DriverBase
+    driver_class: type[DriverBase[Any]]
+    _driver: DriverBase[Any]
 
     def __init__(
         self,

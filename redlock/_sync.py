@@ -41,7 +41,6 @@ from typing import TypeVar
 from redlock import _config
 from redlock._connection import Connect, DriverBase, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
-from redlock.exceptions import ClientClosed
 
 T = TypeVar("T")
 
@@ -122,15 +121,13 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Driver(DriverBase):
+class Driver(DriverBase["_Socket"]):
     """Runs flows for one Redlock client over one connection per master; see the module."""
 
     def _fresh_process_state(self) -> None:
-        """What belongs to one process: a fork's child starts these anew."""
+        super()._fresh_process_state()
         _DRIVERS.add(self)  # a set: adding it again in a fork's child changes nothing
         self._lock = threading.Lock()
-        self._pid = os.getpid()
-        self._sockets: dict[tuple[Kind, int], _Socket] = {}
         #: The stop events of flows that pause long (renewers): close() sets them.
         self._interrupts: set[threading.Event] = set()
         self._io_thread: threading.Thread | None = None
@@ -149,20 +146,16 @@ class Driver(DriverBase):
         self._command_poller: tuple[select.poll, dict[int, _Socket]] | None = None
 
     def after_fork(self) -> None:
-        """In a fork's child: drop, without touching, what belongs to the parent.
-
-        The sockets are the parent's connections (a reply read here would be stolen from
-        it), the threads do not exist here, and the lock may have been held by one of them.
-        Our copies of the file descriptors are closed, which the parent does not notice.
-        """
-        for conn in self._sockets.values():
-            conn.abandon()
+        # The threads do not exist here, and the lock may have been held by one of them;
+        # our copies of the parent's file descriptors are closed, which it does not notice.
         for fd in (self._poke_read, self._poke_write):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self._policy.forget()
-        self._fresh_process_state()
+        super().after_fork()
+
+    def _abandon(self, conn: _Socket) -> None:
+        conn.abandon()
 
     # --- running flows ----------------------------------------------------------------------
 
@@ -180,8 +173,7 @@ class Driver(DriverBase):
         the flow or the commit (Ctrl-C, an error), ``rollback()`` runs before the exception
         goes on: on the same connections, so on each master it lands after what it undoes.
         """
-        if os.getpid() != self._pid:
-            self.after_fork()  # forked without the at-fork hook (it is process-wide; belt and braces)
+        self._check_fork()
         try:
             with self._lock:
                 self._running.add(flow)
@@ -234,7 +226,7 @@ class Driver(DriverBase):
                 for conn in claimed:
                     if conn.sending:
                         conn.sending = False
-                        if self._sockets.get((conn.kind, conn.node)) is conn:
+                        if self._conns.get((conn.kind, conn.node)) is conn:
                             self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-send: {interruption!r}"))
                         else:
                             conn.abandon()
@@ -246,9 +238,7 @@ class Driver(DriverBase):
                 if round_.settled:
                     break
                 self._last_look(round_)
-                until = self._policy.overtime(round_, deadline)
-                if until is not None and until <= self._clock():
-                    until = None  # (a connect that never reported: the client was closed)
+                until = self._overtime(round_, deadline)
         with self._lock:
             round_.waker = None
             self._policy.time_out(round_)
@@ -291,7 +281,7 @@ class Driver(DriverBase):
                 with self._lock:
                     for fd, _ in ready:
                         conn = watched[fd]
-                        if self._sockets.get(("command", conn.node)) is conn:
+                        if self._conns.get(("command", conn.node)) is conn:
                             self._read(conn)
         finally:
             with self._lock:
@@ -306,7 +296,7 @@ class Driver(DriverBase):
         """Under the lock: a poll of every command socket, made anew only when they change."""
         if self._command_poller is None:
             poller = select.poll()
-            watched = {conn.fileno: conn for conn in self._sockets.values() if conn.kind == "command"}
+            watched = {conn.fileno: conn for conn in self._conns.values() if conn.kind == "command"}
             for fd in watched:
                 poller.register(fd, select.POLLIN)
             self._command_poller = (poller, watched)
@@ -320,7 +310,7 @@ class Driver(DriverBase):
         count against the master as a timeout.
         """
         for node in round_.pending:
-            conn = self._sockets.get(("command", node))
+            conn = self._conns.get(("command", node))
             if conn is not None:
                 self._read(conn)
 
@@ -333,11 +323,11 @@ class Driver(DriverBase):
         sending: int | None = None
         try:
             for node in round_.targets:
-                conn = self._sockets.get(("command", node))
+                conn = self._conns.get(("command", node))
                 if conn is not None and self._policy.looks_hung(node, now):
                     # Replies are read only while somebody waits: these may be in our buffer.
                     self._read(conn)
-                    conn = self._sockets.get(("command", node))
+                    conn = self._conns.get(("command", node))
                 sending = node
                 action = self._policy.submit(round_, node, now)
                 if isinstance(action, Write) and conn is not None:
@@ -364,7 +354,7 @@ class Driver(DriverBase):
         with self._lock:
             chunks = []
             for conn in claimed:
-                if self._sockets.get((conn.kind, conn.node)) is conn:
+                if self._conns.get((conn.kind, conn.node)) is conn:
                     chunks.append((conn, bytes(conn.outbuf)))
                 else:  # lost since: nothing more may be written on it (its rounds know)
                     conn.sending = False
@@ -374,7 +364,7 @@ class Driver(DriverBase):
             with self._lock:
                 chunks = []
                 for conn, size, outcome in results:
-                    if self._sockets.get((conn.kind, conn.node)) is not conn:
+                    if self._conns.get((conn.kind, conn.node)) is not conn:
                         conn.sending = False  # lost meanwhile: its rounds know; ours to close
                         conn.abandon()
                     elif isinstance(outcome, OSError):
@@ -413,30 +403,21 @@ class Driver(DriverBase):
 
     def close(self) -> None:
         with self._lock:
-            self._closed = True
+            give_up = self._begin_close()
             interrupts = list(self._interrupts)
-            for event in self._policy.waiters.all_events():
-                event.set()  # waiting acquires look again, find the client closed, and stop
         for interrupt in interrupts:
             interrupt.set()  # renewers stop at their next step
-        # Operations under way end at their next step, but the clean-ups they owe (the
-        # rollback of an acquire) still run; a connect under way may owe its master a backlog
-        # (the SET of an acquire that the others decided, then its release); write buffers
-        # drain. All of that within a bound, then we hang up.
-        give_up = time.monotonic() + self._connect_timeout + 2 * self._node_timeout
+        # Write buffers drain too, within the same bound.
         while time.monotonic() < give_up:
             with self._lock:
-                busy = self._running or self._policy.delivering() or any(conn.outbuf for conn in self._sockets.values())
+                busy = self._running or self._policy.delivering() or any(conn.outbuf for conn in self._conns.values())
             if not busy:
                 break
             time.sleep(0.001)
         with self._lock:
-            self._shut = True
             thread = self._io_thread
             self._io_thread = None
-            for kind, node in list(self._sockets):
-                self._lose(kind, node, ClientClosed("the client was closed"))
-            self._policy.close(self._clock())
+            self._hang_up_all()
         if thread is not None:
             self._poke()
             thread.join(timeout=5)
@@ -446,20 +427,10 @@ class Driver(DriverBase):
 
     # --- sockets (all under self._lock) -----------------------------------------------------
 
-    def _carry_out(self, action: Write | Connect | None) -> None:
-        if isinstance(action, Write):
-            conn = self._sockets.get((action.kind, action.node))
-            if conn is not None:
-                self._write(conn, action.data)
-        elif isinstance(action, Connect) and self._shut:
-            # Closed: the clean-up that asked has nothing to reach; tell it now, not after
-            # a connect_timeout of waiting for a connect nobody will make.
-            self._carry_out(self._policy.connected(action, ClientClosed("the client was closed"), self._clock()))
-        elif isinstance(action, Connect):
-            thread = threading.Thread(
-                target=self._connect, args=(action,), name=f"redlock-connect-{action.node}", daemon=True
-            )
-            thread.start()
+    def _start_connect(self, connect: Connect) -> None:
+        threading.Thread(
+            target=self._connect, args=(connect,), name=f"redlock-connect-{connect.node}", daemon=True
+        ).start()
 
     def _connect(self, connect: Connect) -> None:
         """In a connect thread: open the socket, then hand it over (or report why not)."""
@@ -470,15 +441,13 @@ class Driver(DriverBase):
         except Exception as failure:
             error = failure
         with self._lock:
-            if self._shut or not self._policy.is_current(connect) or os.getpid() != self._pid:
-                if sock is not None:
-                    sock.close()
-                return
-            if sock is not None:
-                self._sockets[(connect.kind, connect.node)] = _Socket(connect.kind, connect.node, sock)
-                self._command_poller = None
-            self._carry_out(self._policy.connected(connect, error, self._clock()))
+            conn = None if sock is None else _Socket(connect.kind, connect.node, sock)
+            if not self._connect_finished(connect, conn, error) and sock is not None:
+                sock.close()
         self._poke()  # the I/O thread has a new socket to read
+
+    def _connections_changed(self) -> None:
+        self._command_poller = None
 
     def _write(self, conn: _Socket, data: bytes) -> None:
         conn.outbuf += data  # behind what waits already: order is the whole point
@@ -495,18 +464,10 @@ class Driver(DriverBase):
         if conn.outbuf:
             self._poke()  # the I/O thread writes the rest when the socket can take it
 
-    def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
-        conn = self._sockets.pop((kind, node), None)
-        if conn is not None:
-            self._drop(conn)
-        self._policy.lost(kind, node, error, self._clock())
-
     def _drop(self, conn: _Socket) -> None:
-        """Under the lock, for a socket no longer in ``_sockets``: close it, unless a thread
-        is sending on it without the lock. That thread closes it once its ``send`` returns:
-        closed now, its number could go to a new connection before that ``send`` reads it,
-        and our bytes would land there."""
-        self._command_poller = None
+        """Close a lost socket, unless a thread is sending on it without the lock. That
+        thread closes it once its ``send`` returns: closed now, its number could go to a new
+        connection before that ``send`` reads it, and our bytes would land there."""
         if not conn.sending:
             conn.abandon()
 
@@ -516,12 +477,12 @@ class Driver(DriverBase):
         except BaseException as interruption:
             # Ctrl-C between taking bytes off the socket and recording every reply in them:
             # what follows can no longer be matched to its command, so the link starts over.
-            if self._sockets.get((conn.kind, conn.node)) is conn:
+            if self._conns.get((conn.kind, conn.node)) is conn:
                 self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-read: {interruption!r}"))
             raise
 
     def _take_replies(self, conn: _Socket) -> None:
-        failure: BaseException | str | None = None
+        failure: BaseException | None = None
         try:
             while True:
                 data = conn.sock.recv(_READ_SIZE)
@@ -534,13 +495,7 @@ class Driver(DriverBase):
             pass
         except Exception as error:
             failure = error  # what arrived before the failure still counts
-        outcome = self._policy.received(conn.kind, conn.node, conn.parser, self._clock())
-        self._write(conn, outcome.write)
-        if outcome.hang_up:
-            del self._sockets[(conn.kind, conn.node)]
-            self._drop(conn)
-        elif outcome.failure is not None or failure is not None:
-            self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
+        self._replies_arrived(conn, failure)
 
     # --- the I/O thread -------------------------------------------------------------------
 
@@ -571,7 +526,7 @@ class Driver(DriverBase):
                 # Command replies are the waiting threads' to read (see the module); with no
                 # flow under way, what comes (a late reply, a master hanging up) is ours.
                 idle = not self._running
-                for conn in self._sockets.values():
+                for conn in self._conns.values():
                     events = select.POLLIN if conn.kind == "subscriber" or idle else 0
                     if conn.outbuf and not conn.sending:  # (a sending thread writes its own)
                         events |= select.POLLOUT
@@ -588,13 +543,13 @@ class Driver(DriverBase):
                             os.read(poke, 4096)
                         continue
                     conn = watched[fd]
-                    if self._sockets.get((conn.kind, conn.node)) is not conn:
+                    if self._conns.get((conn.kind, conn.node)) is not conn:
                         continue  # lost meanwhile
                     if events & select.POLLOUT:
                         self._flush(conn)
                     if (
                         events & (select.POLLIN | select.POLLHUP | select.POLLERR)
-                        and self._sockets.get((conn.kind, conn.node)) is conn
+                        and self._conns.get((conn.kind, conn.node)) is conn
                         and (conn.kind == "subscriber" or not self._running)
                     ):
                         self._read(conn)
