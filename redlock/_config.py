@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import ssl
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +53,32 @@ class MasterAddress:
     @property
     def unix_socket(self) -> bool:
         return self.path is not None
+
+    def open_socket(self, timeout: float) -> socket.socket:
+        """A socket connected to this master (TLS handshake done) within ``timeout`` seconds;
+        blocking, with ``timeout`` as its timeout."""
+        deadline = time.monotonic() + timeout
+        sock: socket.socket
+        if self.path is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(self.path)
+            except BaseException:
+                sock.close()
+                raise
+        else:
+            sock = socket.create_connection((self.host, self.port), timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is not None:
+            try:
+                sock.settimeout(max(0.001, deadline - time.monotonic()))
+                sock = self.ssl_context.wrap_socket(sock, server_hostname=self.server_hostname)
+            except BaseException:
+                sock.close()
+                raise
+        sock.settimeout(timeout)
+        return sock
 
     @property
     def endpoint(self) -> tuple[str, object]:

@@ -38,42 +38,17 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
-from redlock import _config
 from redlock._connection import Connect, DriverBase, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
 
 T = TypeVar("T")
 
 _READ_SIZE = 65536
+_NO_COMBINE = False
 #: How often the I/O thread looks at subscribers waiting to reconnect, with nothing to read.
 _HOUSEKEEPING = 0.5
 #: While a master is connecting, how often a leader looks for its new socket.
 _NEW_SOCKET_CHECK = 0.002
-
-
-def open_socket(address: _config.MasterAddress, timeout: float) -> socket.socket:
-    """A connected socket to ``address`` (TLS handshake done), within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    sock: socket.socket
-    if address.path is not None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(timeout)
-            sock.connect(address.path)
-        except BaseException:
-            sock.close()
-            raise
-    else:
-        sock = socket.create_connection((address.host, address.port), timeout=timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if address.ssl_context is not None:
-        try:
-            sock.settimeout(max(0.001, deadline - time.monotonic()))
-            sock = address.ssl_context.wrap_socket(sock, server_hostname=address.server_hostname)
-        except BaseException:
-            sock.close()
-            raise
-    return sock
 
 
 class _Socket:
@@ -332,7 +307,7 @@ class Driver(DriverBase["_Socket"]):
                 action = self._policy.submit(round_, node, now)
                 if isinstance(action, Write) and conn is not None:
                     conn.outbuf += action.data
-                    if conn.tls or alone:  # (TLS: one TLS object may not send and receive at once)
+                    if conn.tls or alone or _NO_COMBINE:  # (TLS: one TLS object may not send and receive at once)
                         self._flush(conn)
                     elif not conn.sending:
                         claimed.append(conn)  # first: a claim is always in the list
@@ -437,7 +412,7 @@ class Driver(DriverBase["_Socket"]):
         sock: socket.socket | None = None
         error: BaseException | None = None
         try:
-            sock = open_socket(self._masters[connect.node], self._connect_timeout)
+            sock = self._masters[connect.node].open_socket(self._connect_timeout)
         except Exception as failure:
             error = failure
         with self._lock:

@@ -62,6 +62,8 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Literal, NamedTuple, get_args
 
+from redlock._config import MasterAddress
+from redlock._connection import Credentials
 from redlock._extras import ENV_VAR, install_hint
 from redlock._lifeline import PR_SET_PDEATHSIG, prctl_function
 from redlock._testing_tls import TLSFiles, make_tls_files
@@ -949,28 +951,10 @@ class LocalMaster:
     def _probes(self, timeout: float) -> list[Callable[[], socket.socket]]:
         """One connect function per way in: the port (over TLS if so), and the unix socket."""
         context = self._probe_tls_context()
-
-        def tcp() -> socket.socket:
-            sock = socket.create_connection((HOST, self.port), timeout=timeout)
-            if context is None:
-                return sock
-            try:
-                return context.wrap_socket(sock, server_hostname=HOST)
-            except BaseException:
-                sock.close()
-                raise
-
-        def unix() -> socket.socket:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(timeout)
-                sock.connect(str(self._socket_path))
-            except BaseException:
-                sock.close()
-                raise
-            return sock
-
-        return [tcp, unix] if self.unix_socket else [tcp]
+        ways = [MasterAddress(f"port {self.port}", HOST, self.port, None, Credentials(), context, HOST)]
+        if self.unix_socket:
+            ways.append(MasterAddress(str(self._socket_path), None, None, str(self._socket_path), Credentials()))
+        return [functools.partial(way.open_socket, timeout) for way in ways]
 
     def _probe_tls_context(self) -> ssl.SSLContext | None:
         files = self.tls_files
