@@ -44,7 +44,6 @@ from redlock._core import Flow, Pause, Result, Round, release_channel
 T = TypeVar("T")
 
 _READ_SIZE = 65536
-_NO_COMBINE = False
 #: How often the I/O thread looks at subscribers waiting to reconnect, with nothing to read.
 _HOUSEKEEPING = 0.5
 #: While a master is connecting, how often a leader looks for its new socket.
@@ -307,7 +306,7 @@ class Driver(DriverBase["_Socket"]):
                 action = self._policy.submit(round_, node, now)
                 if isinstance(action, Write) and conn is not None:
                     conn.outbuf += action.data
-                    if conn.tls or alone or _NO_COMBINE:  # (TLS: one TLS object may not send and receive at once)
+                    if conn.tls or alone:  # (TLS: one TLS object may not send and receive at once)
                         self._flush(conn)
                     elif not conn.sending:
                         claimed.append(conn)  # first: a claim is always in the list
