@@ -60,6 +60,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
+import hiredis
+
 from redlock import _scripts
 from redlock._core import Command, ErrorReply, Round, Waiters, subscription_changes
 from redlock.exceptions import ClientClosed, NodeStatus
@@ -85,12 +87,9 @@ _MISCONFIGURED_PREFIXES = ("WRONGPASS", "NOAUTH", "NOPERM", "ERR AUTH", "ERR inv
 
 
 def encode(args: Sequence[str | bytes | int]) -> bytes:
-    """One command in RESP, as every Redis server reads it."""
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        data = arg if isinstance(arg, bytes) else str(arg).encode()
-        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(parts)
+    """One command in RESP, as every Redis server reads it (hiredis's C encoder)."""
+    packed: bytes = hiredis.pack_command(tuple(args))  # type: ignore[arg-type]  # (its stub types a 1-tuple)
+    return packed
 
 
 def wire_form(round_: Round) -> bytes:
@@ -126,8 +125,6 @@ class ProtocolViolation(Exception):
 
 def reply_parser() -> Any:
     """An incremental RESP parser: feed bytes, take replies; error replies come as ErrorReply."""
-    import hiredis  # noqa: PLC0415  (the one C extension we need; imported where it is used)
-
     return hiredis.Reader(replyError=ErrorReply, protocolError=ProtocolViolation)
 
 
@@ -206,7 +203,7 @@ class State(enum.Enum):
     BACKING_OFF = "backing off"  # a connect failed: rounds get that failure until retry_at
 
 
-@dataclass
+@dataclass(slots=True)
 class InFlight:
     """A command written on a link whose reply has not been read."""
 
@@ -244,6 +241,15 @@ class Link:
 
     def submit(self, round_: Round, now: float) -> Submit:
         """Take ``round_``'s command for this master; say what the driver must do."""
+        in_flight = self.in_flight
+        if (
+            self.state is State.READY
+            and len(in_flight) < MAX_IN_FLIGHT
+            and not (in_flight and now - in_flight[0].sent_at > self.hung_after)
+        ):
+            # (The common case, first: a working connection that keeps up.)
+            in_flight.append(InFlight(round_.command, round_, now))
+            return Submit.SEND
         if self.state is State.BACKING_OFF:
             # A clean-up (release, rollback) tries at once anyway: it is what takes our keys
             # back, it is rare, and a caller retrying a release has a reason to.

@@ -230,8 +230,7 @@ class Round:
 
     def record_reply(self, node: int, reply: object) -> None:
         status = reply_status(reply)
-        detail = f"unexpected reply {reply!r}" if status is NodeStatus.ERROR else ""
-        self.record(node, status, detail, reply)
+        self.record(node, status, f"unexpected reply {reply!r}" if status is NodeStatus.ERROR else "", reply)
 
     def count(self, status: NodeStatus) -> int:
         return sum(1 for outcome in self.outcomes.values() if outcome.status is status)
@@ -259,11 +258,13 @@ class Round:
 
     @property
     def settled(self) -> bool:
-        if not self.pending_count:
+        pending = len(self.targets) - len(self.outcomes)
+        if not pending:
             return True
         if self.wait_for_all and not self.overtime:
             return False
-        return self.majority_granted or self.majority_impossible
+        votes = self.granted + self.credited
+        return votes >= self.quorum or votes + pending < self.quorum  # decided either way
 
     @property
     def quorum_unreachable(self) -> bool:
@@ -278,8 +279,10 @@ class Round:
 
     def ordered_outcomes(self) -> tuple[NodeOutcome, ...]:
         """One outcome per target, in master order; those not waited for say so."""
+        outcomes = self.outcomes
         return tuple(
-            self.outcomes.get(node, NodeOutcome(self.node_names[node], NodeStatus.NOT_AWAITED)) for node in self.targets
+            outcomes[node] if node in outcomes else NodeOutcome(self.node_names[node], NodeStatus.NOT_AWAITED)
+            for node in self.targets
         )
 
 
@@ -817,7 +820,9 @@ def release_flow(
     outcomes = tuple(
         NodeOutcome(spec.node_names[node], NodeStatus.GRANTED, "confirmed by an earlier try")
         if node in confirmed
-        else release.outcomes.get(node, NodeOutcome(spec.node_names[node], NodeStatus.NOT_AWAITED))
+        else release.outcomes[node]
+        if node in release.outcomes
+        else NodeOutcome(spec.node_names[node], NodeStatus.NOT_AWAITED)
         for node in spec.all_nodes
     )
     return Result(ok, outcomes, len(confirmed) + release.granted, token_gone=gone and not ok, rounds=(release,))
