@@ -249,10 +249,12 @@ def master_urls(request: pytest.FixtureRequest) -> list[str]:
 # `matrix` marker, added here, so `-m matrix` selects them. Unset, the matrix is one entry,
 # "default": the binary the rest of the suite runs on. A selected kind whose binary is missing
 # skips its tests, saying how to install it; when CI is set it fails them instead, so that a
-# CI machine missing a server cannot pass by skipping. A kind built without TLS skips the TLS
-# tests even in CI: that is what the kind is, not a broken install.
+# CI machine missing a server cannot pass by skipping. On a kind built without TLS the TLS
+# tests are deselected, and the run says so at its end: that is what the kind is, not a
+# broken install (Debian's kind serves TLS, and a matrix test checks that it does).
 
 import contextlib  # noqa: E402  (appended section)
+import functools  # noqa: E402  (appended section)
 import os  # noqa: E402  (appended section)
 from typing import cast  # noqa: E402  (appended section)
 
@@ -325,6 +327,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("server_kind", _selected_kinds(), indirect=True, scope="session")
 
 
+#: Why tests were deselected, and how many: said once at the end of the run.
+_deselected: dict[str, int] = {}
+
+#: The fixtures that start TLS masters; tests that start them otherwise carry the tls marker.
+_TLS_FIXTURES = frozenset({"tls_masters", "mutual_tls_masters"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         uses_kind = "server_kind" in getattr(item, "fixturenames", ())
@@ -334,6 +343,54 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(
                 f"{item.nodeid} is marked matrix but uses no server_kind fixture, so it would run on one server only"
             )
+    # Deselected, not skipped: a skip says something is missing that should be there, and in
+    # CI none may skip; these are not meant to run here at all.
+    kept, dropped = [], []
+    for item in items:
+        reason = _not_for_this_run(config, item)
+        if reason is None:
+            kept.append(item)
+        else:
+            dropped.append(item)
+            _deselected[reason] = _deselected.get(reason, 0) + 1
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _not_for_this_run(config: pytest.Config, item: pytest.Item) -> str | None:
+    if item.get_closest_marker("chaos") is not None:
+        asked = "chaos" in (config.getoption("markexpr", "") or "")
+        if not asked and os.environ.get("REDLOCK_CHAOS") != "1":
+            return "long chaos runs (their smoke versions ran): run them with -m chaos or REDLOCK_CHAOS=1"
+    callspec = getattr(item, "callspec", None)
+    kind = callspec.params.get("server_kind") if callspec is not None else None
+    fixtures = set(getattr(item, "fixturenames", ()))
+    wants_tls = item.get_closest_marker("tls") is not None or bool(_TLS_FIXTURES & fixtures)
+    if kind is not None and wants_tls:
+        version = _built_without_tls(kind)
+        if version is not None:
+            return (
+                f"TLS tests on server {kind!r} ({version}), built without TLS:"
+                " REDLOCK_TEST_SERVERS=debian pytest -m matrix runs them (CI does)"
+            )
+    return None
+
+
+@functools.cache
+def _built_without_tls(kind: str) -> str | None:
+    """The version of ``kind``'s binary if it does not serve TLS; None if it does or is missing
+    (then its tests skip, or fail under CI, as every test of a missing server does)."""
+    try:
+        binary = find_redis_server() if kind == DEFAULT_KIND else find_server(cast(ServerKind, kind))
+    except RedisServerNotFound:
+        return None
+    return None if supports_tls(binary) else str(server_version(binary))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for reason, count in _deselected.items():
+        terminalreporter.write_line(f"deselected {count}: {reason}")
 
 
 def _binary_of(kind: str) -> str:
@@ -423,13 +480,3 @@ def matrix_cluster(server_binary: str) -> Iterator[LocalMasters]:
     """
     with LocalMasters(5, binary=server_binary) as started:
         yield started
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Tests marked ``chaos`` (long fault-injection runs) run with ``-m chaos`` (or any -m
-    naming it) or REDLOCK_CHAOS=1; the default suite keeps their short smoke versions."""
-    if item.get_closest_marker("chaos") is None:
-        return
-    asked = "chaos" in (item.config.getoption("markexpr", "") or "")
-    if not asked and os.environ.get("REDLOCK_CHAOS") != "1":
-        pytest.skip("a long chaos run: run with -m chaos or REDLOCK_CHAOS=1")

@@ -195,9 +195,8 @@ def test_mutual_tls_refuses_a_certificate_from_another_ca(mutual_tls_masters: Lo
         r.ping()
 
 
-def test_a_lone_master_makes_its_own_certificates(server_kind: str, server_binary: str, tmp_path: pathlib.Path) -> None:
-    if not supports_tls(server_binary):
-        pytest.skip(f"server {server_kind!r} ({server_version(server_binary)}) is built without TLS")
+@pytest.mark.tls
+def test_a_lone_master_makes_its_own_certificates(server_binary: str, tmp_path: pathlib.Path) -> None:
     master = LocalMaster(0, tmp_path / "node", tls="mutual", binary=server_binary)
     try:
         master.start()
@@ -293,7 +292,7 @@ MODES = {
 }
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [pytest.param(m, marks=pytest.mark.tls) if "tls" in MODES[m] else m for m in MODES])
 def test_kill_pause_restart_work_in_every_mode(matrix_masters: MastersFactory, mode: str) -> None:
     master = matrix_masters(1, persistence="aof-always", **MODES[mode])[0]
     url, port = master.url, master.port
