@@ -390,7 +390,36 @@ class Tally:
         return sum(self.failures.values())
 
 
-def scale_row(tally: Tally, warmup: Tally, elapsed: float, cpu: float, fds: FdPeak) -> dict[str, Any]:
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds(pids: Sequence[int]) -> float:
+    """utime + stime of these processes (all their threads), in seconds; a pid that is gone
+    counts nothing. Fields 14 and 15 of /proc/<pid>/stat, counted after the last ')': the
+    command name (field 2) is in parentheses and may hold spaces or parentheses itself."""
+    ticks = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 1 :].split()  # fields[0] is field 3, the state
+        ticks += int(fields[14 - 3]) + int(fields[15 - 3])
+    return ticks / CLOCK_TICKS
+
+
+def server_cores(pids: Sequence[int]) -> int:
+    """The CPUs the servers may run on (the CPU they were pinned to, or all of them)."""
+    cpus: set[int] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            cpus |= os.sched_getaffinity(pid)
+    return len(cpus) or os.cpu_count() or 1
+
+
+def scale_row(
+    tally: Tally, warmup: Tally, elapsed: float, cpu: float, fds: FdPeak, *, server_cpu: float
+) -> dict[str, Any]:
     done = len(tally.latencies) - tally.errors
     return {
         "ops_per_s": done / elapsed,
@@ -408,6 +437,11 @@ def scale_row(tally: Tally, warmup: Tally, elapsed: float, cpu: float, fds: FdPe
         "fds_after_close": fds.after,
         "cpu_us_per_op": cpu / max(1, len(tally.latencies)) * 1e6,
         "seconds": elapsed,
+        # The redis-server processes' CPU over the same window (all masters together), and
+        # each side's share of one CPU: with the servers pinned to one CPU, 1.0 is saturated.
+        "server_cpu_us_per_op": server_cpu / max(1, len(tally.latencies)) * 1e6,
+        "server_busy": server_cpu / elapsed if elapsed > 0 else math.nan,
+        "client_busy": cpu / elapsed if elapsed > 0 else math.nan,
     }
 
 
@@ -437,9 +471,11 @@ def scale_async(
     tasks: int,
     seconds: float,
     warmup: float,
+    *,
+    servers: Sequence[int] = (),
 ) -> dict[str, Any]:
     """One client for ``tasks`` concurrent tasks: a warm-up (the fresh client's burst), then
-    ``seconds`` measured."""
+    ``seconds`` measured; ``servers`` are the pids whose CPU time the window also reads."""
 
     async def run() -> dict[str, Any]:
         prefix = f"scale:{secrets.token_hex(4)}"
@@ -447,23 +483,28 @@ def scale_async(
             client = open_client(tasks)
             try:
                 warm = await run_tasks(lambda name: op(client, name), tasks, warmup, f"{prefix}:warm")
+                server_cpu = server_cpu_seconds(servers)
                 cpu = time.process_time()
                 started = time.perf_counter()
                 tally = await run_tasks(lambda name: op(client, name), tasks, seconds, prefix)
                 elapsed = time.perf_counter() - started
                 cpu = time.process_time() - cpu
+                server_cpu = server_cpu_seconds(servers) - server_cpu
             finally:
                 fds.end = open_fds()
                 await client.aclose()
                 await asyncio.sleep(0.01)  # a closed transport lets go of its socket on a later loop turn
-        return scale_row(tally, warm, elapsed, cpu, fds)
+        return scale_row(tally, warm, elapsed, cpu, fds, server_cpu=server_cpu)
 
     return asyncio.run(run())
 
 
-def run_threads(op: Callable[[str], None], threads: int, seconds: float, prefix: str) -> tuple[Tally, float, float]:
+def run_threads(
+    op: Callable[[str], None], threads: int, seconds: float, prefix: str, servers: Sequence[int] = ()
+) -> tuple[Tally, float, float, float]:
     """``threads`` threads, each doing ``op`` on a name of its own, again and again, for
-    ``seconds``; returns the tally, the elapsed time and the process CPU time it took."""
+    ``seconds``; returns the tally, the elapsed time, the process CPU time it took and the
+    CPU time the ``servers`` pids took over the same window."""
     tally = Tally()
     go = threading.Event()
     until = [0.0]
@@ -483,28 +524,38 @@ def run_threads(op: Callable[[str], None], threads: int, seconds: float, prefix:
     pool = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
     for thread in pool:
         thread.start()
+    server_cpu = server_cpu_seconds(servers)
     cpu = time.process_time()
     started = time.perf_counter()
     until[0] = started + seconds
     go.set()
     for thread in pool:
         thread.join()
-    return tally, time.perf_counter() - started, time.process_time() - cpu
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return tally, elapsed, cpu, server_cpu_seconds(servers) - server_cpu
 
 
 def scale_sync(
-    open_client: Callable[[int], Any], op: Callable[[Any, str], None], threads: int, seconds: float, warmup: float
+    open_client: Callable[[int], Any],
+    op: Callable[[Any, str], None],
+    threads: int,
+    seconds: float,
+    warmup: float,
+    *,
+    servers: Sequence[int] = (),
 ) -> dict[str, Any]:
     prefix = f"scale:{secrets.token_hex(4)}"
     with FdPeak() as fds:
         client = open_client(threads)
         try:
-            warm, _, _ = run_threads(lambda name: op(client, name), threads, warmup, f"{prefix}:warm")
-            tally, elapsed, cpu = run_threads(lambda name: op(client, name), threads, seconds, prefix)
+            warm, *_ = run_threads(lambda name: op(client, name), threads, warmup, f"{prefix}:warm")
+            tally, elapsed, cpu, server_cpu = run_threads(
+                lambda name: op(client, name), threads, seconds, prefix, servers
+            )
         finally:
             fds.end = open_fds()
             client.close()
-    return scale_row(tally, warm, elapsed, cpu, fds)
+    return scale_row(tally, warm, elapsed, cpu, fds, server_cpu=server_cpu)
 
 
 def redlock_op_sync(rl: Redlock, name: str) -> None:
@@ -567,7 +618,7 @@ def send(conn: redis.Connection, *command: str | int) -> None:
     conn.send_command(*command)  # type: ignore[no-untyped-call]
 
 
-def send_all_floor(urls: list[str], seconds: float, warmup: float) -> dict[str, Any]:
+def send_all_floor(urls: list[str], seconds: float, warmup: float, servers: Sequence[int] = ()) -> dict[str, Any]:
     """The least client CPU a 5-master lock+unlock can cost with redis-py's parser: one
     thread, one raw connection per master; write the SET to all, then read every reply;
     the same for the compare-and-delete."""
@@ -592,46 +643,103 @@ def send_all_floor(urls: list[str], seconds: float, warmup: float) -> dict[str, 
                 raise Refused("compare-and-delete deleted nothing")
 
         with FdPeak() as fds:
-            warm, _, _ = run_threads(op, 1, warmup, f"{prefix}:warm")
-            tally, elapsed, cpu = run_threads(op, 1, seconds, prefix)
+            warm, *_ = run_threads(op, 1, warmup, f"{prefix}:warm")
+            tally, elapsed, cpu, server_cpu = run_threads(op, 1, seconds, prefix, servers)
             fds.end = open_fds()
-        return scale_row(tally, warm, elapsed, cpu, fds)
+        return scale_row(tally, warm, elapsed, cpu, fds, server_cpu=server_cpu)
     finally:
         for pool, conn in zip(pools, conns, strict=True):
             pool.release(conn)
             pool.disconnect()
 
 
+# One interpreter, one GIL: however many threads, the client's Python runs on one CPU at a time.
+CLIENT_CORES = 1
+
+
 def scale(cluster: LocalMasters, seconds: float, warmup: float) -> dict[str, Any]:
     urls, one = cluster.urls, cluster.urls[0]
+    servers = [pid for pid in cluster.pids if pid is not None]
     result: dict[str, Any] = {
         "masters": len(urls),
         "seconds": seconds,
         "warmup_seconds": warmup,
         "hiredis": HIREDIS_AVAILABLE,
+        "client_cores": CLIENT_CORES,
+        "server_cores": server_cores(servers),
         "asyncio": {},
         "sync": {},
     }
     for tasks in SCALE_TASKS:
         row: dict[str, Any] = {}
         result["asyncio"][str(tasks)] = row
-        row["redlock"] = scale_async(lambda _: redlock.asyncio.Redlock(urls), redlock_op_async, tasks, seconds, warmup)
-        row["floor"] = scale_async(lambda c: FloorAsync(one, c), lambda f, name: f.op(name), tasks, seconds, warmup)
+        row["redlock"] = scale_async(
+            lambda _: redlock.asyncio.Redlock(urls), redlock_op_async, tasks, seconds, warmup, servers=servers
+        )
+        row["floor"] = scale_async(
+            lambda c: FloorAsync(one, c), lambda f, name: f.op(name), tasks, seconds, warmup, servers=servers
+        )
         print_scale_pair("asyncio", tasks, row, flush=True)
     # On a shared machine one window's CPU time can be inflated by neighbours: measured before
     # and after the sync cases, the lower CPU/op is the floor (the conservative ratio).
-    send_all_runs = [send_all_floor(urls, seconds, warmup)]
+    send_all_runs = [send_all_floor(urls, seconds, warmup, servers)]
     for threads in SCALE_THREADS:
         row = {}
         result["sync"][str(threads)] = row
-        row["redlock"] = scale_sync(lambda _: Redlock(urls), redlock_op_sync, threads, seconds, warmup)
-        row["floor"] = scale_sync(lambda c: FloorSync(one, c), lambda f, name: f.op(name), threads, seconds, warmup)
+        row["redlock"] = scale_sync(lambda _: Redlock(urls), redlock_op_sync, threads, seconds, warmup, servers=servers)
+        row["floor"] = scale_sync(
+            lambda c: FloorSync(one, c), lambda f, name: f.op(name), threads, seconds, warmup, servers=servers
+        )
         print_scale_pair("sync", threads, row, flush=True)
-    send_all_runs.append(send_all_floor(urls, seconds, warmup))
+    send_all_runs.append(send_all_floor(urls, seconds, warmup, servers))
     result["send_all_floor_runs"] = send_all_runs
     result["send_all_floor"] = min(send_all_runs, key=lambda row: float(row["cpu_us_per_op"]))
     result["ratios"] = scale_ratios(result)
+    result["ceilings"] = scale_ceilings(result)
     return result
+
+
+def ceiling(row: dict[str, Any], client_cores: int, server_cores: int) -> dict[str, Any]:
+    """The ops/s each side's CPU allows at this row's CPU per op (cores / CPU seconds per op),
+    the lower of the two (the binding side) and the measured ops/s against it."""
+
+    def allows(cores: int, us_per_op: float) -> float:
+        return cores / (us_per_op / 1e6) if us_per_op > 0 else math.nan
+
+    client = allows(client_cores, row["cpu_us_per_op"])
+    server = allows(server_cores, row["server_cpu_us_per_op"])
+    binding = "server" if math.isnan(client) or server < client else "client"
+    lower = server if binding == "server" else client
+    return {
+        "client_ops_per_s": client,
+        "server_ops_per_s": server,
+        "binding": binding,
+        "lower_ops_per_s": lower,
+        "ops_per_s": row["ops_per_s"],
+        "ops_vs_lower": row["ops_per_s"] / lower if lower > 0 else math.nan,
+    }
+
+
+def scale_ceilings(result: dict[str, Any]) -> dict[str, Any]:
+    client_cores, cores = result["client_cores"], result["server_cores"]
+
+    def server_ratio(api: str, c: str) -> float:
+        floor = result[api][c]["floor"]["server_cpu_us_per_op"]
+        return float(result[api][c]["redlock"]["server_cpu_us_per_op"] / floor) if floor > 0 else math.nan
+
+    return {
+        "client_cores": client_cores,
+        "server_cores": cores,
+        **{
+            api: {
+                c: {client: ceiling(pair[client], client_cores, cores) for client in ("redlock", "floor")}
+                for c, pair in result[api].items()
+            }
+            for api in ("asyncio", "sync")
+        },
+        "send_all_floor": ceiling(result["send_all_floor"], client_cores, cores),
+        "server_cpu_vs_floor": {api: {c: server_ratio(api, c) for c in result[api]} for api in ("asyncio", "sync")},
+    }
 
 
 def scale_ratios(result: dict[str, Any]) -> dict[str, Any]:
@@ -661,6 +769,7 @@ def scale_ratios(result: dict[str, Any]) -> dict[str, Any]:
 SCALE_HEADER = (
     f"{'api':8s} {'C':>5s} {'client':8s} {'ops/s':>8s} {'errors':>6s} {'warm-up':>7s} {'p50 ms':>8s} {'p99 ms':>8s}"
     f" {'fds peak':>8s} {'(+base)':>7s} {'end':>5s} {'closed':>6s} {'CPU us/op':>9s} {'vs floor':>8s}"
+    f" {'srv us/op':>9s} {'busy c/s':>9s}"
 )
 
 
@@ -669,6 +778,7 @@ def scale_line(api: str, c: int | str, client: str, row: dict[str, Any], versus:
         f"{api:8s} {c!s:>5s} {client:8s} {row['ops_per_s']:8.0f} {row['errors']:6d} {row['warmup_errors']:7d}"
         f" {row['p50_ms']:8.3f} {row['p99_ms']:8.2f} {row['fds_peak']:8d} {row['fds_peak'] - row['fds_baseline']:+7d}"
         f" {row['fds_end']:5d} {row['fds_after_close']:6d} {row['cpu_us_per_op']:9.1f} {versus:>8s}"
+        f" {row['server_cpu_us_per_op']:9.1f} {row['client_busy']:4.2f}/{row['server_busy']:4.2f}"
     )
 
 
@@ -705,6 +815,7 @@ def print_scale_summary(result: dict[str, Any]) -> None:
     )
     p50 = ratios["p50_c1_vs_floor"]
     print(f"single-op p50 (C=1) acquire+release vs floor: asyncio x{p50['asyncio']:.2f}, sync x{p50['sync']:.2f}")
+    print_ceilings(result)
 
     rows = [(api, c, result[api][c]["redlock"]) for api in ("asyncio", "sync") for c in result[api]]
     everything = [
@@ -735,6 +846,38 @@ def print_scale_summary(result: dict[str, Any]) -> None:
         for kind, text in {**row["warmup_first_error"], **row["first_error"]}.items():
             count = row["errors_by_kind"].get(kind, 0) + row["warmup_errors_by_kind"].get(kind, 0)
             print(f"first {kind} of {label} C={c} ({count} in all):\n{textwrap.indent(text, '    ')}")
+
+
+def print_ceilings(result: dict[str, Any]) -> None:
+    ceilings = result["ceilings"]
+    cores, masters = ceilings["server_cores"], result["masters"]
+    top = str(max(int(c) for c in result["sync"]))
+    print(
+        f"ceiling (sync): the ops/s each side's CPU allows, cores / CPU per op; client: {ceilings['client_cores']}"
+        f" core (one GIL-bound interpreter), servers: {cores} CPU{'s' if cores != 1 else ''}"
+        f" (the {'CPUs they may run on' if cores != 1 else 'one they are pinned to'}, shared by all masters)"
+    )
+    for client, servers in (("redlock", masters), ("floor", 1)):
+        row, c = result["sync"][top][client], ceilings["sync"][top][client]
+        print(
+            f"  {client} C={top}: client {c['client_ops_per_s']:.0f} ops/s ({row['cpu_us_per_op']:.1f} us/op),"
+            f" servers ({servers} master{'s' if servers != 1 else ''}) {c['server_ops_per_s']:.0f} ops/s"
+            f" ({row['server_cpu_us_per_op']:.1f} us/op); binding: {c['binding']};"
+            f" busy client {row['client_busy']:.2f}, servers {row['server_busy']:.2f}"
+        )
+    c = ceilings["sync"][top]["redlock"]
+    print(
+        f"  redlock sync C={top}: {c['ops_per_s']:.0f} ops/s = {c['ops_vs_lower']:.2f} of the lower ceiling"
+        f" ({c['binding']}'s, {c['lower_ops_per_s']:.0f} ops/s)"
+    )
+    send_all, c = result["send_all_floor"], ceilings["send_all_floor"]
+    print(
+        f"  send-all floor (the least client CPU a {masters}-master op costs with redis-py's parser, 1 thread):"
+        f" client {c['client_ops_per_s']:.0f} ops/s ({send_all['cpu_us_per_op']:.1f} us/op),"
+        f" servers {c['server_ops_per_s']:.0f} ops/s ({send_all['server_cpu_us_per_op']:.1f} us/op)"
+    )
+    versus = ", ".join(f"C={c}: x{r:.2f}" for c, r in ceilings["server_cpu_vs_floor"]["sync"].items())
+    print(f"  servers' CPU/op, redlock ({masters} masters) vs floor (1 master), sync: {versus}")
 
 
 # --- report ---------------------------------------------------------------------------------
