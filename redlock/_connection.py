@@ -529,8 +529,8 @@ class Connections:
     ) -> None:
         self.connect_timeout = connect_timeout
         # Four timeouts in a row without a reply: not a slow answer any more.
-        hung_after = 4 * node_timeout
-        self.links = [Link(node, name, credentials[node], hung_after) for node, name in enumerate(names)]
+        self.hung_after = 4 * node_timeout
+        self.links = [Link(node, name, credentials[node], self.hung_after) for node, name in enumerate(names)]
         self.subscribers = [Subscriber(node, credentials[node]) for node in range(len(names))]
         #: Who waits for which release; the drivers make the events.
         self.waiters: Waiters[Any] = Waiters()
@@ -540,7 +540,7 @@ class Connections:
         link = self.links[node]
         action = link.submit(round_, now)
         if action is Submit.SEND:
-            return Write("command", node, wire_form(round_))
+            return Write("command", node, round_.wire or wire_form(round_))
         if action is Submit.CONNECT:
             return Connect("command", node, link.generation)
         return None
@@ -548,7 +548,8 @@ class Connections:
     def looks_hung(self, node: int, now: float) -> bool:
         """Whether master ``node`` has owed a reply so long that rounds would skip it: a
         driver that reads only while somebody waits first reads what arrived meanwhile."""
-        return self.links[node].looks_hung(now)
+        in_flight = self.links[node].in_flight
+        return bool(in_flight) and now - in_flight[0].sent_at > self.hung_after
 
     def connecting(self) -> bool:
         return any(link.connecting() for link in self.links)

@@ -156,7 +156,9 @@ class Command:
 
 def reply_status(reply: object) -> NodeStatus:
     """Map a master's reply to SET NX / to our scripts onto granted or denied."""
-    if isinstance(reply, list | tuple) and reply:  # FENCED_ACQUIRE: {1, counter}
+    if reply == b"OK":  # (the most common reply, first)
+        return NodeStatus.GRANTED
+    if isinstance(reply, (list, tuple)) and reply:  # FENCED_ACQUIRE: {1, counter}
         reply = reply[0]
     if reply is None or reply == 0:
         return NodeStatus.DENIED
@@ -218,7 +220,7 @@ class Round:
         return node not in self.outcomes and node in self.targets
 
     def record(self, node: int, status: NodeStatus, detail: str = "", reply: object = None) -> None:
-        if not self.awaits(node):
+        if node in self.outcomes or node not in self.targets:
             raise ValueError(f"node {node} is not awaited in this round")
         self.outcomes[node] = NodeOutcome(self.node_names[node], status, detail)
         self.replies[node] = reply
