@@ -398,7 +398,7 @@ class Link:
         return _NO_REACTION
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reaction:
     """What the driver does after a reply: re-send a script in full, or hang up."""
 
@@ -478,7 +478,7 @@ class Subscriber:
 Kind = Literal["command", "subscriber"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Write:
     """Write ``data`` on the ``kind`` connection of master ``node``."""
 
@@ -487,7 +487,7 @@ class Write:
     data: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Connect:
     """Open the ``kind`` connection of master ``node``; hand the result to ``connected``."""
 
@@ -496,7 +496,7 @@ class Connect:
     generation: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReadOutcome:
     """What a driver does after feeding received bytes: write, then hang up or lose it."""
 

@@ -132,7 +132,7 @@ def retry_delays(base: float, rng: random.Random) -> Iterator[float]:
 Arg = str | bytes | int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Command:
     """One Redis command, as sent; scripts go as EVALSHA and have an EVAL fallback."""
 
@@ -183,7 +183,7 @@ class ErrorReply(Exception):
 # --- rounds -------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class Round:
     """One command sent to some masters at once; filled in by the driver as replies arrive."""
 
@@ -288,7 +288,7 @@ class Round:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pause:
     """Wait this long; a driver that listens for releases may wake early when ``wake_on``
     (a lock key) is released, and one that runs a renewer stops it early on release."""
@@ -367,7 +367,7 @@ class LockSpec:
         return started + ttl - drift_allowance(ttl, self.clock_drift_factor)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Result:
     """How a flow ended: held (with its deadline) or not, and what the masters said."""
 

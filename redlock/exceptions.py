@@ -55,7 +55,7 @@ class NodeStatus(Enum):
         return self in (NodeStatus.GRANTED, NodeStatus.DENIED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeOutcome:
     """One master's part in one round: which master, what happened, and details if it failed."""
 
