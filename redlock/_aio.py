@@ -16,34 +16,13 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TypeVar
 
 from redlock._connection import Connect, DriverBase, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
 
 T = TypeVar("T")
-
-
-async def complete_despite_cancellation(work: Awaitable[T]) -> T:
-    """Run ``work`` to the end even if the caller is cancelled meanwhile; then re-raise that."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while True:
-        try:
-            result = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if not task.done():
-                cancelled = True
-                continue
-            raise
-        except BaseException as error:
-            if cancelled:  # the caller's cancellation outranks the work's own failure
-                raise asyncio.CancelledError from error
-            raise
-        if cancelled:
-            raise asyncio.CancelledError
-        return result
 
 
 class _Protocol(asyncio.Protocol):
@@ -111,31 +90,51 @@ class Driver(DriverBase["_Protocol"]):
     def _abandon(self, conn: _Protocol) -> None:
         """Nothing: its transport belongs to the parent's event loop, not to be touched."""
 
-    async def run(self, flow: Flow, commit: Callable[[Result], T], *, rollback: Callable[[], Flow] | None = None) -> T:
-        """Run ``flow`` and hand its result to ``commit``; if either is interrupted
-        (cancelled), ``rollback()`` runs to completion first, on the same connections."""
+    async def run(
+        self,
+        flow: Flow,
+        commit: Callable[[Result], T],
+        *,
+        rollback: Callable[[], Flow] | None = None,
+        shielded: bool = False,
+    ) -> T:
+        """Run ``flow`` and hand its result to ``commit``; return what that returns.
+
+        If either is interrupted (cancelled), ``rollback()`` runs to completion first, on the
+        same connections. A ``shielded`` flow (a release: our keys must go) runs to its end
+        even if the caller is cancelled meanwhile; the cancellation is raised once it is done
+        and committed, and outranks the flow's own failure.
+        """
         self._check_fork()
         self._active += 1
+        cancels: list[asyncio.CancelledError] | None = [] if shielded else None
         try:
             try:
-                return commit(await self._drive(flow))
+                result = commit(await self._drive(flow, cancels))
             except BaseException as interruption:
                 if rollback is not None:
                     try:
-                        await complete_despite_cancellation(self._drive(rollback()))
+                        await self._drive(rollback(), [])
                     except Exception as failure:  # the interruption is what the caller must see
                         interruption.add_note(f"redlock: rolling back the interrupted acquire failed: {failure!r}")
+                if cancels:
+                    raise cancels[0] from interruption
                 raise
+            if cancels:
+                raise cancels[0]
+            return result
         finally:
             flow.close()
             self._active -= 1
 
-    async def _drive(self, flow: Flow) -> Result:
+    async def _drive(self, flow: Flow, cancels: list[asyncio.CancelledError] | None) -> Result:
+        """Step ``flow``; with a ``cancels`` list, its rounds keep going through cancellation
+        and record it there (clean-ups are rounds only: they never pause)."""
         try:
             request = next(flow)
             while True:
                 if isinstance(request, Round):
-                    await self._run_round(request)
+                    await self._run_round(request, cancels)
                 else:
                     await self._pause(request)
                 request = flow.send(self._clock())
@@ -143,7 +142,7 @@ class Driver(DriverBase["_Protocol"]):
             result: Result = stop.value
             return result
 
-    async def _run_round(self, round_: Round) -> None:
+    async def _run_round(self, round_: Round, cancels: list[asyncio.CancelledError] | None) -> None:
         if not round_.cleanup:  # a clean-up still runs: it takes our keys back
             self._raise_if_closed()
         loop = asyncio.get_running_loop()
@@ -159,7 +158,12 @@ class Driver(DriverBase["_Protocol"]):
             # _Protocol), or behind a connect; the round's time counts from the end of this
             # turn at least: a busy loop's turn is not the masters' delay. (A lone round
             # whose commands all went out at once has nothing to wait for.)
-            await asyncio.sleep(0)
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError as cancel:
+                if cancels is None:
+                    raise
+                cancels.append(cancel)
         first_deadline = self._clock() + round_.timeout
         deadline: float | None = first_deadline
         while not round_.settled and deadline is not None:
@@ -168,6 +172,11 @@ class Driver(DriverBase["_Protocol"]):
             timer = loop.call_later(max(0.0, deadline - self._clock()), _after_next_reads, loop, settled)
             try:
                 await settled
+            except asyncio.CancelledError as cancel:
+                if cancels is None:
+                    raise
+                cancels.append(cancel)
+                continue  # the same deadline, on a new future
             finally:
                 timer.cancel()
             if round_.settled:

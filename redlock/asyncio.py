@@ -20,7 +20,7 @@ from typing import Any
 
 import redis.asyncio
 
-from redlock._aio import Driver, complete_despite_cancellation
+from redlock._aio import Driver
 from redlock._core import (
     Lease,
     LockInfo,
@@ -270,15 +270,12 @@ class Lock(LockState[Redlock]):
         if renewer is not None and renewer is not asyncio.current_task():
             renewer.cancel()
 
-        async def release_and_record() -> None:
-            # The state changes inside the shielded work: a cancelled caller still ends up
-            # with the token forgotten exactly when the release is done, not before.
-            try:
-                await self._cluster._driver.run(flow, lambda result: self._released(lease, result))
-            finally:
-                self._leave()
-
-        await complete_despite_cancellation(release_and_record())
+        # Shielded: a cancelled caller still ends up with the token forgotten exactly when
+        # the release is done, not before.
+        try:
+            await self._cluster._driver.run(flow, lambda result: self._released(lease, result), shielded=True)
+        finally:
+            self._leave()
 
     async def extend(self, ttl: float | None = None) -> float:
         """See :meth:`redlock.Lock.extend`."""
