@@ -323,6 +323,10 @@ def harness(tmp_path: pathlib.Path) -> Iterator[subprocess.Popen[str]]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # As a terminal would have it: whoever runs the suite may have ignored SIGINT (a
+        # background job of a non-interactive shell does), and Python keeps an ignored
+        # SIGINT ignored instead of raising KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     try:
         yield proc

@@ -563,6 +563,11 @@ def in_a_terminal(argv: list[str], ready: bytes, keys: bytes) -> tuple[bytes, in
     pid, terminal = pty.fork()
     if pid == 0:  # the child: its controlling terminal is the pty
         try:
+            # A terminal's keys as a shell gives them: whoever runs the suite may have ignored
+            # SIGINT (a background job of a non-interactive shell does), and an ignored signal
+            # stays ignored across exec.
+            for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP):
+                signal.signal(signum, signal.SIG_DFL)
             os.execv(argv[0], argv)
         finally:
             os._exit(127)  # never run the rest of pytest in a forked child
