@@ -35,7 +35,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
 from types import FrameType
 from typing import IO, Any, NoReturn
 
@@ -537,9 +536,9 @@ def _force_release(args: argparse.Namespace) -> int:
         if not args.yes and not _confirmed(args.name):
             raise CliError(ExitCode.USAGE, f"not released: --force {args.name!r} needs confirmation (or --yes)")
         info = rl.force_release(args.name)
-    views = [_master_view(master) for master in info.masters]
+    views = info.masters
     if args.json:
-        print(json.dumps({"name": args.name, "holder": info.holder, "masters": [asdict(view) for view in views]}))
+        print(json.dumps({"name": args.name, "holder": info.holder, "masters": [_master_json(view) for view in views]}))
     else:
         print(f"forced release of {args.name!r} on {len(views)} masters:")
         _print_masters(views, _removal)
@@ -570,47 +569,39 @@ def _confirmed(name: str) -> bool:
 # --- status ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MasterView:
-    """What one master says about a lock name."""
+def _master_json(info: MasterInfo) -> dict[str, object]:
+    """One master in the JSON output: milliseconds left as PTTL says them, -1 for a key
+    with no expiry (not a Redlock key)."""
+    held = info.reachable and info.token is not None and info.ttl is not None
+    return {
+        "master": info.master,
+        "reachable": info.reachable,
+        "token": info.token if held else None,
+        "pttl_ms": (-1 if math.isinf(info.ttl) else round(info.ttl * 1000)) if held and info.ttl is not None else None,
+        "error": None if info.reachable else info.error,
+    }
 
-    master: str
-    reachable: bool
-    token: str | None = None
-    #: Milliseconds left, as PTTL says; -1 for a key with no expiry (not a Redlock key).
-    pttl_ms: int | None = None
-    error: str | None = None
 
-
-def _master_view(info: MasterInfo) -> MasterView:
+def _holding(info: MasterInfo) -> str:
     if not info.reachable:
-        return MasterView(info.master, False, error=info.error)
+        return f"unreachable ({info.error})"
     if info.token is None or info.ttl is None:
-        return MasterView(info.master, True)
-    pttl_ms = -1 if math.isinf(info.ttl) else round(info.ttl * 1000)
-    return MasterView(info.master, True, token=info.token, pttl_ms=pttl_ms)
-
-
-def _holding(view: MasterView) -> str:
-    if not view.reachable:
-        return f"unreachable ({view.error})"
-    if view.token is None:
         return "free"
-    if view.pttl_ms == -1:
-        return f"{view.token}  no expiry (not a Redlock key?)"
-    return f"{view.token}  {(view.pttl_ms or 0) / 1000:.3f} s left"
+    if math.isinf(info.ttl):
+        return f"{info.token}  no expiry (not a Redlock key?)"
+    return f"{info.token}  {info.ttl:.3f} s left"
 
 
-def _removal(view: MasterView) -> str:
-    if not view.reachable:
-        return f"unreachable ({view.error}): not released there"
-    return "nothing to remove" if view.token is None else f"removed {view.token}"
+def _removal(info: MasterInfo) -> str:
+    if not info.reachable:
+        return f"unreachable ({info.error}): not released there"
+    return "nothing to remove" if info.token is None else f"removed {info.token}"
 
 
-def _print_masters(views: Sequence[MasterView], state: Callable[[MasterView], str]) -> None:
-    width = max(len(view.master) for view in views)
-    for view in views:
-        print(f"  {view.master.ljust(width)}  {state(view)}")
+def _print_masters(masters: Sequence[MasterInfo], state: Callable[[MasterInfo], str]) -> None:
+    width = max(len(master.master) for master in masters)
+    for master in masters:
+        print(f"  {master.master.ljust(width)}  {state(master)}")
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -622,7 +613,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         with _usage_errors():
             rl.lock_spec(args.name, DEFAULT_TTL)
         info = rl.inspect(args.name)
-    views = [_master_view(master) for master in info.masters]
+    views = info.masters
     reachable, count, holder = info.reachable, info.votes, info.holder
     if reachable < info.quorum:
         verdict, code = "unavailable", ExitCode.UNAVAILABLE
@@ -639,7 +630,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
             "votes": count,
             "quorum": info.quorum,
             "reachable": reachable,
-            "masters": [asdict(view) for view in views],
+            "masters": [_master_json(view) for view in views],
         }
         print(json.dumps(report))
         return code

@@ -42,6 +42,19 @@ def eventually(check: Callable[[], bool], within: float = 10.0) -> bool:
     return True
 
 
+def in_threads(work: Callable[[int], object], count: int, within: float = 120.0) -> None:
+    """Run ``work(index)`` in ``count`` threads at once and wait for all of them; a thread
+    still running after ``within`` seconds fails the test (a hang, not a slow machine)."""
+    threads = [threading.Thread(target=work, args=(index,), daemon=True) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    give_up = time.monotonic() + within
+    for thread in threads:
+        thread.join(max(0.0, give_up - time.monotonic()))
+    hung = sum(thread.is_alive() for thread in threads)
+    assert not hung, f"{hung} of {count} threads still running after {within}s"
+
+
 # --- local Redis masters (redlock.servers) --------------------------------------------------
 
 

@@ -18,7 +18,7 @@ import redlock
 from redlock import LockLost, LockNotAcquired, LockNotHeld, NodeStatus, QuorumUnavailable, RedlockError
 from redlock.servers import LocalMasters
 
-from .conftest import ClientFactory, MastersFactory, eventually, unique
+from .conftest import ClientFactory, MastersFactory, eventually, in_threads, unique
 
 
 def holders_of(raw: list[redis.Redis], name: str) -> list[bytes | None]:
@@ -79,11 +79,7 @@ def test_mutual_exclusion_under_contention(
         except Exception as error:  # pragma: no cover - reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    in_threads(lambda _: worker(), 8)
     assert not errors
     assert int(raw[0].get(counter)) == 8 * increments  # type: ignore[arg-type]
 
@@ -100,11 +96,7 @@ def test_the_unprotected_counter_does_lose_updates(masters: LocalMasters, raw: l
                 time.sleep(0.001)
                 own.set(counter, value + 1)
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    in_threads(lambda _: worker(), 8, within=60)
     assert int(raw[0].get(counter)) < 80  # type: ignore[arg-type]
 
 

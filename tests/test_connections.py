@@ -29,7 +29,7 @@ from chaos.proxy import ProxyLoop
 from redlock import MasterMisconfigured, QuorumUnavailable, Redlock
 from redlock.servers import LocalMasters
 
-from .conftest import ClientFactory, MastersFactory, eventually, unique
+from .conftest import ClientFactory, MastersFactory, eventually, in_threads, unique
 
 
 def open_fds() -> int:
@@ -83,11 +83,7 @@ def test_sixty_four_threads_on_a_fresh_client_all_succeed(matrix_cluster: LocalM
             except BaseException as error:
                 errors.append(error)
 
-        threads = [threading.Thread(target=work) for _ in range(64)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        in_threads(lambda _: work(), 64, within=60)
         during = open_fds() - before
     assert errors == []
     assert results == [True] * 320

@@ -19,7 +19,7 @@ from redlock import LockLost, QuorumUnavailable, Redlock
 from redlock._core import order_key
 from redlock.servers import LocalMasters
 
-from .conftest import ClientFactory, MastersFactory, eventually, unique
+from .conftest import ClientFactory, MastersFactory, eventually, in_threads, unique
 
 
 def permits_on(raw: list[redis.Redis], name: str) -> list[set[bytes]]:
@@ -164,11 +164,7 @@ def test_semaphore_holders_never_exceed_the_limit(client: ClientFactory, masters
         except Exception as error:  # pragma: no cover - reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    in_threads(lambda _: worker(), 8)
     assert not errors
     assert 1 <= most[0] <= 3
 
@@ -330,11 +326,7 @@ def test_overlapping_multi_locks_from_eight_threads(
         except Exception as error:  # pragma: no cover - reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    in_threads(worker, 8)
     assert not errors
     assert sorted(done) == list(range(8))
     assert shared[0] == 1
