@@ -1,7 +1,7 @@
 """Deliberately broken Redlock clients, for ``python -m chaos selftest``.
 
 Would the harness notice a broken client? Each variant here is one mistake from REDLOCK.md,
-made by patching the pure core (:mod:`redlock._core`, :mod:`redlock._scripts`, the flows
+made by patching the pure core (:mod:`redlock._kinds`, :mod:`redlock._flows`, :mod:`redlock._scripts`, the flows
 :mod:`redlock._lock` calls) inside a client process at start-up: :mod:`chaos.worker`
 applies the variant named in its configuration before it builds its Redlock, so the
 library's source stays as it is and every other process runs the real client. A variant
@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from redlock import _core, _lock, _scripts
+from redlock import _flows, _kinds, _lock, _scripts
 from redlock._core import Flow, Result, Round
 
 __all__ = ["VARIANTS", "Variant", "apply", "find"]
@@ -71,7 +71,7 @@ def _relay_acquire(**mistake: bool) -> Callable[[], None]:
     def patch() -> None:
         original = getattr(_lock, _ACQUIRE_FLOW)
 
-        def acquire_flow(spec: _core.LockSpec, tokens: _core.Tokens, now: float, **options: Any) -> Flow:
+        def acquire_flow(spec: _flows.LockSpec, tokens: _flows.Tokens, now: float, **options: Any) -> Flow:
             return _relay(original(spec, tokens, now, **options), now, **mistake)
 
         setattr(_lock, _ACQUIRE_FLOW, acquire_flow)
@@ -80,11 +80,14 @@ def _relay_acquire(**mistake: bool) -> Callable[[], None]:
 
 
 def _half_quorum() -> None:
-    _core.quorum_size = lambda node_count: max(1, node_count // 2)
+    _kinds.LockKind.quorum = lambda self, node_count: max(1, node_count // 2)  # type: ignore[method-assign]
 
 
 def _no_drift() -> None:
-    _core.drift_allowance = lambda ttl, clock_drift_factor: 0.0
+    def deadline_after(self: _flows.LockSpec, started: float, ttl: float | None = None) -> float:
+        return started + (self.ttl if ttl is None else ttl)
+
+    _flows.LockSpec.deadline_after = deadline_after  # type: ignore[method-assign]
 
 
 # aioredlock's extend: anything but another holder's token is (re)set, a missing key too.

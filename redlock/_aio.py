@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from redlock._connection import Connect, DriverBase, Kind, Write, reply_parser
+from redlock._connection import Connect, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
+from redlock._driver import DriverBase
 
 T = TypeVar("T")
 

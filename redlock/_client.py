@@ -8,8 +8,9 @@ from types import TracebackType
 
 import redis
 
-from redlock._core import Lease, LockInfo, LockSpec, Result, force_release_flow, inspect_flow, lock_info
+from redlock._core import Result
 from redlock._election import UNCHANGED, ElectionState
+from redlock._flows import Lease, LockInfo, LockSpec, force_release_flow, inspect_flow, lock_info
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,

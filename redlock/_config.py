@@ -1,4 +1,8 @@
-"""Argument checking and master addresses, shared by the sync and asyncio clients.
+"""Argument checking, master addresses and credentials, shared by the sync and asyncio clients.
+
+Where it sits: above the lock protocol (:mod:`redlock._core` and the lock kinds, whose limits
+it checks against) and below the connection policy (:mod:`redlock._connection`), which reads
+the addresses, credentials and :class:`DriverSettings` made here. It does no I/O.
 
 Everything a caller passes is checked here, before any connection is made, and a bad
 argument raises ``TypeError`` or ``ValueError`` naming it.
@@ -8,16 +12,13 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import ssl
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.connection import parse_url
 
-from redlock._connection import Credentials
 from redlock._core import MAX_TTL, MIN_TTL, RESERVED_PREFIXES, semaphore_quorum, validity_left
 
 #: What a caller's redis-py client may tell us beyond its address: who to be. Everything else
@@ -29,6 +30,24 @@ _IDENTITY_KEYS = frozenset({"host", "port", "path", "db", "username", "password"
 _TLS_KEYS = frozenset({"ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_check_hostname"})
 
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Who a new connection says it is, and which database it selects.
+
+    Its ``repr`` (and so the ``repr`` of every address, client and error that holds one)
+    never shows the password: credentials travel in objects that get logged and printed.
+    """
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    db: int = 0
+    client_name: str | None = None
+
+    def __repr__(self) -> str:
+        password = "" if self.password is None else ", password='***'"
+        return f"Credentials(username={self.username!r}{password}, db={self.db}, client_name={self.client_name!r})"
 
 
 @dataclass(frozen=True)
@@ -53,32 +72,6 @@ class MasterAddress:
     @property
     def unix_socket(self) -> bool:
         return self.path is not None
-
-    def open_socket(self, timeout: float) -> socket.socket:
-        """A socket connected to this master (TLS handshake done) within ``timeout`` seconds;
-        blocking, with ``timeout`` as its timeout."""
-        deadline = time.monotonic() + timeout
-        sock: socket.socket
-        if self.path is not None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(timeout)
-                sock.connect(self.path)
-            except BaseException:
-                sock.close()
-                raise
-        else:
-            sock = socket.create_connection((self.host, self.port), timeout=timeout)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.ssl_context is not None:
-            try:
-                sock.settimeout(max(0.001, deadline - time.monotonic()))
-                sock = self.ssl_context.wrap_socket(sock, server_hostname=self.server_hostname)
-            except BaseException:
-                sock.close()
-                raise
-        sock.settimeout(timeout)
-        return sock
 
     @property
     def endpoint(self) -> tuple[str, object]:
@@ -326,3 +319,14 @@ def _tls_context(where: str, settings: dict[str, Any], host: str) -> tuple[ssl.S
 
 
 Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    """What a driver and its connection policy need of a client's settings, checked."""
+
+    masters: tuple[MasterAddress, ...]
+    node_timeout: float
+    connect_timeout: float
+    clock: Clock
+    wake_on_release: bool

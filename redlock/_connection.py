@@ -52,22 +52,19 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 import ssl
-import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import hiredis
 
 from redlock import _scripts
-from redlock._core import Command, ErrorReply, Round, Waiters, subscription_changes
+from redlock._config import Credentials
+from redlock._core import Command, ErrorReply, Round
+from redlock._facts import UNKNOWN, MasterFacts, facts_from_info
 from redlock.exceptions import ClientClosed, NodeStatus
-
-if TYPE_CHECKING:  # _lock's settings are built with Credentials from here
-    from redlock._lock import ClusterConfig
 
 logger = logging.getLogger("redlock")
 
@@ -128,33 +125,110 @@ def reply_parser() -> Any:
     return hiredis.Reader(replyError=ErrorReply, protocolError=ProtocolViolation)
 
 
-@dataclass(frozen=True)
-class Credentials:
-    """What a new connection says before anything else: who we are and which database."""
+# --- who waits for which release ------------------------------------------------------
 
-    username: str | None = None
-    password: str | None = None
-    db: int = 0
-    client_name: str | None = None
 
-    def handshake(self) -> list[Command]:
-        commands = []
-        if self.password is not None:
-            auth: tuple[str, ...] = (
-                ("AUTH", self.password)
-                if self.username is None
-                else (
-                    "AUTH",
-                    self.username,
-                    self.password,
-                )
-            )
-            commands.append(Command(auth))
-        if self.db:
-            commands.append(Command(("SELECT", self.db)))
-        if self.client_name:
-            commands.append(Command(("CLIENT", "SETNAME", self.client_name)))
-        return commands
+class Event(Protocol):
+    """What threading.Event and asyncio.Event have in common, as far as waiting goes."""
+
+    def is_set(self) -> bool: ...
+    def set(self) -> None: ...
+
+
+EventT = TypeVar("EventT", bound=Event)
+
+
+def subscription_changes(wanted: set[str], subscribed: set[str]) -> tuple[list[str], list[str]]:
+    """The channels to subscribe to and to leave, to go from ``subscribed`` to ``wanted``."""
+    return sorted(wanted - subscribed), sorted(subscribed - wanted)
+
+
+class Waiters(Generic[EventT]):
+    """Who waits for the release of which lock, in arrival order, for one client.
+
+    A release is announced by every master that held it; it wakes one waiter of this client
+    (the longest waiting), not all of them, and only once. Waking all would send every waiter
+    at the masters together, where all but one fail: a thundering herd that slows the very
+    handoff it is meant to speed up. Other clients' waiters are woken by their own listeners.
+    """
+
+    def __init__(self, remembered: int = 64) -> None:
+        self._waiting: dict[str, list[EventT]] = {}
+        self._seen: dict[str, deque[bytes]] = {}
+        self._remembered = remembered
+
+    def channels(self) -> set[str]:
+        return set(self._waiting)
+
+    def all_events(self) -> list[EventT]:
+        return [event for events in self._waiting.values() for event in events]
+
+    def add(self, channel: str, event: EventT) -> None:
+        self._waiting.setdefault(channel, []).append(event)
+
+    def discard(self, channel: str, event: EventT) -> None:
+        waiting = self._waiting.get(channel)
+        if waiting is not None and event in waiting:
+            waiting.remove(event)
+            if not waiting:
+                del self._waiting[channel]
+                self._seen.pop(channel, None)
+
+    def released(self, channel: str, token: bytes) -> None:
+        """Wake the longest-waiting waiter not woken yet, unless this release was counted."""
+        if channel not in self._waiting:
+            return  # a late message for a channel nobody waits on any more: nothing to keep
+        seen = self._seen.setdefault(channel, deque(maxlen=self._remembered))
+        if token in seen:
+            return
+        seen.append(token)
+        for event in self._waiting.get(channel, ()):
+            if not event.is_set():
+                event.set()
+                return
+
+
+@dataclass(frozen=True, slots=True)
+class HandshakeStep:
+    """One command a new connection sends before any other, and how its reply is taken.
+
+    ``learn`` turns the reply into facts about the master (kept on its link). An error reply
+    that says we are not allowed (wrong password, no permission) refuses the connection,
+    unless the step is ``optional``: then the master merely did not say (an ACL user denied
+    ``INFO`` still locks), and what the step would have taught stays unknown.
+    """
+
+    command: Command
+    learn: Callable[[object], MasterFacts] | None = None
+    optional: bool = False
+
+
+def identity_steps(credentials: Credentials) -> list[HandshakeStep]:
+    """Who we are and which database: the steps every connection takes, subscribers too."""
+    steps = []
+    if credentials.password is not None:
+        auth: tuple[str, ...] = (
+            ("AUTH", credentials.password)
+            if credentials.username is None
+            else ("AUTH", credentials.username, credentials.password)
+        )
+        steps.append(HandshakeStep(Command(auth)))
+    if credentials.db:
+        steps.append(HandshakeStep(Command(("SELECT", credentials.db))))
+    if credentials.client_name:
+        steps.append(HandshakeStep(Command(("CLIENT", "SETNAME", credentials.client_name))))
+    return steps
+
+
+#: What a command connection asks each master about itself (the default sections: server,
+#: replication, memory, persistence and the rest, in one reply on every server version;
+#: naming several sections needs Redis 7).
+INFO_STEP = HandshakeStep(Command(("INFO",)), learn=facts_from_info, optional=True)
+
+
+def command_handshake(credentials: Credentials) -> list[HandshakeStep]:
+    """Every step of a new command connection, in order: identity, INFO, the scripts."""
+    return [*identity_steps(credentials), INFO_STEP, *(HandshakeStep(c) for c in script_preloads())]
 
 
 def script_preloads() -> tuple[Command, ...]:
@@ -210,7 +284,8 @@ class InFlight:
     command: Command
     round: Round | None
     sent_at: float
-    handshake: bool = False
+    #: The handshake step this command is (None: a round's command).
+    step: HandshakeStep | None = None
 
 
 @dataclass
@@ -236,6 +311,8 @@ class Link:
     #: The trouble last logged for this master (None: none since it last answered): a
     #: master is logged once per change of state, not once per round that finds it down.
     reported: NodeStatus | None = None
+    #: What the master said about itself in the current connection's handshake.
+    facts: MasterFacts = UNKNOWN
 
     # --- rounds -----------------------------------------------------------------------------
 
@@ -291,10 +368,11 @@ class Link:
     def connected(self, now: float) -> list[Command]:
         """The socket is up: what to write first, in order (handshake, scripts, the queue)."""
         self.state = State.READY
+        self.facts = UNKNOWN
         commands: list[Command] = []
-        for command in (*self.credentials.handshake(), *script_preloads()):
-            self.in_flight.append(InFlight(command, None, now, handshake=True))
-            commands.append(command)
+        for step in command_handshake(self.credentials):
+            self.in_flight.append(InFlight(step.command, None, now, step))
+            commands.append(step.command)
         for command, round_ in self.backlog:
             self.in_flight.append(InFlight(command, round_, now))
             commands.append(command)
@@ -314,7 +392,7 @@ class Link:
         connections, or a restart); one that never finished its handshake backs off.
         """
         status, detail = (NodeStatus.UNREACHABLE, error) if isinstance(error, str) else failure_status(error)
-        handshaking = any(entry.handshake for entry in self.in_flight)
+        handshaking = any(entry.step is not None for entry in self.in_flight)
         self._fail_all(status, detail)
         if handshaking or status is NodeStatus.MISCONFIGURED:
             # Our own close() is no news about the master.
@@ -365,9 +443,12 @@ class Link:
         round_ = entry.round
         if round_ is not None and round_.latencies is not None:
             round_.latencies[self.node] = now - entry.sent_at
+        step = entry.step
         if isinstance(reply, ErrorReply):
+            if step is not None and step.optional:
+                return _NO_REACTION  # the master did not say: its facts stay unknown
             if is_misconfiguration(reply.message):
-                if entry.handshake:
+                if step is not None:
                     # Everything behind a refused AUTH is refused too: hang up, back off,
                     # and tell every waiting round why.
                     self._fail_all(NodeStatus.MISCONFIGURED, reply.message)
@@ -387,7 +468,9 @@ class Link:
             if round_ is not None and round_.awaits(self.node):
                 round_.record(self.node, NodeStatus.ERROR, reply.message)
             return _NO_REACTION
-        if entry.handshake:
+        if step is not None:
+            if step.learn is not None:
+                self.facts = step.learn(reply)
             self.failures = 0  # a master that answers is no longer a reason to back off
             if self.reported is not None:
                 self._recovered()
@@ -438,7 +521,7 @@ class Subscriber:
     def connected(self) -> list[Command]:
         self.state = State.READY
         self.subscribed.clear()
-        return self.credentials.handshake()
+        return [step.command for step in identity_steps(self.credentials)]
 
     def changes(self, waiters: Waiters[Any]) -> list[Command]:
         """SUBSCRIBE / UNSUBSCRIBE commands that bring the master in line with the waiters."""
@@ -554,6 +637,17 @@ class Connections:
     def connecting(self) -> bool:
         return any(link.connecting() for link in self.links)
 
+    def connection_states(self) -> list[tuple[bool, bool]]:
+        """Whether each master's command and subscriber connections are up."""
+        return [
+            (link.state is State.READY, subscriber.state is State.READY)
+            for link, subscriber in zip(self.links, self.subscribers, strict=True)
+        ]
+
+    def facts(self) -> list[MasterFacts]:
+        """What each master said about itself on its current command connection."""
+        return [link.facts for link in self.links]
+
     def time_out(self, round_: Round) -> None:
         """The round's time is up: each master it still waits for failed to answer (one it
         no longer needs, in a decided round, stays "not awaited")."""
@@ -646,149 +740,3 @@ class Connections:
         for subscriber in self.subscribers:
             subscriber.forget()
         self.waiters = Waiters()
-
-
-class Connection(Protocol):
-    """What a driver's connection object has for the shared code: whose it is, its parser."""
-
-    kind: Kind
-    node: int
-    parser: Any
-
-
-ConnectionT = TypeVar("ConnectionT", bound=Connection)
-
-
-class DriverBase(Generic[ConnectionT]):
-    """What both drivers do alike, written once: the masters and settings, the policy, the
-    connections by (kind, master), and what follows each event (an action to carry out, a
-    connect that finished, replies that arrived, a connection lost, a fork, a close).
-    Subclasses move the bytes, open the connections and wait; the sync driver calls all of
-    this under its lock."""
-
-    def __init__(self, settings: ClusterConfig) -> None:
-        self._masters = settings.masters
-        self._node_timeout = settings.node_timeout
-        self._connect_timeout = settings.connect_timeout
-        self._clock = settings.clock
-        self._wake_on_release = settings.wake_on_release
-        self._policy = Connections(
-            [m.name for m in self._masters],
-            [m.credentials for m in self._masters],
-            node_timeout=self._node_timeout,
-            connect_timeout=self._connect_timeout,
-        )
-        #: close() was called: no new operations; clean-ups under way still run.
-        self._closed = False
-        #: The connections are torn down: a connect that finishes now hangs up at once.
-        self._shut = False
-        self._fresh_process_state()
-
-    def _fresh_process_state(self) -> None:
-        """What belongs to one process (connections, threads): a fork's child starts anew."""
-        self._pid = os.getpid()
-        self._conns: dict[tuple[Kind, int], ConnectionT] = {}
-
-    # --- what a subclass provides -------------------------------------------------------------
-
-    def _write(self, conn: ConnectionT, data: bytes) -> None:
-        """Write ``data`` on ``conn`` behind everything written on it before."""
-        raise NotImplementedError
-
-    def _drop(self, conn: ConnectionT) -> None:
-        """Close ``conn``, already out of ``_conns``; nothing more may be written on it."""
-        raise NotImplementedError
-
-    def _abandon(self, conn: ConnectionT) -> None:
-        """In a fork's child: let go of the parent's ``conn`` without touching the connection."""
-        raise NotImplementedError
-
-    def _start_connect(self, connect: Connect) -> None:
-        """Open the connection; hand the outcome to :meth:`_connect_finished`."""
-        raise NotImplementedError
-
-    # --- events ----------------------------------------------------------------------------
-
-    def _raise_if_closed(self) -> None:
-        if self._closed:
-            raise ClientClosed("this Redlock client is closed")
-
-    def _check_fork(self) -> None:
-        if os.getpid() != self._pid:
-            self.after_fork()  # (besides the at-fork hook, which is process-wide: belt and braces)
-
-    def after_fork(self) -> None:
-        """In a fork's child: drop what belongs to the parent, without touching it (a reply
-        read here would be stolen from the parent), and start over lazily."""
-        for conn in self._conns.values():
-            self._abandon(conn)
-        self._policy.forget()
-        self._fresh_process_state()
-
-    def _carry_out(self, action: Write | Connect | None) -> None:
-        if isinstance(action, Write):
-            conn = self._conns.get((action.kind, action.node))
-            if conn is not None and action.data:
-                self._write(conn, action.data)
-        elif isinstance(action, Connect) and self._shut:
-            # Closed: the clean-up that asked has nothing to reach; tell it now, not after
-            # a connect_timeout of waiting for a connect nobody will make.
-            self._carry_out(self._policy.connected(action, ClientClosed(CLOSED), self._clock()))
-        elif isinstance(action, Connect):
-            self._start_connect(action)
-
-    def _connect_finished(self, connect: Connect, conn: ConnectionT | None, error: BaseException | None) -> bool:
-        """A connect ended with ``conn`` up, or ``error``. False: it is stale (the client was
-        closed or forked, or the link moved on); the caller closes ``conn``."""
-        if self._shut or not self._policy.is_current(connect) or os.getpid() != self._pid:
-            return False
-        if conn is not None:
-            self._conns[(connect.kind, connect.node)] = conn
-            self._connections_changed()
-        self._carry_out(self._policy.connected(connect, error, self._clock()))
-        return True
-
-    def _connections_changed(self) -> None:
-        """A hook: a connection came or went."""
-
-    def _replies_arrived(self, conn: ConnectionT, failure: BaseException | None = None) -> None:
-        """``conn``'s parser was fed (then the socket failed with ``failure``, if given):
-        match every whole reply, write what the policy says, hang up if it says so."""
-        outcome = self._policy.received(conn.kind, conn.node, conn.parser, self._clock())
-        if outcome.write:
-            self._write(conn, outcome.write)
-        if outcome.hang_up:
-            del self._conns[(conn.kind, conn.node)]
-            self._drop(conn)
-            self._connections_changed()
-        elif outcome.failure is not None or failure is not None:
-            self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
-
-    def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
-        """The connection failed (or must start over): close it, tell the policy."""
-        conn = self._conns.pop((kind, node), None)
-        if conn is not None:
-            self._drop(conn)
-            self._connections_changed()
-        self._policy.lost(kind, node, error, self._clock())
-
-    def _overtime(self, round_: Round, deadline: float) -> float | None:
-        """A round's timeout passed at ``deadline``: until when it still waits, if at all."""
-        until = self._policy.overtime(round_, deadline)
-        return None if until is None or until <= self._clock() else until  # (past: the client was closed)
-
-    def _begin_close(self) -> float:
-        """No new operations; waiting acquires look again, find the client closed and stop.
-        Returns until when close() lets the operations under way finish their clean-ups and
-        the connects under way deliver their backlog (the SET of an acquire the others
-        decided, then its release) before hanging up."""
-        self._closed = True
-        for event in self._policy.waiters.all_events():
-            event.set()
-        return time.monotonic() + self._connect_timeout + 2 * self._node_timeout
-
-    def _hang_up_all(self) -> None:
-        self._shut = True
-        for kind, node in list(self._conns):
-            self._lose(kind, node, ClientClosed(CLOSED))
-        self._policy.close(self._clock())

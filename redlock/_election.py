@@ -38,7 +38,8 @@ from enum import Enum
 from typing import Any, Generic, TypeVar
 
 from redlock import _config
-from redlock._core import WOKEN_MARGIN, Flow, LockInfo, LockSpec, Pause, Result, inspect_flow, lock_info
+from redlock._core import WOKEN_MARGIN, Flow, Pause, Result
+from redlock._flows import LockInfo, LockSpec, inspect_flow, lock_info
 from redlock._lock import ClusterConfig, LockOptions, LockState, identity_of
 
 #: How often, at most, an observer looks at the masters when no release is announced.

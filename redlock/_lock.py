@@ -17,13 +17,12 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from redlock import _config, _telemetry
-from redlock._connection import DriverBase
-from redlock._core import (
+from redlock._core import Flow, Result
+from redlock._driver import DriverBase
+from redlock._flows import (
     RELEASE_PATIENCE,
-    Flow,
     Lease,
     LockSpec,
-    Result,
     Tokens,
     acquire_flow,
     extend_flow,
@@ -32,6 +31,8 @@ from redlock._core import (
     renewal_flow,
     rollback_flow,
 )
+from redlock._kinds import kind_of
+from redlock._version import __version__
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
@@ -129,10 +130,21 @@ class ClusterConfig:
         self.rng = random.Random()
         _telemetry.check_providers(meter_provider, tracer_provider)
         self._start_driver()
-        self._telemetry = _telemetry.for_client(self, meter_provider, tracer_provider)
+        self._telemetry = _telemetry.for_client(
+            self.masters,
+            self._driver.connection_states,
+            clock,
+            __version__,
+            meter_provider=meter_provider,
+            tracer_provider=tracer_provider,
+        )
 
     def _start_driver(self) -> None:
-        self._driver = self.driver_class(self)
+        self._driver = self.driver_class(
+            _config.DriverSettings(
+                tuple(self.masters), self.node_timeout, self.connect_timeout, self.clock, self.wake_on_release
+            )
+        )
 
     @property
     def master_names(self) -> tuple[str, ...]:
@@ -165,10 +177,8 @@ class ClusterConfig:
             clock_drift_factor=self.clock_drift_factor,
             retry_delay=self.retry_delay,
             unavailable_timeout=self.unavailable_timeout,
-            fencing=fenced,
+            kind=kind_of(fencing=fenced, names=names, limit=permits),
             lock_delay=delay,
-            names=names,
-            limit=permits,
         )
 
 
@@ -241,6 +251,8 @@ def semaphore_options(
     cancel_on_lost: object = False,
 ) -> tuple[LockSpec, LockOptions]:
     """The checked spec and options of a semaphore, for both clients' ``semaphore()``."""
+    if limit is None:  # (lock_spec reads None as "not a semaphore")
+        raise TypeError("limit must be an int, got NoneType")
     spec = cluster.lock_spec(name, ttl, limit=limit)
     options = LockOptions.checked(
         spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, cancel_on_lost=cancel_on_lost

@@ -38,8 +38,9 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
-from redlock._connection import Connect, DriverBase, Kind, Write, reply_parser
+from redlock._connection import Connect, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
+from redlock._driver import DriverBase, open_socket
 
 T = TypeVar("T")
 
@@ -411,7 +412,7 @@ class Driver(DriverBase["_Socket"]):
         sock: socket.socket | None = None
         error: BaseException | None = None
         try:
-            sock = self._masters[connect.node].open_socket(self._connect_timeout)
+            sock = open_socket(self._masters[connect.node], self._connect_timeout)
         except Exception as failure:
             error = failure
         with self._lock:

@@ -53,13 +53,13 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, Protocol
 
-from redlock import _scripts
-from redlock._connection import State
+from redlock._config import Clock, MasterAddress
 from redlock._core import Flow, Result, Round
 from redlock._extras import install_hint
+from redlock._kinds import ALL_STEPS
 from redlock.exceptions import NodeOutcome, NodeStatus
 
 try:
@@ -79,9 +79,6 @@ else:
     except ImportError:  # pragma: no cover (another version of the API)
         _UNSET_METERS = ()
     _UNSET_TRACERS = (trace.NoOpTracerProvider, trace.ProxyTracerProvider)
-
-if TYPE_CHECKING:
-    from redlock._lock import ClusterConfig, LockState
 
 logger = logging.getLogger("redlock")
 
@@ -126,19 +123,27 @@ FAILURES = {
 MASTER_ERRORS = frozenset({NodeStatus.UNREACHABLE, NodeStatus.TIMEOUT, NodeStatus.ERROR, NodeStatus.MISCONFIGURED})
 
 STEPS = ("acquire", "fence", "rollback", "release", "extend")
-_SCRIPT_STEPS = {
-    _scripts.FENCED_ACQUIRE.sha: "acquire",
-    _scripts.FENCE_RAISE.sha: "fence",
-    _scripts.RELEASE.sha: "release",
-    _scripts.RELEASE_AND_NOTIFY.sha: "release",
-    _scripts.EXTEND.sha: "extend",
-}
+
+
+class ObservedLock(Protocol):
+    """What telemetry reads of a lock (a ``redlock._lock.LockState``, which sits above)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def quorum(self) -> int: ...
+    def locked(self) -> bool: ...
+
+
+#: Whether each master's command and subscriber connections are up, by master (none once
+#: the client is closed): the driver's answer, asked at each metrics collection.
+ConnectionStates = Callable[[], Iterable[tuple[bool, bool]]]
 
 
 def step_of(operation: str, round_: Round) -> str:
     """What a round does: acquire, fence, rollback (of a failed attempt), release, extend."""
     script = round_.command.script
-    step = _SCRIPT_STEPS.get(script.sha, "script") if script is not None else str(round_.command.args[0]).lower()
+    step = ALL_STEPS.get(script.sha, "script") if script is not None else str(round_.command.args[0]).lower()
     if step == "set":
         return "acquire"
     if operation == "acquire" and step == "release":
@@ -185,17 +190,21 @@ def check_providers(meter_provider: object, tracer_provider: object) -> None:
         )
 
 
-def for_client(cluster: ClusterConfig, meter_provider: Any, tracer_provider: Any) -> ClientTelemetry | None:
+def for_client(
+    masters: Sequence[MasterAddress],
+    connections: ConnectionStates,
+    clock: Clock,
+    version: str,
+    *,
+    meter_provider: Any,
+    tracer_provider: Any,
+) -> ClientTelemetry | None:
     """The telemetry of a new client (providers checked); None without OpenTelemetry."""
     if not AVAILABLE:
         return None
-    return ClientTelemetry(cluster, meter_provider, tracer_provider)
-
-
-def _version() -> str:
-    import redlock  # noqa: PLC0415  (the package imports this module while it is being imported)
-
-    return redlock.__version__
+    return ClientTelemetry(
+        masters, connections, clock, version, meter_provider=meter_provider, tracer_provider=tracer_provider
+    )
 
 
 class Instruments:
@@ -232,7 +241,7 @@ class Instruments:
         #: Clients and held locks, for the observable instruments; weak, so that reporting
         #: keeps nothing alive.
         self.clients: weakref.WeakSet[ClientTelemetry] = weakref.WeakSet()
-        self.locks: weakref.WeakSet[LockState[Any]] = weakref.WeakSet()
+        self.locks: weakref.WeakSet[ObservedLock] = weakref.WeakSet()
         meter.create_observable_up_down_counter(
             "redlock.lock.held", [self._held], unit="{lock}", description="Locks held (valid) in this process"
         )
@@ -326,18 +335,18 @@ def flush() -> None:
     _reporter.flush()
 
 
-def instruments_for(meter_provider: Any) -> Instruments:
+def instruments_for(meter_provider: Any, version: str) -> Instruments:
     provider = metrics.get_meter_provider() if meter_provider is None else meter_provider
     instruments = _instruments.get(provider)
     if instruments is None:
-        instruments = _instruments[provider] = Instruments(provider.get_meter("redlock", _version()))
+        instruments = _instruments[provider] = Instruments(provider.get_meter("redlock", version))
     return instruments
 
 
-def master_attributes(cluster: ClusterConfig) -> list[dict[str, str | int]]:
+def master_attributes(masters: Sequence[MasterAddress]) -> list[dict[str, str | int]]:
     """``server.address`` and ``server.port`` of each master (a unix socket: its path)."""
     attributes: list[dict[str, str | int]] = []
-    for master in cluster.masters:
+    for master in masters:
         if master.path is not None:
             attributes.append({"server.address": master.path})
         else:
@@ -364,15 +373,25 @@ class LatencyRecorder:
 class ClientTelemetry:
     """One client's instruments and tracer, and what it measures per round and operation."""
 
-    def __init__(self, cluster: ClusterConfig, meter_provider: Any, tracer_provider: Any) -> None:
-        self._cluster = cluster
+    def __init__(
+        self,
+        masters: Sequence[MasterAddress],
+        connections: ConnectionStates,
+        clock: Clock,
+        version: str,
+        *,
+        meter_provider: Any,
+        tracer_provider: Any,
+    ) -> None:
+        self._connections = connections
+        self.clock = clock
         self._given = meter_provider is not None or tracer_provider is not None
         self._active = False
         self._next_look = 0.0
-        self.instruments = instruments_for(meter_provider)
+        self.instruments = instruments_for(meter_provider, version)
         self.instruments.clients.add(self)
-        self.tracer = trace.get_tracer("redlock", _version(), tracer_provider)
-        self._masters = master_attributes(cluster)
+        self.tracer = trace.get_tracer("redlock", version, tracer_provider)
+        self._masters = master_attributes(masters)
         self._master_keys = [tuple(sorted(attributes.items())) for attributes in self._masters]
         #: Made once, not per reply or per round.
         self._recorders = {step: self._recorder(step) for step in STEPS}
@@ -413,15 +432,9 @@ class ClientTelemetry:
         return self._recorder(step) if recorder is None else recorder
 
     def open_connections(self) -> Iterable[tuple[tuple[tuple[str, Any], ...], int]]:
-        driver = self._cluster._driver
-        if driver._closed:
-            return
-        policy = driver._policy
-        for node, link in enumerate(policy.links):
+        for node, (command, subscriber) in enumerate(self._connections()):
             key = self._master_keys[node]
-            ready = link.state is State.READY
-            yield (*key, ("redlock.connection.kind", "command")), int(ready)
-            subscriber = policy.subscribers[node].state is State.READY
+            yield (*key, ("redlock.connection.kind", "command")), int(command)
             yield (*key, ("redlock.connection.kind", "subscriber")), int(subscriber)
 
     def report(self, operation: _Operation, outcome: str, ended_ns: int, seconds: float, validity: float) -> None:
@@ -460,8 +473,8 @@ class ClientTelemetry:
             start_time=operation.started_ns,
             attributes={
                 "redlock.lock.name": lock.name,
-                "redlock.quorum": lock._spec.quorum,
-                "redlock.masters": len(lock._spec.node_names),
+                "redlock.quorum": lock.quorum,
+                "redlock.masters": len(self._masters),
                 **attributes,
             },
         )
@@ -502,7 +515,7 @@ class ClientTelemetry:
 # --- the wrapped flows ----------------------------------------------------------------------
 
 
-def observe(telemetry: ClientTelemetry | None, operation: str, lock: LockState[Any], flow: Flow) -> Flow:
+def observe(telemetry: ClientTelemetry | None, operation: str, lock: ObservedLock, flow: Flow) -> Flow:
     """``flow``, reported on (see the module); itself when nothing listens.
 
     ``operation`` is acquire, release, extend, or renewal (auto-extension).
@@ -536,7 +549,7 @@ class _Operation:
     start, and each round's event, carry the times measured here.
     """
 
-    def __init__(self, telemetry: ClientTelemetry | None, operation: str, lock: LockState[Any]) -> None:
+    def __init__(self, telemetry: ClientTelemetry | None, operation: str, lock: ObservedLock) -> None:
         self.telemetry = telemetry
         self.operation = operation
         self.lock = lock
@@ -605,7 +618,7 @@ class _Operation:
             return
         seconds = time.monotonic() - self.started
         result = self.result
-        validity = max(0.0, result.deadline - self.lock._cluster.clock()) if result is not None and result.ok else 0.0
+        validity = max(0.0, result.deadline - self.telemetry.clock()) if result is not None and result.ok else 0.0
         _reporter.queue.append((self.telemetry.report, (self, outcome, time.time_ns(), seconds, validity)))
         _reporter.start()
 
@@ -616,7 +629,7 @@ class _Operation:
         self.end("error")
 
 
-def _auto_extension(telemetry: ClientTelemetry | None, lock: LockState[Any], flow: Flow) -> Flow:
+def _auto_extension(telemetry: ClientTelemetry | None, lock: ObservedLock, flow: Flow) -> Flow:
     """A renewal flow, each of its rounds reported as an extend of its own."""
     try:
         request = next(flow)

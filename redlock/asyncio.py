@@ -21,17 +21,9 @@ from typing import Any
 import redis.asyncio
 
 from redlock._aio import Driver
-from redlock._core import (
-    Lease,
-    LockInfo,
-    LockSpec,
-    MasterInfo,
-    Result,
-    force_release_flow,
-    inspect_flow,
-    lock_info,
-)
+from redlock._core import Result
 from redlock._election import UNCHANGED, ElectionState
+from redlock._flows import Lease, LockInfo, LockSpec, MasterInfo, force_release_flow, inspect_flow, lock_info
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,

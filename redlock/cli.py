@@ -40,8 +40,8 @@ from typing import IO, Any, NoReturn
 
 import redlock
 from redlock._client import Lock, Redlock
-from redlock._core import MasterInfo
 from redlock._extras import redis_server_hint
+from redlock._flows import MasterInfo
 from redlock._lifeline import Guard, die_with_parent
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
 from redlock.exceptions import (

@@ -62,8 +62,8 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Literal, NamedTuple, get_args
 
-from redlock._config import MasterAddress
-from redlock._connection import Credentials
+from redlock._config import Credentials, MasterAddress
+from redlock._driver import open_socket
 from redlock._extras import ENV_VAR, install_hint
 from redlock._lifeline import PR_SET_PDEATHSIG, prctl_function
 from redlock._testing_tls import TLSFiles, make_tls_files
@@ -954,7 +954,7 @@ class LocalMaster:
         ways = [MasterAddress(f"port {self.port}", HOST, self.port, None, Credentials(), context, HOST)]
         if self.unix_socket:
             ways.append(MasterAddress(str(self._socket_path), None, None, str(self._socket_path), Credentials()))
-        return [functools.partial(way.open_socket, timeout) for way in ways]
+        return [functools.partial(open_socket, way, timeout) for way in ways]
 
     def _probe_tls_context(self) -> ssl.SSLContext | None:
         files = self.tls_files

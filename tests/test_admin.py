@@ -17,17 +17,8 @@ from hypothesis import strategies as st
 
 import redlock
 from redlock import LockInfo, LockLost, MasterInfo, NodeStatus
-from redlock._core import (
-    MAX_TTL,
-    Command,
-    LockSpec,
-    Result,
-    Round,
-    force_release_flow,
-    inspect_flow,
-    key_milliseconds,
-    lock_info,
-)
+from redlock._core import MAX_TTL, Command, Result, Round
+from redlock._flows import LockSpec, force_release_flow, inspect_flow, lock_info
 from redlock.servers import LocalMasters
 
 from .cli_helpers import closed_ports
@@ -46,7 +37,7 @@ def _spec(ttl: float = 10.0, lock_delay: float = 0.0) -> LockSpec:
 @given(st.floats(0.01, 1e6), st.floats(0.0, 1e6))
 def test_the_keys_live_ttl_plus_lock_delay_while_validity_counts_ttl(ttl: float, lock_delay: float) -> None:
     spec = _spec(ttl, lock_delay)
-    assert key_milliseconds(spec, ttl) == max(1, math.floor((ttl + lock_delay) * 1000))
+    assert spec.key_milliseconds(ttl) == max(1, math.floor((ttl + lock_delay) * 1000))
     assert spec.deadline_after(0.0) == _spec(ttl).deadline_after(0.0)  # the delay is never counted on
 
 

@@ -22,7 +22,8 @@ from chaos.history import AcquireInvoked, AcquireReturned, Event, History
 from chaos.runner import Check, Expected, Params, Scenario, ScenarioResult
 from chaos.selftest import judge
 from chaos.variants import VARIANTS, _relay, find
-from redlock._core import LockSpec, Result, Round, Tokens, acquire_flow, drift_allowance
+from redlock._core import Result, Round, drift_allowance
+from redlock._flows import LockSpec, Tokens, acquire_flow
 from redlock.exceptions import NodeStatus
 
 ROUND_TRIP = 0.3

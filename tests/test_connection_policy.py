@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from redlock import _scripts
+from redlock._config import Credentials
 from redlock._connection import (
     MAX_IN_FLIGHT,
     Connect,
     Connections,
-    Credentials,
     ProtocolViolation,
     Write,
     encode,
@@ -71,7 +71,8 @@ def test_a_first_round_connects_and_the_handshake_goes_first() -> None:
     commands = _commands(opening.data)
     assert commands[0] == [b"AUTH", b"pw"]
     assert commands[1] == [b"SELECT", b"2"]
-    assert [c[0] for c in commands[2 : 2 + len(_scripts.ALL)]] == [b"SCRIPT"] * len(_scripts.ALL)
+    assert commands[2] == [b"INFO"]  # what the master says about itself
+    assert [c[0] for c in commands[3 : 3 + len(_scripts.ALL)]] == [b"SCRIPT"] * len(_scripts.ALL)
     assert [c[1] for c in commands[-2:]] == [b"k1", b"k2"]  # the queue, in order
 
 
@@ -254,7 +255,7 @@ def test_noscript_is_resent_in_full_for_the_round_that_asked() -> None:
     assert isinstance(connect, Connect)
     policy.connected(connect, None, 0.0)
     parser = reply_parser()
-    parser.feed(b"+OK\r\n" * len(_scripts.ALL) + b"-NOSCRIPT No matching script\r\n")
+    parser.feed(b"$0\r\n\r\n" + b"+OK\r\n" * len(_scripts.ALL) + b"-NOSCRIPT No matching script\r\n")
     outcome = policy.received("command", 0, parser, 0.0)
     assert _commands(outcome.write) == [[b"EVAL", _scripts.RELEASE.source.encode(), b"1", b"k", b"t"]]
     assert round_.pending == (0,)
@@ -262,3 +263,63 @@ def test_noscript_is_resent_in_full_for_the_round_that_asked() -> None:
     policy.received("command", 0, parser, 0.0)
     assert round_.outcomes[0].status is NodeStatus.GRANTED
     assert isinstance(ErrorReply("NOSCRIPT x"), Exception)
+
+
+_INFO = (
+    b"# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.0.1\r\nredis_mode:standalone\r\n"
+    b"run_id:abc123\r\n\r\n# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\r\n# Memory\r\n"
+    b"maxmemory:1048576\r\nmaxmemory_policy:volatile-lru\r\n\r\n# Persistence\r\naof_enabled:1\r\n"
+)
+
+
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def _handshake_to(policy: Connections, node: int, now: float = 0.0) -> None:
+    connect = policy.submit(_round(1), node, now)
+    assert isinstance(connect, Connect)
+    policy.connected(connect, None, now)
+
+
+def test_what_a_master_says_at_connect_is_kept_per_master_for_the_connection() -> None:
+    policy = _policy()
+    _handshake_to(policy, 0)
+    assert policy.facts()[0].answered is False  # nothing said yet: unknown
+    parser = reply_parser()
+    parser.feed(_bulk(_INFO))
+    policy.received("command", 0, parser, 0.0)
+    facts = policy.facts()[0]
+    assert (facts.server, facts.version, facts.run_id, facts.mode, facts.role) == (
+        "valkey",
+        (9, 0, 1),
+        "abc123",
+        "standalone",
+        "master",
+    )
+    assert (facts.connected_replicas, facts.maxmemory, facts.maxmemory_policy, facts.aof_enabled) == (
+        1,
+        1048576,
+        "volatile-lru",
+        True,
+    )
+    assert policy.facts()[1].answered is False  # per master
+    policy.lost("command", 0, ConnectionResetError(), 0.1)
+    _handshake_to(policy, 0, now=5.0)  # (after the back-off of a connection lost mid-handshake)
+    assert policy.facts()[0].answered is False  # a new connection learns anew
+
+
+def test_a_master_that_will_not_say_still_serves_and_its_facts_stay_unknown() -> None:
+    policy = _policy(password="pw")
+    round_ = _round(1)
+    connect = policy.submit(round_, 0, 0.0)
+    assert isinstance(connect, Connect)
+    policy.connected(connect, None, 0.0)
+    parser = reply_parser()
+    parser.feed(b"+OK\r\n-NOPERM this user has no permissions to run the 'info' command\r\n")
+    parser.feed(b"+OK\r\n" * len(_scripts.ALL) + b"+OK\r\n")
+    outcome = policy.received("command", 0, parser, 0.0)
+    assert not outcome.hang_up
+    assert outcome.failure is None
+    assert round_.outcomes[0].status is NodeStatus.GRANTED
+    assert policy.facts()[0].answered is False

@@ -20,22 +20,16 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from redlock import _core, _scripts
 from redlock._core import (
     Command,
-    Lease,
-    LockSpec,
     Pause,
     Round,
-    Tokens,
-    acquire_flow,
     drift_allowance,
-    extend_flow,
-    next_renewal,
     quorum_size,
-    release_flow,
-    renewal_flow,
     retry_delays,
     ttl_milliseconds,
     validity_left,
 )
+from redlock._flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, next_renewal, release_flow, renewal_flow
+from redlock._kinds import FENCED
 from redlock.exceptions import NodeStatus
 
 statuses = st.sampled_from(list(NodeStatus))
@@ -548,7 +542,7 @@ class MutualExclusion(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.cluster = ModelCluster(5, round_time=0.01)
-        self.spec = dataclasses.replace(self.cluster.spec(ttl=1.0), fencing=True)
+        self.spec = dataclasses.replace(self.cluster.spec(ttl=1.0), kind=FENCED)
         self.deadlines: dict[str, float] = {}
         #: Each holding's lease: it numbers the holding's extends.
         self.leases: dict[str, Lease] = {}

@@ -16,7 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from redlock import _core, _scripts
-from redlock._core import Command, Lease, LockSpec, Round, Tokens, acquire_flow, extend_flow, release_flow
+from redlock._core import Command, Round
+from redlock._flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, release_flow
+from redlock._kinds import kind_of
 from redlock.exceptions import NodeStatus
 
 # --- the quorum -------------------------------------------------------------------------------
@@ -130,8 +132,7 @@ class Cluster:
             clock_drift_factor=0.01,
             retry_delay=0.1,
             unavailable_timeout=1.0,
-            names=names,
-            limit=limit,
+            kind=kind_of(names=names, limit=limit),
         )
 
     def acquire(self, spec: LockSpec, token: str) -> _core.Result:

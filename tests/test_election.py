@@ -25,8 +25,10 @@ import redlock
 import redlock.asyncio
 from redlock import LockLost, QuorumUnavailable
 from redlock._config import MAX_IDENTITY_BYTES, check_identity
-from redlock._core import LockSpec, Pause, Result, Round
+from redlock._core import Pause, Result, Round
 from redlock._election import UNCHANGED, Observer, default_observe_interval
+from redlock._flows import LockSpec
+from redlock._kinds import FENCED
 from redlock._lock import identity_of, identity_token
 from redlock.exceptions import NodeStatus
 from redlock.servers import LocalMasters
@@ -66,7 +68,7 @@ def test_tokens_without_an_identity_carry_none(token: str | None) -> None:
     assert identity_of(token) is None
 
 
-SPEC = LockSpec("e", 3.0, ("A", "B", "C"), 0.05, 0.01, 0.2, 10.0, fencing=True)
+SPEC = LockSpec("e", 3.0, ("A", "B", "C"), 0.05, 0.01, 0.2, 10.0, kind=FENCED)
 
 
 def _inspect_reply(round_: Round, token: str | None, holders: int) -> None:

@@ -27,7 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 import redlock
 import redlock.asyncio
 from redlock import LockAlreadyHeld, LockNotHeld
-from redlock._core import LockSpec, Result
+from redlock._core import Result
+from redlock._flows import LockSpec
 from redlock._lock import LockOptions, LockState, Turn
 from redlock.servers import LocalMasters
 

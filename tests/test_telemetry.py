@@ -30,7 +30,8 @@ from opentelemetry.trace import StatusCode
 
 import redlock
 from redlock import ClientClosed, LockLost, MasterMisconfigured, QuorumUnavailable, _telemetry
-from redlock._connection import CLOSED, Credentials, Link, Submit
+from redlock._config import Credentials
+from redlock._connection import CLOSED, Link, Submit
 from redlock._core import Command, Round
 from redlock.servers import LocalMasters
 

@@ -1,0 +1,198 @@
+"""What both drivers do alike: the driver base, and how a socket to a master is opened.
+
+Where it sits: above the pure connection policy (:mod:`redlock._connection`), which it asks
+what to do at each event, and below the two drivers (:mod:`redlock._sync` over sockets and
+threads, :mod:`redlock._aio` over an event loop), which move the bytes and wait. This is the
+lowest layer that does I/O.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Generic, Protocol, TypeVar
+
+from redlock._config import DriverSettings, MasterAddress
+from redlock._connection import CLOSED, Connect, Connections, Kind, Write
+from redlock._core import Round
+from redlock.exceptions import ClientClosed
+
+
+def open_socket(master: MasterAddress, timeout: float) -> socket.socket:
+    """A socket connected to ``master`` (TLS handshake done) within ``timeout`` seconds;
+    blocking, with ``timeout`` as its timeout."""
+    deadline = time.monotonic() + timeout
+    sock: socket.socket
+    if master.path is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(master.path)
+        except BaseException:
+            sock.close()
+            raise
+    else:
+        sock = socket.create_connection((master.host, master.port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if master.ssl_context is not None:
+        try:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            sock = master.ssl_context.wrap_socket(sock, server_hostname=master.server_hostname)
+        except BaseException:
+            sock.close()
+            raise
+    sock.settimeout(timeout)
+    return sock
+
+
+class Connection(Protocol):
+    """What a driver's connection object has for the shared code: whose it is, its parser."""
+
+    kind: Kind
+    node: int
+    parser: Any
+
+
+ConnectionT = TypeVar("ConnectionT", bound=Connection)
+
+
+class DriverBase(Generic[ConnectionT]):
+    """What both drivers do alike, written once: the masters and settings, the policy, the
+    connections by (kind, master), and what follows each event (an action to carry out, a
+    connect that finished, replies that arrived, a connection lost, a fork, a close).
+    Subclasses move the bytes, open the connections and wait; the sync driver calls all of
+    this under its lock."""
+
+    def __init__(self, settings: DriverSettings) -> None:
+        self._masters = settings.masters
+        self._node_timeout = settings.node_timeout
+        self._connect_timeout = settings.connect_timeout
+        self._clock = settings.clock
+        self._wake_on_release = settings.wake_on_release
+        self._policy = Connections(
+            [m.name for m in self._masters],
+            [m.credentials for m in self._masters],
+            node_timeout=self._node_timeout,
+            connect_timeout=self._connect_timeout,
+        )
+        #: close() was called: no new operations; clean-ups under way still run.
+        self._closed = False
+        #: The connections are torn down: a connect that finishes now hangs up at once.
+        self._shut = False
+        self._fresh_process_state()
+
+    def _fresh_process_state(self) -> None:
+        """What belongs to one process (connections, threads): a fork's child starts anew."""
+        self._pid = os.getpid()
+        self._conns: dict[tuple[Kind, int], ConnectionT] = {}
+
+    # --- what a subclass provides -------------------------------------------------------------
+
+    def _write(self, conn: ConnectionT, data: bytes) -> None:
+        """Write ``data`` on ``conn`` behind everything written on it before."""
+        raise NotImplementedError
+
+    def _drop(self, conn: ConnectionT) -> None:
+        """Close ``conn``, already out of ``_conns``; nothing more may be written on it."""
+        raise NotImplementedError
+
+    def _abandon(self, conn: ConnectionT) -> None:
+        """In a fork's child: let go of the parent's ``conn`` without touching the connection."""
+        raise NotImplementedError
+
+    def _start_connect(self, connect: Connect) -> None:
+        """Open the connection; hand the outcome to :meth:`_connect_finished`."""
+        raise NotImplementedError
+
+    # --- events ----------------------------------------------------------------------------
+
+    def _raise_if_closed(self) -> None:
+        if self._closed:
+            raise ClientClosed("this Redlock client is closed")
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self._pid:
+            self.after_fork()  # (besides the at-fork hook, which is process-wide: belt and braces)
+
+    def after_fork(self) -> None:
+        """In a fork's child: drop what belongs to the parent, without touching it (a reply
+        read here would be stolen from the parent), and start over lazily."""
+        for conn in self._conns.values():
+            self._abandon(conn)
+        self._policy.forget()
+        self._fresh_process_state()
+
+    def _carry_out(self, action: Write | Connect | None) -> None:
+        if isinstance(action, Write):
+            conn = self._conns.get((action.kind, action.node))
+            if conn is not None and action.data:
+                self._write(conn, action.data)
+        elif isinstance(action, Connect) and self._shut:
+            # Closed: the clean-up that asked has nothing to reach; tell it now, not after
+            # a connect_timeout of waiting for a connect nobody will make.
+            self._carry_out(self._policy.connected(action, ClientClosed(CLOSED), self._clock()))
+        elif isinstance(action, Connect):
+            self._start_connect(action)
+
+    def _connect_finished(self, connect: Connect, conn: ConnectionT | None, error: BaseException | None) -> bool:
+        """A connect ended with ``conn`` up, or ``error``. False: it is stale (the client was
+        closed or forked, or the link moved on); the caller closes ``conn``."""
+        if self._shut or not self._policy.is_current(connect) or os.getpid() != self._pid:
+            return False
+        if conn is not None:
+            self._conns[(connect.kind, connect.node)] = conn
+            self._connections_changed()
+        self._carry_out(self._policy.connected(connect, error, self._clock()))
+        return True
+
+    def _connections_changed(self) -> None:
+        """A hook: a connection came or went."""
+
+    def _replies_arrived(self, conn: ConnectionT, failure: BaseException | None = None) -> None:
+        """``conn``'s parser was fed (then the socket failed with ``failure``, if given):
+        match every whole reply, write what the policy says, hang up if it says so."""
+        outcome = self._policy.received(conn.kind, conn.node, conn.parser, self._clock())
+        if outcome.write:
+            self._write(conn, outcome.write)
+        if outcome.hang_up:
+            del self._conns[(conn.kind, conn.node)]
+            self._drop(conn)
+            self._connections_changed()
+        elif outcome.failure is not None or failure is not None:
+            self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
+
+    def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
+        """The connection failed (or must start over): close it, tell the policy."""
+        conn = self._conns.pop((kind, node), None)
+        if conn is not None:
+            self._drop(conn)
+            self._connections_changed()
+        self._policy.lost(kind, node, error, self._clock())
+
+    def connection_states(self) -> list[tuple[bool, bool]]:
+        """Whether each master's command and subscriber connections are up (none once closed)."""
+        if self._closed:
+            return []
+        return self._policy.connection_states()
+
+    def _overtime(self, round_: Round, deadline: float) -> float | None:
+        """A round's timeout passed at ``deadline``: until when it still waits, if at all."""
+        until = self._policy.overtime(round_, deadline)
+        return None if until is None or until <= self._clock() else until  # (past: the client was closed)
+
+    def _begin_close(self) -> float:
+        """No new operations; waiting acquires look again, find the client closed and stop.
+        Returns until when close() lets the operations under way finish their clean-ups and
+        the connects under way deliver their backlog (the SET of an acquire the others
+        decided, then its release) before hanging up."""
+        self._closed = True
+        for event in self._policy.waiters.all_events():
+            event.set()
+        return time.monotonic() + self._connect_timeout + 2 * self._node_timeout
+
+    def _hang_up_all(self) -> None:
+        self._shut = True
+        for kind, node in list(self._conns):
+            self._lose(kind, node, ClientClosed(CLOSED))
+        self._policy.close(self._clock())

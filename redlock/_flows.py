@@ -1,0 +1,584 @@
+"""The lock flows: acquire, extend, release, rollback, renewal, inspection; and the lease.
+
+Where it sits: above the protocol's vocabulary (:mod:`redlock._core`: rounds, pauses,
+results, the arithmetic) and the lock kinds (:mod:`redlock._kinds`), below everything that
+does I/O. Like the core, nothing here touches a socket or reads a clock: see the theory of
+operation in :mod:`redlock._core`. The flows are the same for every kind of lock; only the
+commands (and the quorum) the kind gives them differ.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from redlock import _scripts
+from redlock._core import (
+    WOKEN_MARGIN,
+    Command,
+    Flow,
+    Pause,
+    Result,
+    Round,
+    drift_allowance,
+    order_key,
+    release_channel,
+    retry_delays,
+    ttl_milliseconds,
+)
+from redlock._kinds import PLAIN, FencedLock, LockKind
+from redlock.exceptions import NodeOutcome, NodeStatus
+
+
+@dataclass(frozen=True)
+class LockSpec:
+    """What every flow needs to know about one lock and the cluster it lives on."""
+
+    key: str
+    ttl: float
+    node_names: tuple[str, ...]
+    node_timeout: float
+    clock_drift_factor: float
+    retry_delay: float
+    unavailable_timeout: float
+    #: What kind of lock this is: its commands and its quorum rule.
+    kind: LockKind = PLAIN
+    #: Extra life of the keys on the masters beyond ``ttl``, never counted in the validity
+    #: (Chubby's and Consul's lock-delay): see :meth:`key_milliseconds`.
+    lock_delay: float = 0.0
+    #: Replaces the kind's own quorum when not 0. Only the chaos harness's self-test sets it,
+    #: to show that a semaphore counting plain majorities is caught letting in too many.
+    forced_quorum: int = 0
+
+    @property
+    def quorum(self) -> int:
+        return self.forced_quorum or self.kind.quorum(len(self.node_names))
+
+    @property
+    def fencing(self) -> bool:
+        return self.kind.fencing
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """A multi-name lock's names, sorted and unique (``key`` is the first); () for one name."""
+        return self.kind.names
+
+    @property
+    def limit(self) -> int:
+        """A semaphore's number of permits; 0 for a lock."""
+        return self.kind.limit
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key this lock holds on each master."""
+        return self.kind.keys(self.key)
+
+    @property
+    def resource(self) -> str:
+        """The name of what is locked, as messages show it (several names joined by ", ")."""
+        return ", ".join(self.keys)
+
+    @property
+    def all_nodes(self) -> tuple[int, ...]:
+        return tuple(range(len(self.node_names)))
+
+    def round(self, command: Command, targets: Sequence[int] | None = None, *, cleanup: bool = False) -> Round:
+        """A round of ``command``; a clean-up waits for every master (up to the timeout)."""
+        return Round(
+            command=command,
+            targets=tuple(self.all_nodes if targets is None else targets),
+            node_names=self.node_names,
+            quorum=self.quorum,
+            timeout=self.node_timeout,
+            wait_for_all=cleanup,
+            cleanup=cleanup,
+        )
+
+    def deadline_after(self, started: float, ttl: float | None = None) -> float:
+        """The monotonic time until which a lock set at ``started`` may be relied on."""
+        ttl = self.ttl if ttl is None else ttl
+        return started + ttl - drift_allowance(ttl, self.clock_drift_factor)
+
+    def key_milliseconds(self, ttl: float) -> int:
+        """How long the masters keep a key set or extended for ``ttl``: ``ttl + lock_delay``.
+
+        The holder counts its validity from ``ttl`` alone, so a holder that stops (crashed,
+        hung, partitioned, paused) without releasing still keeps everyone else out for
+        ``lock_delay`` after its validity ended: its late writes land while nobody else holds
+        the lock. A release deletes the key at once, so a holder that releases costs nobody
+        the delay.
+        """
+        return ttl_milliseconds(ttl + self.lock_delay)
+
+    def acquire_command(self, token: str) -> Command:
+        return self.kind.acquire(self.key, token, self.key_milliseconds(self.ttl))
+
+    def extend_command(self, token: str, ttl: float, extend_id: int) -> Command:
+        return self.kind.extend(self.key, token, self.key_milliseconds(ttl), extend_id)
+
+    def release_command(self, token: str, *, notify: bool = False) -> Command:
+        """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
+        return self.kind.release(self.key, token, notify=notify)
+
+
+@dataclass
+class _Extend:
+    #: The deadline this extend gives if it succeeds.
+    candidate: float
+    #: The lowest candidate of every extend in flight at any time during this one: the
+    #: masters apply overlapping extends in an order nobody knows, so the one applied last
+    #: on some master may be any of them.
+    floor: float
+
+
+@dataclass
+class Lease:
+    """One holding of a lock, as the holder sees it; extends update it in place."""
+
+    token: str
+    deadline: float
+    fencing_token: int | None = None
+    #: Set when renewal found the lock gone, or its validity ran out before an extend worked.
+    lost: bool = False
+    #: Set by release: renewal stops at its next step, and the holder may rely on it no more.
+    ended: bool = False
+    #: Set by a release that no majority answered: our token may still hold the lock on
+    #: some masters until it expires, so the Lock keeps it for ``release()`` to be retried.
+    release_unconfirmed: bool = False
+    #: The holder was told of the loss (by a release raising LockLost): a retry is not.
+    loss_reported: bool = False
+    #: The loss was logged and counted (once per lease, whoever finds it first).
+    loss_noticed: bool = False
+    #: The rounds of the tries of its release so far (a release may be retried).
+    release_rounds: list[Round] = field(default_factory=list)
+    _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
+    #: Extends are numbered from 1, in the order they begin; the masters apply an extend
+    #: only if it is newer than the last one they applied (see _scripts.EXTEND).
+    _extend_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+    #: The renewer's thread and the user's may extend at once.
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def begin_extend(self, candidate: float) -> int:
+        """Register an extend that will give ``candidate`` if it succeeds; its number."""
+        with self._guard:
+            floor = candidate
+            for other in self._extends.values():
+                floor = min(floor, other.candidate)
+                other.floor = min(other.floor, candidate)
+            extend_id = next(self._extend_ids)
+            self._extends[extend_id] = _Extend(candidate, floor)
+            return extend_id
+
+    def end_extend(self, extend_id: int, *, ok: bool, may_have_landed: bool) -> None:
+        """Account for a finished extend (or one abandoned midway).
+
+        A success moves the deadline to the lowest candidate among overlapping extends (a
+        user's ``extend(ttl=1)`` racing the renewer must not leave the holder counting on
+        the renewer's longer ttl). An older extend that lands after this one is refused by
+        the masters, which remember the number of the newest extend they applied. A failure
+        that may have reset the ttl on some master still caps the deadline at its own
+        candidate: enough masters may now carry the shorter ttl for the old deadline to be
+        wrong.
+        """
+        with self._guard:
+            extend = self._extends.pop(extend_id)
+            if self.lost:
+                return
+            if ok:
+                self.deadline = extend.floor
+            elif may_have_landed:
+                self.deadline = min(self.deadline, extend.candidate)
+
+
+class Tokens:
+    """The random tokens of one acquire: a fresh one per attempt, so that nothing late from
+    an earlier attempt (a SET that lands after its rollback, a rollback re-sent after a
+    NOSCRIPT answer) can ever touch the key of a later one; and those not yet taken back."""
+
+    def __init__(self, new_token: Callable[[], str]) -> None:
+        self._new_token = new_token
+        #: Tokens whose SET may be on some master and whose rollback was not sent yet: what
+        #: an interrupted acquire must delete.
+        self.outstanding: list[str] = []
+
+    def fresh(self) -> str:
+        token = self._new_token()
+        self.outstanding.append(token)
+        return token
+
+    def settled(self, token: str) -> None:
+        self.outstanding.remove(token)
+
+
+def fencing_token_from(acquire: Round) -> int:
+    """One more than the highest counter among the masters that granted the lock.
+
+    They are a majority, and every earlier holder raised the counter on a majority before
+    its acquire returned; two majorities share a master, so this exceeds every earlier token.
+    """
+    counters = [
+        int(reply[1])  # type: ignore[index]
+        for node, reply in acquire.replies.items()
+        if acquire.outcomes[node].status is NodeStatus.GRANTED
+    ]
+    return max(counters) + 1
+
+
+def acquire_flow(
+    spec: LockSpec,
+    tokens: Tokens,
+    now: float,
+    *,
+    blocking: bool,
+    timeout: float | None,
+    rng: random.Random,
+) -> Flow:
+    """Try to set ``token`` on a majority; retry while ``blocking`` and time remains.
+
+    ``timeout`` bounds the whole wait; with ``timeout=None`` a blocking acquire retries
+    until it gets the lock, except that it gives up after ``spec.unavailable_timeout`` of
+    consecutive attempts that could not reach a majority: waiting forever on a dead
+    cluster helps nobody. With ``spec.fencing``, a held lock also gets a fencing token,
+    written back to a majority before the acquire counts as done. Each attempt sets a
+    fresh token from ``tokens``; the result carries the one that won.
+    """
+    give_up_at = None if timeout is None else now + timeout
+    unreachable_since: float | None = None
+    delays = retry_delays(spec.retry_delay, rng)
+    attempts = 0
+    woken = False
+    while True:
+        attempts += 1
+        token = tokens.fresh()
+        started = now
+        deadline = spec.deadline_after(started)
+        acquire = spec.round(spec.acquire_command(token))
+        now = yield acquire
+        held = acquire.majority_granted and deadline > now
+        fencing_token = None
+        if held and isinstance(spec.kind, FencedLock):
+            fencing_token = fencing_token_from(acquire)
+            write_back = spec.round(spec.kind.raise_fence(spec.key, fencing_token))
+            now = yield write_back
+            held = write_back.majority_granted and deadline > now
+        if held:
+            # The token stays outstanding: until the Lock has recorded the lease, an
+            # interruption must take it back like any other (see the drivers' run()).
+            return Result(
+                True,
+                acquire.ordered_outcomes(),
+                acquire.granted,
+                deadline=deadline,
+                attempts=attempts,
+                fencing_token=fencing_token,
+                token=token,
+            )
+
+        # A timed-out or erroring SET may still land: undo ours everywhere but where the
+        # master said no (there the key is someone else's, and our token never went in).
+        undo = [
+            node
+            for node in spec.all_nodes
+            if acquire.outcomes.get(node) is None or acquire.outcomes[node].status is not NodeStatus.DENIED
+        ]
+        if undo:
+            now = yield spec.round(spec.release_command(token), undo, cleanup=True)
+        # Sent, behind the SET on each connection: it lands after it wherever the SET does.
+        tokens.settled(token)
+
+        unreachable = acquire.quorum_unreachable
+        if not unreachable:
+            unreachable_since = None
+        elif unreachable_since is None:
+            unreachable_since = started
+
+        failure = Result(
+            False,
+            acquire.ordered_outcomes(),
+            acquire.granted,
+            quorum_unreachable=unreachable,
+            misconfigured=acquire.misconfigured,
+            attempts=attempts,
+        )
+        if not blocking or failure.misconfigured:
+            return failure
+        if unreachable_since is not None and timeout is None and now - unreachable_since >= spec.unavailable_timeout:
+            return failure
+        delay = next(delays)
+        if woken:
+            # A release on one master woke us, yet a majority refused: the release was sent
+            # to all masters at once, and the others may not have run it yet (the other
+            # announcements of it arrived while we were not listening). Look again once each
+            # master has had node_timeout to run it, not a whole retry delay later.
+            delay = min(delay, spec.node_timeout)
+        if give_up_at is not None:
+            if now >= give_up_at:
+                return Result(
+                    False,
+                    failure.outcomes,
+                    failure.granted,
+                    quorum_unreachable=unreachable,
+                    timed_out=True,
+                    attempts=attempts,
+                )
+            delay = min(delay, give_up_at - now)
+        resume_at = now + delay
+        now = yield Pause(delay, wake_on=spec.kind.wake_key(spec.key, acquire))
+        woken = now < resume_at - WOKEN_MARGIN
+
+
+def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
+    """Reset the ttl of our token on a majority; validity counts from the start of the extend.
+
+    The lease's deadline is updated here (see :meth:`Lease.end_extend`), also when the
+    flow is abandoned midway (closed by its driver): its commands may still land.
+    """
+    started = now
+    extend_id = lease.begin_extend(spec.deadline_after(started, ttl))
+    finished = False
+    try:
+        extend = spec.round(spec.extend_command(lease.token, ttl, extend_id))
+        now = yield extend
+        deadline = spec.deadline_after(started, ttl)
+        ok = extend.majority_granted and deadline > now
+        # A master that said no did not touch the key; any other may have reset its ttl.
+        landed = extend.count(NodeStatus.DENIED) < len(extend.targets)
+        lease.end_extend(extend_id, ok=ok, may_have_landed=landed)
+        finished = True
+    finally:
+        if not finished:
+            lease.end_extend(extend_id, ok=False, may_have_landed=True)
+    gone = extend.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
+    return Result(
+        ok,
+        extend.ordered_outcomes(),
+        extend.granted,
+        deadline=deadline if ok else 0.0,
+        token_gone=gone,
+        finished_at=now,
+    )
+
+
+#: How long a release waits for its replies at most (less if the validity ends sooner, never
+#: less than node_timeout). A release is not latency-critical: a reply that is merely slow
+#: must not turn into a reported loss.
+RELEASE_PATIENCE = 1.0
+
+
+def release_timeout(spec: LockSpec, validity: float) -> float:
+    return max(spec.node_timeout, min(RELEASE_PATIENCE, validity))
+
+
+def release_flow(
+    spec: LockSpec,
+    token: str,
+    now: float,
+    *,
+    notify: bool = True,
+    earlier: Sequence[Round] = (),
+    timeout: float | None = None,
+) -> Flow:
+    """Delete our token everywhere; ok once a majority confirmed it held our token.
+
+    With ``notify``, each master that deleted it announces the release to waiters.
+    ``earlier`` are the rounds of earlier tries of this release (it may be retried when no
+    majority answered): the masters that confirmed then are not asked again and count
+    towards the majority; a master whose earlier reply never came may have run that release,
+    so its "not there" now proves nothing about a loss and counts as released.
+    """
+    command = spec.release_command(token, notify=notify)
+    confirmed = {
+        node for round_ in earlier for node, outcome in round_.outcomes.items() if outcome.status is NodeStatus.GRANTED
+    }
+    maybe_landed = {
+        node for round_ in earlier for node in round_.targets if not round_.outcomes.get(node, _UNKNOWN).status.answered
+    } - confirmed
+    timeout = spec.node_timeout if timeout is None else timeout
+    release = Round(
+        command=command,
+        targets=tuple(node for node in spec.all_nodes if node not in confirmed),
+        node_names=spec.node_names,
+        quorum=spec.quorum,
+        # Every master is waited for up to node_timeout (so that, normally, nothing of ours
+        # is left anywhere once release returns); then only while no majority has answered.
+        timeout=min(spec.node_timeout, timeout),
+        wait_for_all=True,
+        cleanup=True,
+        credited=len(confirmed),
+        patience=max(0.0, timeout - spec.node_timeout),
+    )
+    yield release
+    denied = {node for node, outcome in release.outcomes.items() if outcome.status is NodeStatus.DENIED}
+    ok = len(confirmed) + release.granted + len(denied & maybe_landed) >= spec.quorum
+    gone = len(denied - maybe_landed) > len(spec.node_names) - spec.quorum
+    outcomes = tuple(
+        NodeOutcome(spec.node_names[node], NodeStatus.GRANTED, "confirmed by an earlier try")
+        if node in confirmed
+        else release.outcomes[node]
+        if node in release.outcomes
+        else NodeOutcome(spec.node_names[node], NodeStatus.NOT_AWAITED)
+        for node in spec.all_nodes
+    )
+    return Result(ok, outcomes, len(confirmed) + release.granted, token_gone=gone and not ok, rounds=(release,))
+
+
+_UNKNOWN = NodeOutcome("", NodeStatus.NOT_AWAITED)
+
+
+def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:
+    """Delete the tokens of an interrupted acquire everywhere (each round waits for all)."""
+    last = Result(True, (), 0)
+    for token in tokens:
+        rollback = spec.round(spec.release_command(token), cleanup=True)
+        yield rollback
+        last = Result(rollback.majority_granted, rollback.ordered_outcomes(), rollback.granted)
+    return last
+
+
+def next_renewal(now: float, lease: Lease, ttl: float, *, failed: bool, retry_delay: float) -> float | None:
+    """Seconds until the next extension of an auto-extended lock; None once it is lost.
+
+    After a success, the next extension is due when two thirds of the ttl are left (about
+    every ttl/3), far enough ahead that a few failed tries still fit in the validity. After
+    a failure it is retried soon, but never later than half of what is left.
+    """
+    left = lease.deadline - now
+    if left <= 0:
+        return None
+    if failed:
+        return min(retry_delay, left / 2)
+    return max(0.0, left - 2 * ttl / 3)
+
+
+def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
+    """Keep ``lease`` alive until it ends (release) or is lost; returns how it finished.
+
+    A failed extension is retried while validity remains. The lease is marked lost at once
+    when a majority says our token is gone, or when the validity runs out first.
+    """
+    failed = False
+    last = Result(True, (), 0, deadline=lease.deadline)
+    while not lease.ended:
+        delay = next_renewal(now, lease, spec.ttl, failed=failed, retry_delay=spec.retry_delay)
+        if delay is None:
+            break
+        now = yield Pause(delay)
+        if lease.ended:
+            return last
+        last = yield from extend_flow(spec, lease, spec.ttl, now)
+        now = last.finished_at
+        if lease.ended:
+            return last
+        if last.ok:
+            failed = False
+        elif last.token_gone:
+            break
+        else:
+            failed = True
+    if not lease.ended:
+        lease.lost = True
+    return last
+
+
+# --- inspection and the operator's override -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    """What one master says about a lock name."""
+
+    #: The master's name (host:port, or the socket path).
+    master: str
+    #: Whether it answered (an error reply, a timeout or a refused connection: False).
+    reachable: bool
+    #: The token its key holds; None if the key is absent, or the master did not answer.
+    token: str | None = None
+    #: Seconds the key has left on this master (``math.inf``: it never expires, so it is not a
+    #: Redlock key); None when there is no key.
+    ttl: float | None = None
+    #: Why it did not answer.
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """Who holds a lock name on each master, and whether a quorum agrees on one holder.
+
+    Returned by ``Redlock.inspect`` (a snapshot) and ``Redlock.force_release`` (what it
+    removed: each master's token and ttl just before the key was deleted).
+    """
+
+    name: str
+    quorum: int
+    masters: tuple[MasterInfo, ...]
+
+    @property
+    def reachable(self) -> int:
+        """How many masters answered."""
+        return sum(master.reachable for master in self.masters)
+
+    @property
+    def leading(self) -> str | None:
+        """The token held on the most masters (the first of them in master order on a tie)."""
+        votes = self._votes()
+        return max(votes, key=votes.__getitem__) if votes else None
+
+    @property
+    def votes(self) -> int:
+        """How many masters hold :attr:`leading`."""
+        return max(self._votes().values(), default=0)
+
+    @property
+    def holder(self) -> str | None:
+        """The token a quorum of masters holds, if any: the lock's holder right now."""
+        return self.leading if self.votes >= self.quorum else None
+
+    def _votes(self) -> dict[str, int]:
+        votes: dict[str, int] = {}
+        for master in self.masters:
+            if master.token is not None:
+                votes[master.token] = votes.get(master.token, 0) + 1
+        return votes
+
+
+def inspect_flow(spec: LockSpec) -> Flow:
+    """Ask every master who holds ``spec.key`` and for how long; see :func:`lock_info`."""
+    # Every master's answer is wanted, not a majority's, as for a clean-up.
+    round_ = spec.round(Command.run_script(_scripts.INSPECT, [spec.key], []), cleanup=True)
+    yield round_
+    return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
+
+
+def force_release_flow(spec: LockSpec) -> Flow:
+    """Delete ``spec.key`` on every master whatever token holds it; see :func:`lock_info`.
+
+    For operators only: a holder still at work goes on believing it holds the lock while
+    the next one acquires it, exactly as if its lock had expired under it.
+    """
+    command = Command.run_script(_scripts.FORCE_RELEASE, [spec.key, order_key(spec.key)], [release_channel(spec.key)])
+    round_ = spec.round(command, cleanup=True)
+    yield round_
+    return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
+
+
+def lock_info(spec: LockSpec, result: Result) -> LockInfo:
+    """The :class:`LockInfo` from the round of :func:`inspect_flow` or :func:`force_release_flow`."""
+    (round_,) = result.rounds
+    masters = []
+    for node, outcome in zip(round_.targets, round_.ordered_outcomes(), strict=True):
+        reply = round_.replies.get(node)
+        if outcome.status is not NodeStatus.GRANTED or not isinstance(reply, list | tuple) or len(reply) != 3:
+            masters.append(MasterInfo(outcome.node, False, error=outcome.detail or outcome.status.value))
+            continue
+        _, value, pttl = reply
+        if value is None:
+            masters.append(MasterInfo(outcome.node, True))
+            continue
+        token = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+        ttl = math.inf if int(pttl) == -1 else max(0, int(pttl)) / 1000
+        masters.append(MasterInfo(outcome.node, True, token, ttl))
+    return LockInfo(spec.key, spec.quorum, tuple(masters))

@@ -1,0 +1,176 @@
+"""The kinds of lock: what each one sends to a master, and how many masters must agree.
+
+Where it sits: above the protocol's vocabulary (:mod:`redlock._core`) and below the flows
+(:mod:`redlock._flows`), which are the same for every kind. A kind is one object carrying
+its commands for acquire, extend, release and rollback, its quorum rule, the key a failed
+acquire waits on, and the names telemetry gives its rounds. A new primitive is one new
+class here plus its scripts in :mod:`redlock._scripts`.
+
+Every kind keeps an extend-order key (:func:`~redlock._core.order_key`) beside its first
+key, so that an extend arriving late never undoes a newer one, and its release deletes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from redlock import _scripts
+from redlock._core import Command, Round, fence_key, order_key, quorum_size, release_channel, semaphore_quorum
+
+
+@dataclass(frozen=True)
+class LockKind:
+    """A lock on one name (the base: plain Redlock)."""
+
+    #: Telemetry's ``redlock.round.step`` of each script this kind runs (by its sha); a
+    #: plain ``SET`` round is an "acquire" and needs no entry.
+    steps: ClassVar[Mapping[str, str]] = {
+        _scripts.RELEASE.sha: "release",
+        _scripts.RELEASE_AND_NOTIFY.sha: "release",
+        _scripts.EXTEND.sha: "extend",
+    }
+    #: A fenced lock's acquire returns each master's counter (see :class:`FencedLock`).
+    fencing: ClassVar[bool] = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """A multi-name lock's names; () for a lock on one name."""
+        return ()
+
+    @property
+    def limit(self) -> int:
+        """A semaphore's number of permits; 0 for a lock."""
+        return 0
+
+    def quorum(self, node_count: int) -> int:
+        return quorum_size(node_count)
+
+    def keys(self, key: str) -> tuple[str, ...]:
+        """Every key this kind holds on each master for a lock named ``key``."""
+        return (key,)
+
+    def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
+        return Command.set_nx_px(key, token, ttl_ms)
+
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
+        return Command.run_script(_scripts.EXTEND, [key, order_key(key)], [token, ttl_ms, extend_id])
+
+    def release(self, key: str, token: str, *, notify: bool) -> Command:
+        """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
+        if notify:
+            return Command.run_script(_scripts.RELEASE_AND_NOTIFY, [key, order_key(key)], [token, release_channel(key)])
+        return Command.run_script(_scripts.RELEASE, [key, order_key(key)], [token])
+
+    def wake_key(self, key: str, acquire: Round) -> str:
+        """Whose release a failed acquire waits for."""
+        return key
+
+
+@dataclass(frozen=True)
+class FencedLock(LockKind):
+    """A lock on one name whose holders get increasing fencing tokens (see
+    :func:`redlock._flows.fencing_token_from`): the acquire also reads each master's counter."""
+
+    steps: ClassVar[Mapping[str, str]] = {
+        **LockKind.steps,
+        _scripts.FENCED_ACQUIRE.sha: "acquire",
+        _scripts.FENCE_RAISE.sha: "fence",
+    }
+    fencing: ClassVar[bool] = True
+
+    def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
+        return Command.run_script(_scripts.FENCED_ACQUIRE, [key, fence_key(key)], [token, ttl_ms])
+
+    def raise_fence(self, key: str, fencing_token: int) -> Command:
+        """Write ``fencing_token`` back as the counter's new floor (``max(counter, token)``)."""
+        return Command.run_script(_scripts.FENCE_RAISE, [fence_key(key)], [fencing_token])
+
+
+@dataclass(frozen=True)
+class MultiLock(LockKind):
+    """One lock on several names, all or none on each master (one script per master)."""
+
+    steps: ClassVar[Mapping[str, str]] = {
+        _scripts.MULTI_ACQUIRE.sha: "acquire",
+        _scripts.MULTI_EXTEND.sha: "extend",
+        _scripts.MULTI_RELEASE.sha: "release",
+    }
+    #: Sorted and unique (the lock's key is the first).
+    all_names: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.all_names
+
+    def keys(self, key: str) -> tuple[str, ...]:
+        return self.all_names
+
+    def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
+        return Command.run_script(_scripts.MULTI_ACQUIRE, [*self.all_names, order_key(key)], [token, ttl_ms])
+
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
+        return Command.run_script(_scripts.MULTI_EXTEND, [*self.all_names, order_key(key)], [token, ttl_ms, extend_id])
+
+    def release(self, key: str, token: str, *, notify: bool) -> Command:
+        channels = [release_channel(name) for name in self.all_names] if notify else []
+        return Command.run_script(_scripts.MULTI_RELEASE, [*self.all_names, order_key(key)], [token, *channels])
+
+    def wake_key(self, key: str, acquire: Round) -> str:
+        """The name the most refusing masters found held (the script names it, 1-based)."""
+        held = [
+            int(reply[1]) for reply in acquire.replies.values() if isinstance(reply, list | tuple) and len(reply) == 2
+        ]
+        if not held:
+            return key
+        index = max(set(held), key=held.count)
+        return self.all_names[index - 1] if 1 <= index <= len(self.all_names) else key
+
+
+@dataclass(frozen=True)
+class Semaphore(LockKind):
+    """Up to ``permits`` holders at once on one name (see :func:`~redlock._core.semaphore_quorum`)."""
+
+    steps: ClassVar[Mapping[str, str]] = {
+        _scripts.SEMAPHORE_ACQUIRE.sha: "acquire",
+        _scripts.SEMAPHORE_EXTEND.sha: "extend",
+        _scripts.SEMAPHORE_RELEASE.sha: "release",
+    }
+    permits: int = 1
+
+    @property
+    def limit(self) -> int:
+        return self.permits
+
+    def quorum(self, node_count: int) -> int:
+        return semaphore_quorum(node_count, self.permits)
+
+    def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
+        return Command.run_script(_scripts.SEMAPHORE_ACQUIRE, [key, order_key(key)], [token, ttl_ms, self.permits])
+
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
+        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [key, order_key(key)], [token, ttl_ms, extend_id])
+
+    def release(self, key: str, token: str, *, notify: bool) -> Command:
+        channel = [release_channel(key)] if notify else []
+        return Command.run_script(_scripts.SEMAPHORE_RELEASE, [key, order_key(key)], [token, *channel])
+
+
+PLAIN = LockKind()
+FENCED = FencedLock()
+
+
+def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0) -> LockKind:
+    """The kind for a lock's settings (checked already: fencing only on one name)."""
+    if limit:
+        return Semaphore(limit)
+    if names:
+        return MultiLock(tuple(names))
+    return FENCED if fencing else PLAIN
+
+
+#: Every script's step name, whichever kind runs it (telemetry names rounds by these).
+ALL_STEPS: Mapping[str, str] = {
+    sha: step for kind in (LockKind, FencedLock, MultiLock, Semaphore) for sha, step in kind.steps.items()
+}
