@@ -19,6 +19,10 @@ other than the proxy loop's own, and effective when they return:
     the stalled connections, as when TCP gives up during a long partition.
 ``close_all()``
     Reset (RST) every current connection; the listener stays open.
+``forget_all()``
+    Silently drop every current connection, as a NAT gateway or load balancer does when it
+    forgets an idle flow: from then on, their bytes are discarded in both directions, with
+    no FIN and no RST to either side; new connections are forwarded as usual.
 ``set_tap(callback)``
     ``callback(to_server, data)`` sees each chunk as it is delivered (after any latency
     or blackhole), on the proxy loop's thread, so it must be quick: for instance, SIGSTOP a
@@ -81,6 +85,8 @@ class _Connection:
         self.client = client
         self.server: asyncio.StreamWriter | None = None
         self.tasks: set[asyncio.Task[None]] = set()
+        #: Forgotten by the middlebox: bytes in either direction vanish.
+        self.forgotten = False
 
     def abort(self, *, reset: bool) -> None:
         for writer in (self.client, self.server):
@@ -196,6 +202,10 @@ class Link:
         """Reset every current connection; returns how many there were."""
         return self._loop.call(self._close_all(reset=True))
 
+    def forget_all(self) -> int:
+        """Silently drop every current connection; returns how many there were."""
+        return self._loop.call(self._forget_all())
+
     def close(self) -> None:
         """Stop listening and close every connection; idempotent."""
         self._loop.call(self._close())
@@ -224,6 +234,11 @@ class Link:
         # Let every handler see its cancellation and unwind before we report done.
         await asyncio.gather(*tasks, return_exceptions=True)
         return len(connections)
+
+    async def _forget_all(self) -> int:
+        for connection in self._connections:
+            connection.forgotten = True
+        return len(self._connections)
 
     async def _close(self) -> None:
         server, self._server = self._server, None
@@ -255,8 +270,8 @@ class Link:
             connection.server = server_writer
             self._connected += 1
             pumps = [
-                asyncio.create_task(self._pump(client_reader, server_writer, to_server=True)),
-                asyncio.create_task(self._pump(server_reader, client_writer, to_server=False)),
+                asyncio.create_task(self._pump(connection, client_reader, server_writer, to_server=True)),
+                asyncio.create_task(self._pump(connection, server_reader, client_writer, to_server=False)),
             ]
             connection.tasks.update(pumps)
             # When either direction ends, the connection is over: Redis has no use for a
@@ -277,7 +292,9 @@ class Link:
                 if writer is not None:
                     await _close_writer(writer)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, to_server: bool) -> None:
+    async def _pump(
+        self, connection: _Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, to_server: bool
+    ) -> None:
         """Copy one direction: a reader task stamps each chunk with its delivery time, and
         this task delivers chunks in order once that time has come and the link flows."""
         assert self._flowing is not None
@@ -305,7 +322,11 @@ class Link:
                 while not self._flowing.is_set():
                     await self._flowing.wait()
                 if isinstance(data, _EOF):
+                    if connection.forgotten:
+                        await asyncio.Event().wait()  # no FIN goes on either: the flow is gone
                     return
+                if connection.forgotten:
+                    continue
                 tap = self._tap
                 if tap is not None:
                     try:

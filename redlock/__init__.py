@@ -15,6 +15,7 @@ from redlock._version import __version__ as __version__
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
+    ExtendUnconfirmed,
     LockAlreadyHeld,
     LockLost,
     LockNotAcquired,
@@ -31,6 +32,7 @@ __all__ = [
     "AcquireTimeout",
     "ClientClosed",
     "Election",
+    "ExtendUnconfirmed",
     "Lock",
     "LockAlreadyHeld",
     "LockInfo",

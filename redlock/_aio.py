@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import socket
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from redlock._connection import Connect, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
-from redlock._driver import DriverBase
+from redlock._driver import DriverBase, keep_alive
 
 T = TypeVar("T")
 
@@ -45,6 +46,9 @@ class _Protocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family != socket.AF_UNIX:
+            keep_alive(sock)
 
     def data_received(self, data: bytes) -> None:
         self.parser.feed(data)
@@ -82,6 +86,8 @@ class Driver(DriverBase["_Protocol"]):
         self.renewers: set[asyncio.Task[None]] = set()
         #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
         self._active = 0
+        #: The event loop the connections belong to (the first that ran a flow).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def alone(self) -> bool:
@@ -90,6 +96,31 @@ class Driver(DriverBase["_Protocol"]):
 
     def _abandon(self, conn: _Protocol) -> None:
         """Nothing: its transport belongs to the parent's event loop, not to be touched."""
+
+    def _check_loop(self) -> None:
+        """A client used from a second event loop (a module-level client and two
+        ``asyncio.run()`` calls; a test runner's loop per test) starts over on the new one,
+        as after a fork: the old loop's connections are of no use here, and waiting on them
+        would call healthy masters hung."""
+        loop = asyncio.get_running_loop()
+        old = self._loop
+        if old is loop:
+            return
+        if old is None:
+            self._loop = loop
+            return
+        if old.is_running():
+            raise RuntimeError(
+                "this redlock.asyncio.Redlock is in use by another event loop that is still running: "
+                "use one client per event loop"
+            )
+        abandoned = list(self._conns.values())
+        self._conns.clear()  # (first: closing them calls lost(), which must find them gone)
+        for conn in abandoned:
+            _close_abandoned(conn, old)
+        self._policy.forget()
+        self._fresh_process_state()
+        self._loop = loop
 
     async def run(
         self,
@@ -107,6 +138,7 @@ class Driver(DriverBase["_Protocol"]):
         and committed, and outranks the flow's own failure.
         """
         self._check_fork()
+        self._check_loop()
         self._active += 1
         cancels: list[asyncio.CancelledError] | None = [] if shielded else None
         try:
@@ -203,6 +235,7 @@ class Driver(DriverBase["_Protocol"]):
             self._policy.waiters.discard(channel, event)
 
     async def close(self) -> None:
+        self._check_loop()
         give_up = self._begin_close()
         for renewer in list(self.renewers):
             renewer.cancel()
@@ -268,6 +301,24 @@ class Driver(DriverBase["_Protocol"]):
     def _subscribe(self) -> None:
         for action in self._policy.subscriptions(self._wake_on_release, self._clock()):
             self._carry_out(action)
+
+
+def _close_abandoned(conn: _Protocol, loop: asyncio.AbstractEventLoop) -> None:
+    """Close a connection of an event loop that no longer runs. On a loop that is merely
+    stopped, an abort does it; a closed loop can no longer run the transport's own clean-up,
+    and asyncio has no public way to close it there, so its socket is closed directly (the
+    alternative is a file descriptor left open until the transport is collected)."""
+    transport = conn.transport
+    if transport is None:
+        return
+    if not loop.is_closed():
+        transport.abort()
+        return
+    inner: Any = getattr(getattr(transport, "_ssl_protocol", None), "_transport", None) or transport
+    with contextlib.suppress(Exception):
+        inner._call_connection_lost(None)  # the socket transport's own final step
+    with contextlib.suppress(Exception):
+        transport._closed = True  # type: ignore[attr-defined]  # (a TLS transport's wrapper)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -29,7 +29,7 @@ class Redlock(ClusterConfig):
 
     ``masters`` are ``redis://`` / ``rediss://`` / ``unix://`` URLs or configured
     ``redis.Redis`` clients (only their address and credentials are used: this client makes
-    its own connections, with no retries and socket timeouts of ``node_timeout``).
+    its own connections, one per master, and bounds every request by ``node_timeout``).
 
     Defaults, and what each protects against:
 
@@ -41,6 +41,12 @@ class Redlock(ClusterConfig):
       uniformly over [0.1, 0.3] s so that clients that split a vote do not retry in lockstep.
     * ``unavailable_timeout=10.0``: a blocking acquire with no timeout gives up with
       :class:`~redlock.QuorumUnavailable` after this long without reaching a majority.
+    * ``connect_timeout=1.0``: TCP connect, TLS handshake and AUTH of a new connection; it
+      runs beside the rounds, which count a master still connecting as not answering.
+    * ``health_check_interval=30.0``: a connection idle longer than this is checked with a
+      PING before its next command, which waits for the answer (or goes on a new connection
+      if none comes within ``node_timeout``); ``None``: never. Every connection also has TCP
+      keepalive (first probe after 60 s idle, every 10 s, dead after 3 missed).
     * ``wake_on_release=True``: a waiting acquire listens (pub/sub, one connection per
       master per client) for the release of the lock it waits for and retries at once,
       so a handoff takes about a round trip instead of a retry delay.

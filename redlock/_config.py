@@ -330,3 +330,5 @@ class DriverSettings:
     connect_timeout: float
     clock: Clock
     wake_on_release: bool
+    #: A connection idle this long is checked with a PING before it carries a command.
+    health_check_interval: float = math.inf

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import ssl
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -62,7 +63,7 @@ import hiredis
 
 from redlock import _scripts
 from redlock._config import Credentials
-from redlock._core import Command, ErrorReply, Round
+from redlock._core import Command, ErrorReply, Round, reply_status
 from redlock._facts import UNKNOWN, MasterFacts, facts_from_info
 from redlock.exceptions import ClientClosed, NodeStatus
 
@@ -87,6 +88,9 @@ def encode(args: Sequence[str | bytes | int]) -> bytes:
     """One command in RESP, as every Redis server reads it (hiredis's C encoder)."""
     packed: bytes = hiredis.pack_command(tuple(args))  # type: ignore[arg-type]  # (its stub types a 1-tuple)
     return packed
+
+
+_PING = encode(("PING",))
 
 
 def wire_form(round_: Round) -> bytes:
@@ -266,6 +270,9 @@ def overtime_deadline(links: Sequence[Link], round_: Round, connect_timeout: flo
 class Submit(enum.Enum):
     SEND = "send"
     CONNECT = "connect"
+    #: The connection sat idle past the health-check interval: write a PING first; the
+    #: command waits (like ``QUEUED``) until the master answers it.
+    PROBE = "probe"
     QUEUED = "queued"
     SKIPPED = "skipped"
 
@@ -274,18 +281,33 @@ class State(enum.Enum):
     IDLE = "idle"  # never connected, or lost: the next submit connects at once
     CONNECTING = "connecting"
     READY = "ready"
+    #: A PING is out on a connection that sat idle: commands queue until it is answered,
+    #: so that none is ever written on a connection a middlebox forgot.
+    PROBING = "probing"
     BACKING_OFF = "backing off"  # a connect failed: rounds get that failure until retry_at
 
 
 @dataclass(slots=True)
 class InFlight:
-    """A command written on a link whose reply has not been read."""
+    """A command written on a link whose reply has not been read (or, in the backlog, one
+    queued to be written when the connection is up)."""
 
     command: Command
     round: Round | None
     sent_at: float
     #: The handshake step this command is (None: a round's command).
     step: HandshakeStep | None = None
+    #: How many connections this command was already written on, and lost with.
+    resent: int = 0
+
+
+#: The health check of a connection that sat idle (see :attr:`Submit.PROBE`).
+PROBE = HandshakeStep(Command(("PING",)), optional=True)
+
+#: How many times a command lost with its connection is sent again on a new one (see
+#: :meth:`Link.lost`): once covers a connection closed under it; a master that closes
+#: every connection it is given is down, not reset.
+MAX_RESENDS = 1
 
 
 @dataclass
@@ -302,7 +324,15 @@ class Link:
     #: current one's (a connect that finishes after close(), a reset, or a fork).
     generation: int = 0
     in_flight: deque[InFlight] = field(default_factory=deque)
-    backlog: list[tuple[Command, Round | None]] = field(default_factory=list)
+    #: Commands waiting for a connect (or a health check) to finish, in submission order.
+    backlog: list[InFlight] = field(default_factory=list)
+    #: A connection idle this long is checked with a PING before it is trusted with a
+    #: command (``math.inf``: never).
+    check_after_idle: float = math.inf
+    #: When the current connection last wrote or read anything.
+    last_active: float = 0.0
+    #: When the health check under way was written.
+    probe_sent_at: float = 0.0
     retry_at: float = 0.0
     failures: int = 0
     last_failure: tuple[NodeStatus, str] = (NodeStatus.UNREACHABLE, "")
@@ -322,10 +352,15 @@ class Link:
         if (
             self.state is State.READY
             and len(in_flight) < MAX_IN_FLIGHT
-            and not (in_flight and now - in_flight[0].sent_at > self.hung_after)
+            and (
+                now - in_flight[0].sent_at <= self.hung_after
+                if in_flight
+                else now - self.last_active < self.check_after_idle
+            )
         ):
             # (The common case, first: a working connection that keeps up.)
             in_flight.append(InFlight(round_.command, round_, now))
+            self.last_active = now
             return Submit.SEND
         if self.state is State.BACKING_OFF:
             # A clean-up (release, rollback) tries at once anyway: it is what takes our keys
@@ -342,26 +377,52 @@ class Link:
             round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
             self._report(NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
             return Submit.SKIPPED
+        if self.state is State.READY and not self.in_flight and now - self.last_active >= self.check_after_idle:
+            # Idle this long, the connection may be one a load balancer or NAT forgot (no
+            # FIN, no RST): a command written there would vanish. Ask first; the command
+            # waits for the answer, or goes on a new connection if none comes.
+            self.state = State.PROBING
+            self.probe_sent_at = self.last_active = now
+            self.in_flight.append(InFlight(PROBE.command, None, now, PROBE))
+            self.backlog.append(InFlight(round_.command, round_, now))
+            return Submit.PROBE
         if self.state is State.READY:
             self.in_flight.append(InFlight(round_.command, round_, now))
+            self.last_active = now
             if hung:
                 # A clean-up still goes (it takes our keys back once the master answers), but
                 # nobody waits for a master known to be hung: its outcome is known now.
                 round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered; sent anyway")
             return Submit.SEND
-        self.backlog.append((round_.command, round_))
-        if self.state is State.CONNECTING:
+        self.backlog.append(InFlight(round_.command, round_, now))
+        if self.state is State.CONNECTING or self.state is State.PROBING:
             return Submit.QUEUED
+        self._start_connect(now)
+        return Submit.CONNECT
+
+    def _start_connect(self, now: float) -> None:
         self.state = State.CONNECTING
         self.generation += 1
         self.connect_started = now
-        return Submit.CONNECT
+
+    def probe_expired(self, now: float, timeout: float) -> bool:
+        """The health check has gone unanswered for ``timeout``: give the connection up and
+        connect anew, taking the queued commands along (none of them was written on it).
+        True when it did; the driver then hangs up the old connection and connects."""
+        if self.state is not State.PROBING or now - self.probe_sent_at < timeout:
+            return False
+        self.in_flight.clear()  # only the PING: nothing of ours can land late
+        self._report(NodeStatus.TIMEOUT, f"no answer to a health check within {timeout}s; reconnecting")
+        self._start_connect(now)
+        return True
 
     def looks_hung(self, now: float) -> bool:
         return bool(self.in_flight) and now - self.in_flight[0].sent_at > self.hung_after
 
     def connecting(self) -> bool:
-        return self.state is State.CONNECTING
+        """A connect or a health check is under way: rounds that wait for this master wait
+        for it (see :func:`overtime_deadline`)."""
+        return self.state is State.CONNECTING or self.state is State.PROBING
 
     # --- connection events -------------------------------------------------------------------
 
@@ -369,13 +430,19 @@ class Link:
         """The socket is up: what to write first, in order (handshake, scripts, the queue)."""
         self.state = State.READY
         self.facts = UNKNOWN
+        self.last_active = now
         commands: list[Command] = []
         for step in command_handshake(self.credentials):
             self.in_flight.append(InFlight(step.command, None, now, step))
             commands.append(step.command)
-        for command, round_ in self.backlog:
-            self.in_flight.append(InFlight(command, round_, now))
-            commands.append(command)
+        return commands + self._write_backlog(now)
+
+    def _write_backlog(self, now: float) -> list[Command]:
+        commands = []
+        for entry in self.backlog:
+            entry.sent_at = now
+            self.in_flight.append(entry)
+            commands.append(entry.command)
         self.backlog.clear()
         return commands
 
@@ -385,20 +452,48 @@ class Link:
         self._fail_all(status, detail)
         self._back_off(status, detail, now)
 
-    def lost(self, error: BaseException | str, now: float) -> None:
+    def lost(self, error: BaseException | str, now: float) -> bool:
         """The connection broke: what was in flight on it can no longer be matched.
 
-        A connection that was working reconnects at the next submit (a master closing idle
-        connections, or a restart); one that never finished its handshake backs off.
+        A connection that was working is replaced (a master closing idle connections, an
+        admin's ``CLIENT KILL``, a restart, a load balancer's reset). What it carried is sent
+        again on the new one, at once, within the rounds' time, where that is safe: a
+        command still queued never reached the master, and a compare-and-act on our own
+        token (release, rollback, extend, inspect: :attr:`Command.idempotent`) may run twice.
+        An acquire that was written may have landed: it fails as before (its rollback, a
+        release, follows on the new connection). True when a connect is to start now.
+
+        One that never finished its handshake backs off, and so does a misconfigured one.
         """
         status, detail = (NodeStatus.UNREACHABLE, error) if isinstance(error, str) else failure_status(error)
-        handshaking = any(entry.step is not None for entry in self.in_flight)
-        self._fail_all(status, detail)
-        if handshaking or status is NodeStatus.MISCONFIGURED:
+        handshaking = any(entry.step is not None and entry.step is not PROBE for entry in self.in_flight)
+        closed = isinstance(error, ClientClosed) or error == CLOSED
+        if handshaking or closed or status is NodeStatus.MISCONFIGURED:
+            self._fail_all(status, detail)
             # Our own close() is no news about the master.
-            self._back_off(status, detail, now, report=not (isinstance(error, ClientClosed) or error == CLOSED))
-        else:
+            self._back_off(status, detail, now, report=not closed)
+            return False
+        again = [entry for entry in self.in_flight if self._send_again(entry)]
+        if again:
+            self.in_flight = deque(entry for entry in self.in_flight if entry not in again)
+        again.extend(self.backlog)  # never written: they cannot have reached the master
+        self.backlog.clear()
+        for entry in again:
+            entry.resent += 1
+        self._fail_all(status, detail)
+        if not again:
             self.state = State.IDLE
+            return False
+        self.backlog = again
+        self._start_connect(now)
+        return True
+
+    def _send_again(self, entry: InFlight) -> bool:
+        round_ = entry.round
+        if entry.step is not None or round_ is None or entry.resent >= MAX_RESENDS or not entry.command.idempotent:
+            return False
+        # A clean-up nobody waits for any more still goes: it takes our key back.
+        return round_.cleanup or round_.awaits(self.node)
 
     def forget(self) -> None:
         """Drop everything without telling anyone: the state of a parent process, after fork."""
@@ -409,7 +504,7 @@ class Link:
         self.failures = 0
 
     def _fail_all(self, status: NodeStatus, detail: str) -> None:
-        rounds = [entry.round for entry in self.in_flight] + [round_ for _, round_ in self.backlog]
+        rounds = [entry.round for entry in self.in_flight] + [entry.round for entry in self.backlog]
         self.in_flight.clear()
         self.backlog.clear()
         for round_ in rounds:
@@ -444,6 +539,12 @@ class Link:
         if round_ is not None and round_.latencies is not None:
             round_.latencies[self.node] = now - entry.sent_at
         step = entry.step
+        self.last_active = now
+        if step is PROBE:
+            # Any answer, an error too, shows the connection is alive: the commands that
+            # waited for it go now, behind it.
+            self.state = State.READY
+            return Reaction(resend=tuple(self._write_backlog(now)))
         if isinstance(reply, ErrorReply):
             if step is not None and step.optional:
                 return _NO_REACTION  # the master did not say: its facts stay unknown
@@ -458,13 +559,13 @@ class Link:
                     round_.record(self.node, NodeStatus.MISCONFIGURED, reply.message)
                 self._report(NodeStatus.MISCONFIGURED, reply.message)
                 return _NO_REACTION
-            if entry.command.script is not None and reply.noscript:
+            if entry.command.args[0] == "EVALSHA" and reply.noscript:
                 # Re-sent whole, for stale commands too: a release nobody waits for must
                 # still delete the key. It goes behind what was sent meanwhile, which is safe:
                 # tokens are fresh per attempt and extends carry their order (see _core).
                 resend = entry.command.without_script_cache()
-                self.in_flight.append(InFlight(resend, round_, now))
-                return Reaction(resend=resend)
+                self.in_flight.append(InFlight(resend, round_, now, resent=entry.resent))
+                return Reaction(resend=(resend,))
             if round_ is not None and round_.awaits(self.node):
                 round_.record(self.node, NodeStatus.ERROR, reply.message)
             return _NO_REACTION
@@ -475,7 +576,12 @@ class Link:
             if self.reported is not None:
                 self._recovered()
         elif round_ is not None and round_.awaits(self.node):
-            round_.record_reply(self.node, reply)
+            if entry.resent and entry.command.removes_token and reply_status(reply) is NodeStatus.DENIED:
+                # Sent again after a reset: its first send may have run and removed our
+                # token before the connection broke. Not a loss to report.
+                round_.record(self.node, NodeStatus.GRANTED, "not there when sent again after a reset", reply)
+            else:
+                round_.record_reply(self.node, reply)
         if self.reported is NodeStatus.TIMEOUT and not self.looks_hung(now):
             self._recovered()  # caught up with what it owed
         return _NO_REACTION
@@ -483,9 +589,10 @@ class Link:
 
 @dataclass(frozen=True, slots=True)
 class Reaction:
-    """What the driver does after a reply: re-send a script in full, or hang up."""
+    """What the driver does after a reply: write commands (a script in full, or what
+    waited for a health check), or hang up."""
 
-    resend: Command | None = None
+    resend: tuple[Command, ...] = ()
     hang_up: bool = False
 
 
@@ -609,11 +716,17 @@ class Connections:
         *,
         node_timeout: float,
         connect_timeout: float,
+        health_check_interval: float = math.inf,
     ) -> None:
         self.connect_timeout = connect_timeout
         # Four timeouts in a row without a reply: not a slow answer any more.
         self.hung_after = 4 * node_timeout
-        self.links = [Link(node, name, credentials[node], self.hung_after) for node, name in enumerate(names)]
+        #: A health check unanswered for a whole request timeout: the connection is gone.
+        self.probe_timeout = node_timeout
+        self.links = [
+            Link(node, name, credentials[node], self.hung_after, check_after_idle=health_check_interval)
+            for node, name in enumerate(names)
+        ]
         self.subscribers = [Subscriber(node, credentials[node]) for node in range(len(names))]
         #: Who waits for which release; the drivers make the events.
         self.waiters: Waiters[Any] = Waiters()
@@ -626,13 +739,18 @@ class Connections:
             return Write("command", node, round_.wire or wire_form(round_))
         if action is Submit.CONNECT:
             return Connect("command", node, link.generation)
+        if action is Submit.PROBE:
+            return Write("command", node, _PING)
         return None
 
-    def looks_hung(self, node: int, now: float) -> bool:
-        """Whether master ``node`` has owed a reply so long that rounds would skip it: a
-        driver that reads only while somebody waits first reads what arrived meanwhile."""
-        in_flight = self.links[node].in_flight
-        return bool(in_flight) and now - in_flight[0].sent_at > self.hung_after
+    def expire_probes(self, now: float) -> list[Connect]:
+        """Connections whose health check went unanswered: each is replaced (the driver
+        hangs the old one up when it carries out the :class:`Connect`)."""
+        return [
+            Connect("command", link.node, link.generation)
+            for link in self.links
+            if link.state is State.PROBING and link.probe_expired(now, self.probe_timeout)
+        ]
 
     def connecting(self) -> bool:
         return any(link.connecting() for link in self.links)
@@ -654,7 +772,14 @@ class Connections:
         if round_.settled:
             return
         for node in round_.pending:
-            waited_for = "connection" if self.links[node].connecting() else "reply"
+            state = self.links[node].state
+            waited_for = (
+                "connection"
+                if state is State.CONNECTING
+                else "answer to a health check"
+                if state is State.PROBING
+                else "reply"
+            )
             round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {round_.timeout}s")
 
     def overtime(self, round_: Round, deadline: float) -> float | None:
@@ -683,11 +808,13 @@ class Connections:
         commands = [*subscriber.connected(), *subscriber.changes(self.waiters)]
         return Write("subscriber", connect.node, b"".join(encode(c.args) for c in commands))
 
-    def lost(self, kind: Kind, node: int, error: BaseException | str, now: float) -> None:
-        if kind == "command":
-            self.links[node].lost(error, now)
-        else:
+    def lost(self, kind: Kind, node: int, error: BaseException | str, now: float) -> Connect | None:
+        """A connection failed; a :class:`Connect` when its commands go again on a new one."""
+        if kind == "subscriber":
             self.subscribers[node].lost(now)
+            return None
+        link = self.links[node]
+        return Connect("command", node, link.generation) if link.lost(error, now) else None
 
     def received(self, kind: Kind, node: int, parser: Any, now: float) -> ReadOutcome:
         """Take every whole reply the parser holds; say what to write or whether to hang up."""
@@ -709,8 +836,8 @@ class Connections:
             reaction = link.received(reply, now)
             if reaction.hang_up:
                 return ReadOutcome(b"".join(writes), hang_up=True)
-            if reaction.resend is not None:
-                writes.append(encode(reaction.resend.args))
+            for command in reaction.resend:
+                writes.append(encode(command.args))
 
     def subscriptions(self, enabled: bool, now: float) -> list[Write | Connect]:
         """Bring the subscriber connections in line with who waits: connect, (un)subscribe."""

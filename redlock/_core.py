@@ -124,7 +124,18 @@ class Command:
     """One Redis command, as sent; scripts go as EVALSHA and have an EVAL fallback."""
 
     args: tuple[Arg, ...]
+    #: The script it runs (by EVALSHA, or by EVAL once a master answered NOSCRIPT).
     script: _scripts.Script | None = None
+
+    @property
+    def idempotent(self) -> bool:
+        """Safe to send again when its fate is unknown (see :attr:`_scripts.Script.idempotent`)."""
+        return self.script is not None and self.script.idempotent
+
+    @property
+    def removes_token(self) -> bool:
+        """A release: sent again, "our token is not there" may be its own first send's work."""
+        return self.script is not None and self.script.removes_token
 
     @classmethod
     def set_nx_px(cls, key: str, token: str, ttl_ms: int) -> Command:
@@ -136,9 +147,9 @@ class Command:
 
     def without_script_cache(self) -> Command:
         """The EVAL form of a script command, for a master that answered NOSCRIPT."""
-        if self.script is None:
-            raise ValueError("only script commands have an EVAL form")
-        return Command(("EVAL", self.script.source, *self.args[2:]))
+        if self.script is None or self.args[0] != "EVALSHA":
+            raise ValueError("only script commands sent by EVALSHA have an EVAL form")
+        return Command(("EVAL", self.script.source, *self.args[2:]), self.script)
 
 
 def reply_status(reply: object) -> NodeStatus:

@@ -18,6 +18,27 @@ from redlock._connection import CLOSED, Connect, Connections, Kind, Write
 from redlock._core import Round
 from redlock.exceptions import ClientClosed
 
+#: TCP keepalive on every connection to a master: the first probe after this many seconds
+#: of silence, then every ``KEEPALIVE_INTERVAL``, and the connection is declared dead after
+#: ``KEEPALIVE_COUNT`` unanswered probes (about 90 s in all). Well under the idle timeouts
+#: of load balancers and NAT gateways (350 s on a common cloud's), so an idle connection is
+#: kept alive through them, and one that died silently is found without any traffic of ours.
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 10
+KEEPALIVE_COUNT = 3
+
+
+def keep_alive(sock: socket.socket) -> None:
+    """Turn on TCP keepalive with the intervals above (where the platform has them)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+        ("TCP_KEEPCNT", KEEPALIVE_COUNT),
+    ):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
 
 def open_socket(master: MasterAddress, timeout: float) -> socket.socket:
     """A socket connected to ``master`` (TLS handshake done) within ``timeout`` seconds;
@@ -35,6 +56,7 @@ def open_socket(master: MasterAddress, timeout: float) -> socket.socket:
     else:
         sock = socket.create_connection((master.host, master.port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        keep_alive(sock)
     if master.ssl_context is not None:
         try:
             sock.settimeout(max(0.001, deadline - time.monotonic()))
@@ -75,6 +97,7 @@ class DriverBase(Generic[ConnectionT]):
             [m.credentials for m in self._masters],
             node_timeout=self._node_timeout,
             connect_timeout=self._connect_timeout,
+            health_check_interval=settings.health_check_interval,
         )
         #: close() was called: no new operations; clean-ups under way still run.
         self._closed = False
@@ -133,6 +156,10 @@ class DriverBase(Generic[ConnectionT]):
             # a connect_timeout of waiting for a connect nobody will make.
             self._carry_out(self._policy.connected(action, ClientClosed(CLOSED), self._clock()))
         elif isinstance(action, Connect):
+            old = self._conns.pop((action.kind, action.node), None)
+            if old is not None:  # the policy gave it up (an unanswered health check)
+                self._drop(old)
+                self._connections_changed()
             self._start_connect(action)
 
     def _connect_finished(self, connect: Connect, conn: ConnectionT | None, error: BaseException | None) -> bool:
@@ -168,7 +195,11 @@ class DriverBase(Generic[ConnectionT]):
         if conn is not None:
             self._drop(conn)
             self._connections_changed()
-        self._policy.lost(kind, node, error, self._clock())
+        self._carry_out(self._policy.lost(kind, node, error, self._clock()))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def connection_states(self) -> list[tuple[bool, bool]]:
         """Whether each master's command and subscriber connections are up (none once closed)."""
@@ -178,6 +209,8 @@ class DriverBase(Generic[ConnectionT]):
 
     def _overtime(self, round_: Round, deadline: float) -> float | None:
         """A round's timeout passed at ``deadline``: until when it still waits, if at all."""
+        for connect in self._policy.expire_probes(self._clock()):
+            self._carry_out(connect)
         until = self._policy.overtime(round_, deadline)
         return None if until is None or until <= self._clock() else until  # (past: the client was closed)
 

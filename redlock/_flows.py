@@ -151,8 +151,11 @@ class Lease:
     release_unconfirmed: bool = False
     #: The holder was told of the loss (by a release raising LockLost): a retry is not.
     loss_reported: bool = False
-    #: The loss was logged and counted (once per lease, whoever finds it first).
+    #: The loss was logged, counted and told to ``on_lost`` (once per lease, whoever finds
+    #: it first: :meth:`notice_loss`).
     loss_noticed: bool = False
+    #: What found the loss, in words (for the LockLost a later release raises).
+    loss_why: str = ""
     #: The rounds of the tries of its release so far (a release may be retried).
     release_rounds: list[Round] = field(default_factory=list)
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
@@ -161,6 +164,14 @@ class Lease:
     _extend_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
     #: The renewer's thread and the user's may extend at once.
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def notice_loss(self) -> bool:
+        """Mark the lease lost; True for the first caller only (the renewer's thread and the
+        user's may find the loss at once), who then reports it."""
+        with self._guard:
+            self.lost = True
+            first, self.loss_noticed = not self.loss_noticed, True
+            return first
 
     def begin_extend(self, candidate: float) -> int:
         """Register an extend that will give ``candidate`` if it succeeds; its number."""

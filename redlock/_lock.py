@@ -8,6 +8,7 @@ flow's result to a return value or an exception, is written once here.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import secrets
 import time
@@ -36,6 +37,7 @@ from redlock._version import __version__
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
+    ExtendUnconfirmed,
     LockAlreadyHeld,
     LockLost,
     LockNotAcquired,
@@ -66,6 +68,10 @@ DEFAULT_UNAVAILABLE_TIMEOUT = 10.0
 #: TCP connect, TLS handshake and AUTH of a new connection: generous enough for TLS across a
 #: WAN; it runs beside the rounds, which count a master still connecting as not answering.
 DEFAULT_CONNECT_TIMEOUT = 1.0
+#: A connection idle longer than this gets a PING before its next command (redis-py's
+#: ``health_check_interval``, as commonly set): a load balancer or NAT that forgot it
+#: without a word would swallow the command.
+DEFAULT_HEALTH_CHECK_INTERVAL = 30.0
 
 
 def new_token() -> str:
@@ -113,6 +119,7 @@ class ClusterConfig:
         retry_delay: float = DEFAULT_RETRY_DELAY,
         unavailable_timeout: float = DEFAULT_UNAVAILABLE_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        health_check_interval: float | None = DEFAULT_HEALTH_CHECK_INTERVAL,
         wake_on_release: bool = True,
         clock: _config.Clock = time.monotonic,
         meter_provider: MeterProvider | None = None,
@@ -123,6 +130,11 @@ class ClusterConfig:
         self.retry_delay = _config.check_seconds("retry_delay", retry_delay)
         self.unavailable_timeout = _config.check_seconds("unavailable_timeout", unavailable_timeout, allow_zero=True)
         self.connect_timeout = _config.check_seconds("connect_timeout", connect_timeout)
+        self.health_check_interval = (
+            math.inf
+            if health_check_interval is None
+            else _config.check_seconds("health_check_interval", health_check_interval, allow_zero=True)
+        )
         self.wake_on_release = _config.check_flag("wake_on_release", wake_on_release)
         _config.check_callable("clock", clock)
         self.masters = _config.parse_masters(masters, self.client_types, self.client_kind)
@@ -142,7 +154,12 @@ class ClusterConfig:
     def _start_driver(self) -> None:
         self._driver = self.driver_class(
             _config.DriverSettings(
-                tuple(self.masters), self.node_timeout, self.connect_timeout, self.clock, self.wake_on_release
+                tuple(self.masters),
+                self.node_timeout,
+                self.connect_timeout,
+                self.clock,
+                self.wake_on_release,
+                self.health_check_interval,
             )
         )
 
@@ -358,8 +375,19 @@ class LockState(Generic[ClusterT]):
         return None if lease is None or lease.lost or lease.ended else lease.deadline
 
     def locked(self) -> bool:
-        """Whether this object holds the lock and its validity has not run out."""
-        return self.validity > 0
+        """Whether this object holds the lock and its validity has not run out.
+
+        Finding it run out (before any release) is finding the lock lost, as auto-extension
+        or an extend would: :attr:`lost` turns True, and ``on_lost`` is called, once.
+        """
+        lease = self._lease
+        if lease is None or lease.lost or lease.ended:
+            return False
+        if lease.deadline > self._cluster.clock():
+            return True
+        if not self._cluster._driver.closed:  # (closed: nobody was to extend it any more)
+            self._notice_loss(lease, "expired", "its validity ran out while it was held", told=False)
+        return False
 
     @property
     def reentrant(self) -> bool:
@@ -539,14 +567,16 @@ class LockState(Generic[ClusterT]):
         lease.release_unconfirmed = unconfirmed
         if not unconfirmed and self._lease is lease:
             self._lease = None
-        if not result.ok and not unconfirmed:
+        lost_while_held = lease.lost
+        if not result.ok and not unconfirmed and not lost_while_held:
             self._notice_loss(lease, "release_refused", "its release found our token gone from a majority")
         retry = "; this Lock keeps the token, so release() can be retried" if unconfirmed else ""
-        if lease.lost and not lease.loss_reported:
+        if lost_while_held and not lease.loss_reported:
             lease.loss_reported = True
             raise self._error(
                 LockLost,
-                f"lock {self.name!r} was lost while held (auto-extension could not renew it in time)"
+                f"lock {self.name!r} was lost while held "
+                f"({lease.loss_why or 'auto-extension could not renew it in time'})"
                 + ("; its release was not confirmed by a majority either" if unconfirmed else "")
                 + retry,
                 result,
@@ -589,17 +619,22 @@ class LockState(Generic[ClusterT]):
             raise LockNotHeld(f"lock {self.name!r} was released while it was being extended", resource=self.name)
         if result.ok and not lease.lost:
             return self.validity
-        if result.token_gone:
-            lease.lost = True
-            self._notice_loss(lease, "extend_failed", "an extend found our token gone from a majority")
-        gone = (
-            "; our token is gone from a majority"
+        left = self.validity
+        if not result.token_gone and not lease.lost and left > 0:
+            raise self._error(
+                ExtendUnconfirmed,
+                f"extend of {self.name!r} was not confirmed by a majority of masters in time; the lock keeps "
+                f"its old deadline ({left:.3f}s of validity left) and extend() may be retried",
+                result,
+            )
+        why = (
+            "an extend found our token gone from a majority"
             if result.token_gone
-            else f"; {self.validity:.3f}s of the old validity remain"
+            else "its validity ran out before an extend reached a majority"
         )
-        raise self._error(
-            LockLost, f"extend of {self.name!r} did not reach a majority with validity left{gone}", result
-        )
+        lease.lost = True
+        self._notice_loss(lease, "extend_failed", why)
+        raise self._error(LockLost, f"lock {self.name!r} was lost: {why}", result)
 
     def _renewal_flow(self, lease: Lease) -> Flow:
         return self._observed("renewal", renewal_flow(self._spec, lease, self._cluster.clock()))
@@ -617,24 +652,32 @@ class LockState(Generic[ClusterT]):
         if not lease.lost or lease.ended:
             return
         self._notice_loss(lease, "extend_failed", "auto-extension could not renew it in time", told=False)
+
+    def _notice_loss(self, lease: Lease, cause: str, why: str, *, told: bool = True) -> None:
+        """Mark the lease lost, and log, count and report the loss once per lease, whichever
+        path finds it first (the renewer, ``locked()``, an extend, a release).
+
+        A WARNING when nobody was ``told`` (auto-extension or ``locked()`` found it); INFO
+        when the caller gets LockLost for it right now, which a warning would only report
+        twice. ``on_lost`` is called for a loss found while the lock is held, not for one a
+        release finds (the release's LockLost tells the caller, who is done with it).
+        """
+        if not lease.notice_loss():
+            return
+        lease.loss_why = why
+        logger.log(logging.INFO if told else logging.WARNING, "lock %r was lost: %s", self.name, why)
+        if self._cluster._telemetry is not None:
+            self._cluster._telemetry.lock_lost(cause)
+        if not lease.ended:
+            self._loss_found(lease)
+
+    def _loss_found(self, lease: Lease) -> None:
+        """A loss of the lock this object holds was just found: tell ``on_lost``, once."""
         if self._options.on_lost is not None:
             try:
                 self._options.on_lost(self)
             except Exception:
                 logger.exception("on_lost callback of lock %r failed", self.name)
-
-    def _notice_loss(self, lease: Lease, cause: str, why: str, *, told: bool = True) -> None:
-        """Log and count a loss once per lease, whichever operation finds it first.
-
-        A WARNING when nobody was ``told`` (auto-extension found it); INFO when the caller
-        gets LockLost for it right now, which a warning would only report twice.
-        """
-        if lease.loss_noticed:
-            return
-        lease.loss_noticed = True
-        logger.log(logging.INFO if told else logging.WARNING, "lock %r was lost: %s", self.name, why)
-        if self._cluster._telemetry is not None:
-            self._cluster._telemetry.lock_lost(cause)
 
     def _held_lease(self, action: str) -> Lease:
         if self._lease is None:

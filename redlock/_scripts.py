@@ -14,6 +14,13 @@ from dataclasses import dataclass, field
 class Script:
     source: str
     sha: str = field(init=False)
+    #: Running it twice does what running it once does (a compare-and-act on the caller's
+    #: own token, or a read): it may be sent again on a new connection when the one it was
+    #: written on broke before its answer came (see redlock._connection.Link.lost).
+    idempotent: bool = False
+    #: It deletes the caller's token (a release, a rollback): sent again after its first
+    #: send's fate was lost, a "not there" answer may be that first send's own work.
+    removes_token: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
@@ -29,7 +36,9 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
     return redis.call('del', KEYS[1])
 end
 return 0
-"""
+""",
+    idempotent=True,
+    removes_token=True,
 )
 
 # KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] our token; ARGV[2] new ttl in
@@ -50,7 +59,8 @@ if last and string.sub(last, 1, #mark) == mark and tonumber(string.sub(last, #ma
 end
 redis.call('set', KEYS[2], mark .. ARGV[3], 'PX', ARGV[2])
 return redis.call('pexpire', KEYS[1], ARGV[2])
-"""
+""",
+    idempotent=True,
 )
 
 # KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] our token; ARGV[2] the channel
@@ -67,7 +77,9 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
     return 1
 end
 return 0
-"""
+""",
+    idempotent=True,
+    removes_token=True,
 )
 
 # KEYS[1] lock key; KEYS[2] the lock's fencing counter; ARGV[1] our token; ARGV[2] ttl in ms.
@@ -92,7 +104,8 @@ if counter < tonumber(ARGV[1]) then
     redis.call('set', KEYS[1], ARGV[1])
 end
 return 1
-"""
+""",
+    idempotent=True,
 )
 
 # KEYS[1] lock key.
@@ -102,7 +115,8 @@ return 1
 INSPECT = Script(
     """
 return {1, redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}
-"""
+""",
+    idempotent=True,
 )
 
 # KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] the channel waiters listen on.
@@ -167,7 +181,9 @@ for i = 1, n do
 end
 if held == n then return 1 end
 return 0
-"""
+""",
+    idempotent=True,
+    removes_token=True,
 )
 
 # ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend (see EXTEND).
@@ -191,7 +207,8 @@ for i = 1, n do
     redis.call('pexpire', KEYS[i], ARGV[2])
 end
 return 1
-"""
+""",
+    idempotent=True,
 )
 
 # --- a counting semaphore ------------------------------------------------------------------
@@ -257,7 +274,8 @@ local ttl = math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[2]))
 redis.call('pexpire', KEYS[1], ttl)
 redis.call('pexpire', KEYS[2], ttl)
 return 1
-"""
+""",
+    idempotent=True,
 )
 
 # ARGV[1] our token; ARGV[2] (optional) the channel waiters listen on.
@@ -278,7 +296,9 @@ if tonumber(score) < now then
 end
 if ARGV[2] then redis.call('publish', ARGV[2], ARGV[1]) end
 return 1
-"""
+""",
+    idempotent=True,
+    removes_token=True,
 )
 
 ALL = (

@@ -293,16 +293,13 @@ class Driver(DriverBase["_Socket"]):
         """Under the lock: queue, or skip, the round's command on every target; adds to
         ``claimed`` the sockets whose bytes this thread is to send (:meth:`_send_claimed`)."""
         self._ensure_io_thread()
+        self._look_before_writing()
         # Alone: no other thread could add to our send, so it goes out now, as it is.
         alone = len(self._running) == 1
         sending: int | None = None
         try:
             for node in round_.targets:
                 conn = self._conns.get(("command", node))
-                if conn is not None and self._policy.looks_hung(node, now):
-                    # Replies are read only while somebody waits: these may be in our buffer.
-                    self._read(conn)
-                    conn = self._conns.get(("command", node))
                 sending = node
                 action = self._policy.submit(round_, node, now)
                 if isinstance(action, Write) and conn is not None:
@@ -321,6 +318,19 @@ class Driver(DriverBase["_Socket"]):
             if sending is not None:
                 self._lose("command", sending, ConnectionError(f"interrupted mid-write: {interruption!r}"))
             raise
+
+    def _look_before_writing(self) -> None:
+        """Under the lock: read what the command sockets hold, without waiting (one poll for
+        all of them, nothing to read in the common case). While flows run, replies are
+        read only by a thread that waits for one (see the module), so a master that closed
+        its end meanwhile (its idle ``timeout``, CLIENT KILL, a restart) has said so only
+        here: the command then goes on a new connection, not into a dead one. What a master
+        that looks hung owes may be here too."""
+        poller, watched = self._command_sockets()
+        for fd, _ in poller.poll(0):
+            conn = watched[fd]
+            if self._conns.get(("command", conn.node)) is conn:
+                self._read(conn)
 
     def _send_claimed(self, claimed: list[_Socket]) -> None:
         """Send the claimed sockets' bytes without the lock, so that the commands other

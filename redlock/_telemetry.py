@@ -115,7 +115,7 @@ FAILURES = {
     "unavailable": "QuorumUnavailable",
     "misconfigured": "MasterMisconfigured",
     "lost": "LockLost",
-    "failed": "LockLost",
+    "failed": "ExtendUnconfirmed",
     "unconfirmed": "ReleaseUnconfirmed",
 }
 

@@ -36,6 +36,7 @@ from redlock._lock import (
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
+    ExtendUnconfirmed,
     LockAlreadyHeld,
     LockLost,
     LockNotAcquired,
@@ -52,6 +53,7 @@ __all__ = [
     "AcquireTimeout",
     "ClientClosed",
     "Election",
+    "ExtendUnconfirmed",
     "Lock",
     "LockAlreadyHeld",
     "LockInfo",
@@ -283,7 +285,10 @@ class Lock(LockState[Redlock]):
         except Exception as unexpected:
             error = unexpected
         self._renewal_finished(lease, error)
-        if lease.lost and not lease.ended and self._options.cancel_on_lost and self._body is not None:
+
+    def _loss_found(self, lease: Lease) -> None:
+        super()._loss_found(lease)
+        if self._options.cancel_on_lost and self._body is not None:
             self._cancelled_body = True
             self._body.cancel(f"redlock: lock {self.name!r} was lost")
 

@@ -9,8 +9,11 @@
     ├── MasterMisconfigured           so many masters refuse our credentials, ACL permissions
     │                                 or TLS that no majority is possible: raised at once,
     │                                 even by a blocking acquire (retrying cannot help)
-    ├── LockLost                      a majority answered that our token is gone: the lock
-    │                                 expired or was taken, the work may have run unprotected
+    ├── LockLost                      a majority answered that our token is gone, or the
+    │                                 validity ran out: the lock expired or was taken, the
+    │                                 work may have run unprotected; locked() is False after
+    ├── ExtendUnconfirmed             an extend that no majority answered while validity
+    │                                 remains: the lock keeps its old deadline; retryable
     ├── ReleaseUnconfirmed            a release that no majority answered in time: our keys may
     │                                 still block others until they expire; release() may be
     │                                 retried, and a retry never reports a loss it cannot prove
@@ -26,7 +29,7 @@ they are not part of this tree because they are the caller's bug, not the cluste
 The errors that concern the cluster carry what happened: the resource name, the quorum
 needed, the votes granted and one :class:`NodeOutcome` per master. redis-py's exceptions
 never leave the public API raw; they are mapped to a :class:`NodeStatus` per node in
-``redlock._core.failure_status``.
+``redlock._connection.failure_status``.
 """
 
 from __future__ import annotations
@@ -102,10 +105,22 @@ class AcquireTimeout(LockNotAcquired, TimeoutError):
 
 
 class LockLost(RedlockError):
-    """A majority no longer confirms our token: it expired, or a master lost it.
+    """A majority answered that our token is gone (it expired, or a master lost it), or the
+    validity ran out before an extend reached a majority.
 
     Raised by ``release`` (the work under the lock may have run unprotected), by
-    ``extend``, and when leaving a ``with`` block whose lock was lost meanwhile.
+    ``extend``, and when leaving a ``with`` block whose lock was lost meanwhile. After it,
+    the Lock's ``locked()`` is False and its ``lost`` True.
+    """
+
+
+class ExtendUnconfirmed(RedlockError):
+    """An extend that no majority answered (masters down, hung, slow or reset) while the
+    lock still had validity: not a loss.
+
+    The lock keeps the deadline it had (``validity`` says how long is left; an extend that
+    may have landed on some masters can only have shortened it), and ``extend()`` may be
+    retried. Auto-extension retries by itself.
     """
 
 

@@ -167,9 +167,13 @@ class BlockingLock:
     # A semaphore's: an asyncio Lock has neither.
     permit = property(lambda self: self.inner.permit)
     limit = property(lambda self: self.inner.limit)
+    lost = property(lambda self: self.inner.lost)
 
     def locked(self) -> bool:
-        return self.inner.locked()
+        async def locked() -> bool:  # in the loop: what it finds (a loss) is reported there
+            return self.inner.locked()
+
+        return self._loop.run(locked())
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         return self._loop.run(self.inner.acquire(blocking, timeout))
