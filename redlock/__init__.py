@@ -8,10 +8,9 @@
 The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 """
 
-import importlib.metadata
-
 from redlock._client import Election, Lock, Redlock, Semaphore
 from redlock._core import LockInfo, MasterInfo, quorum_size, semaphore_quorum, validity_left
+from redlock._version import __version__ as __version__
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
@@ -26,12 +25,6 @@ from redlock.exceptions import (
     RedlockError,
     ReleaseUnconfirmed,
 )
-
-try:
-    #: The installed distribution's version (``redlock --version`` prints it).
-    __version__ = importlib.metadata.version("redlock-quorum")
-except importlib.metadata.PackageNotFoundError:  # imported from a checkout that was never installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "AcquireTimeout",

@@ -10,6 +10,8 @@ without one and no REDLOCK_REDIS_SERVER.
 
 from __future__ import annotations
 
+import email.parser
+import importlib.util
 import json
 import os
 import pathlib
@@ -22,9 +24,12 @@ import zipfile
 
 import pytest
 
+import redlock
+from redlock import _version
 from redlock.servers import ENV_VAR, LocalMasters
 
 from .cli_helpers import PATIENCE, script, without_modules
+from .conftest import _in_ci
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -37,6 +42,15 @@ def name_of(requirement: str) -> str:
 
 def requirement_names(extra: str) -> set[str]:
     return {name_of(requirement) for requirement in EXTRAS[extra]}
+
+
+def dev_tool(module: str) -> None:
+    """Skips a test whose tool (from the [dev] extra) is missing; under CI, fails it."""
+    if importlib.util.find_spec(module) is None:
+        message = f"{module} is not installed: install the [dev] extra (.venv/bin/pip install -e '.[dev]')"
+        if _in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 # --- extras -------------------------------------------------------------------------------------
@@ -104,6 +118,22 @@ def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile)
     assert "redlock-chaos = redlock_chaos:main_entry" in scripts
 
 
+def wheel_metadata(wheel: zipfile.ZipFile) -> email.message.Message:
+    (name,) = [name for name in wheel.namelist() if name.endswith(".dist-info/METADATA")]
+    return email.parser.Parser().parsestr(wheel.read(name).decode())
+
+
+def test_the_wheel_declares_what_it_needs(wheel: zipfile.ZipFile) -> None:
+    metadata = wheel_metadata(wheel)
+    requires = metadata.get_all("Requires-Dist") or []
+    assert [requirement for requirement in requires if "extra ==" not in requirement] == ["hiredis>=3.0"]
+    assert 'redis>=4.6; extra == "redis"' in requires
+    assert metadata["Requires-Python"] == PYPROJECT["project"]["requires-python"]
+    assert metadata["License-Expression"] == "MIT"
+    assert "Programming Language :: Python :: 3.11" in (metadata.get_all("Classifier") or [])
+    assert metadata["Version"] == redlock.__version__
+
+
 def test_installed_there_is_no_top_level_chaos(tmp_path: pathlib.Path) -> None:
     # Outside the checkout, as a user's project would be: only the installed names import.
     probe = "import importlib.util as u; print(u.find_spec('chaos') is None, u.find_spec('redlock_chaos') is not None)"
@@ -144,6 +174,67 @@ def test_redlock_chaos_runs_a_scenario_outside_the_checkout_without_matplotlib(t
     summary = json.loads((out / "summary.json").read_text())
     assert summary["passed"] is True
     assert summary["command"].startswith("redlock-chaos run baseline")
+
+
+# --- one version, one floor -------------------------------------------------------------------------
+
+
+def test_the_version_is_written_once() -> None:
+    assert "version" not in PYPROJECT["project"]
+    assert "version" in PYPROJECT["project"]["dynamic"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "redlock._version.__version__"}
+    assert redlock.__version__ == _version.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?", redlock.__version__)
+
+
+def test_a_checkout_that_was_never_installed_knows_its_version(tmp_path: pathlib.Path) -> None:
+    # Only the checkout on sys.path, none of the environment's metadata: no install to ask.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); import redlock; print(redlock.__version__)",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=True,
+    )
+    assert done.stdout.strip() == _version.__version__
+
+
+def test_the_oldest_python_is_declared_alike_everywhere() -> None:
+    floor = PYPROJECT["project"]["requires-python"].removeprefix(">=")
+    major, minor = floor.split(".")
+    assert PYPROJECT["tool"]["ruff"]["target-version"] == f"py{major}{minor}"
+    assert PYPROJECT["tool"]["mypy"]["python_version"] == floor
+    versions = [
+        c.rsplit(" :: ", 1)[1] for c in PYPROJECT["project"]["classifiers"] if re.search(r"Python :: 3\.\d+$", c)
+    ]
+    assert min(versions, key=lambda version: tuple(map(int, version.split(".")))) == floor
+
+
+#: Everything that runs on the declared Python: the packages, and the tests and benchmark too.
+VERMIN_PATHS = ("redlock", "chaos", "tests", "benchmarks")
+
+
+def test_nothing_needs_a_newer_python_than_requires_python() -> None:
+    # CI runs the oldest Python itself; vermin also catches what a newer interpreter would
+    # let through on a developer's machine (a 3.12 stdlib call, a 3.12 syntax).
+    dev_tool("vermin")
+    floor = PYPROJECT["project"]["requires-python"].removeprefix(">=")
+    options = [f"--target={floor}-", "--violations", "--no-tips", "--eval-annotations", "--backport", "typing"]
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())", *options, *VERMIN_PATHS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=10 * PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # --- without redis-py ------------------------------------------------------------------------------
