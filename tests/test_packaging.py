@@ -5,7 +5,8 @@ under a name of its own; and a missing optional dependency (redis-py, matplotlib
 redis-server binary) is one clear line, never a traceback, with the run going on where it
 can. "Missing" is made real for one process by shadowing the installed package
 (tests/cli_helpers.py's ``without_modules``), and for the redis-server binary also by a PATH
-without one and no REDLOCK_REDIS_SERVER.
+without one and no REDLOCK_REDIS_SERVER. The built sdist and wheel, installed alone into a
+fresh venv, are checked by tests/wheel_smoke.py (run here, and by .ci/run).
 """
 
 from __future__ import annotations
@@ -205,6 +206,12 @@ def test_a_checkout_that_was_never_installed_knows_its_version(tmp_path: pathlib
     assert done.stdout.strip() == _version.__version__
 
 
+def test_the_changelog_has_the_version_and_an_unreleased_section() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert "## [Unreleased]" in changelog
+    assert re.search(rf"^## \[{re.escape(redlock.__version__)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", changelog, re.MULTILINE)
+
+
 def test_the_oldest_python_is_declared_alike_everywhere() -> None:
     floor = PYPROJECT["project"]["requires-python"].removeprefix(">=")
     major, minor = floor.split(".")
@@ -214,6 +221,7 @@ def test_the_oldest_python_is_declared_alike_everywhere() -> None:
         c.rsplit(" :: ", 1)[1] for c in PYPROJECT["project"]["classifiers"] if re.search(r"Python :: 3\.\d+$", c)
     ]
     assert min(versions, key=lambda version: tuple(map(int, version.split(".")))) == floor
+    assert f"Python {floor}" in (ROOT / "docs" / "release.md").read_text()
 
 
 #: Everything that runs on the declared Python: the packages, and the tests and benchmark too.
@@ -308,6 +316,26 @@ def test_without_redis_py_one_line_says_which_extra(command: list[str], extra: s
     (line,) = done.stderr.splitlines()
     assert "redis-py is not installed" in line
     assert f".venv/bin/pip install -e '.[{extra}]'" in line
+
+
+# --- the built distribution, installed alone --------------------------------------------------------
+
+
+@pytest.mark.wheel
+def test_the_built_wheel_works_installed_alone(tmp_path: pathlib.Path) -> None:
+    # tests/wheel_smoke.py: build, twine check, a fresh venv without redis-py or the checkout,
+    # lock cycles, the CLI, then the [redis] extra and a chaos scenario (about 20 s here).
+    for tool in ("build", "twine"):
+        dev_tool(tool)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "wheel_smoke.py"), "--dist", str(tmp_path / "dist")],
+        capture_output=True,
+        text=True,
+        timeout=20 * PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].endswith(" 0 failed")
 
 
 # --- the benchmark and the demo without their optional parts ------------------------------------
