@@ -15,7 +15,8 @@ the files it publishes, and ``pytest -m wheel`` runs it from the suite
    lock cycles (sync, asyncio, ``redlock exec``) on local masters it starts, and
    ``redlock --version``;
 5. with the ``[redis]`` extra added: redis-py clients as masters, and one chaos scenario
-   whose power-loss shim is compiled from the source the wheel installed.
+   whose power-loss shim is compiled from the source the wheel installed;
+6. with the oldest redis-py that extra allows (4.6): its clients as masters again.
 
 Needs a redis-server binary where redlock.servers looks for one ($REDLOCK_REDIS_SERVER, or
 ``redis-server`` on PATH: .ci/run installs Debian's), a C compiler for the shim, and the
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 
@@ -97,7 +99,8 @@ def _run(command: Command, **kwargs: object) -> subprocess.CompletedProcess[str]
 
 
 def inside(stage: str, checkout: str) -> int:
-    """The checks of ``stage`` ("bare": no redis-py; "redis": with the [redis] extra)."""
+    """The checks of ``stage``: "bare" (no redis-py), "redis" (the [redis] extra's newest
+    redis-py) or "redis-floor" (its oldest: only what redis-py's version changes)."""
     import redlock  # noqa: PLC0415  (the installed package, imported only here)
 
     checks = Checks()
@@ -116,11 +119,19 @@ def inside(stage: str, checkout: str) -> int:
         checks.run("a master that is not a URL is a TypeError naming it", _not_a_url)
         checks.run("redlock.fencing says which extra brings redis-py", _fencing_hint)
     with _masters() as urls:
-        checks.run("a lock cycle on local masters", lambda: _lock_cycle(urls))
-        checks.run("an asyncio lock cycle", lambda: _async_lock_cycle(urls))
-        checks.run("a lock cycle through `redlock exec`", lambda: _cli_lock_cycle(urls))
-        if stage == "redis":
-            checks.run("redis.Redis and redis.asyncio.Redis clients are accepted as masters", lambda: _clients(urls))
+        if stage != "redis-floor":
+            checks.run("a lock cycle on local masters", lambda: _lock_cycle(urls))
+            checks.run("an asyncio lock cycle", lambda: _async_lock_cycle(urls))
+            checks.run("a lock cycle through `redlock exec`", lambda: _cli_lock_cycle(urls))
+        # `redlock doctor` goes here once it exists (another change builds it): run it from this
+        # venv against these masters, in the bare stage too, and check its verdict and exit status.
+        if stage != "bare":
+            import importlib.metadata  # noqa: PLC0415
+
+            redis_py = importlib.metadata.version("redis")
+            checks.run(
+                f"redis-py {redis_py}'s clients are accepted as masters, and FencedStore", lambda: _clients(urls)
+            )
     return 1 if checks.failed else 0
 
 
@@ -248,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--dist", type=pathlib.Path, help="where to leave the sdist and wheel (default: a temporary dir)"
     )
-    parser.add_argument("--inside", choices=["bare", "redis"], help=argparse.SUPPRESS)
+    parser.add_argument("--inside", choices=["bare", "redis", "redis-floor"], help=argparse.SUPPRESS)
     parser.add_argument("--checkout", default=str(ROOT), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.inside:
@@ -288,8 +299,6 @@ def smoke(scratch: pathlib.Path, dist: pathlib.Path | None) -> Checks:
     checks.run("the demo says which extra brings redis-py", lambda: _hint(demo, "local", scratch, env))
     chaos: Command = [venv / "bin" / "redlock-chaos", "list"]
     checks.run("`redlock-chaos` says which extra brings redis-py", lambda: _hint(chaos, "chaos", scratch, env))
-    # `redlock doctor` goes here once it exists (another change builds it): run it against the
-    # masters of the bare stage, from this venv, and check its verdict and exit status.
     if not checks.run(
         "add the [redis] extra", lambda: _run([python, "-m", "pip", "install", "-q", f"{wheel}[redis]"], env=env)
     ):
@@ -298,7 +307,21 @@ def smoke(scratch: pathlib.Path, dist: pathlib.Path | None) -> Checks:
     checks.run(
         "a chaos scenario, its power-loss shim built from the installed source", lambda: _chaos(venv, scratch, env)
     )
+    floor = _redis_py_floor()
+    if checks.run(
+        f"redis-py {floor}, the [redis] extra's oldest",
+        lambda: _run([python, "-m", "pip", "install", "-q", f"redis=={floor}.*"], env=env),
+    ):
+        redis_floor = [*inside_command, "--inside", "redis-floor"]
+        checks.run("inside the venv, with the oldest redis-py", lambda: _relay(redis_floor, scratch, env))
     return checks
+
+
+def _redis_py_floor() -> str:
+    """The oldest redis-py the [redis] extra allows ("4.6" of "redis>=4.6")."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (requirement,) = extras["redis"]
+    return str(requirement.removeprefix("redis>="))
 
 
 def _checkout_version() -> str:
