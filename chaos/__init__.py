@@ -24,3 +24,24 @@ bottom up:
   whether the catalogue catches each of them;
 * ``python -m chaos`` (:mod:`chaos.__main__`): list, run, selftest, report, exit status.
 """
+
+from __future__ import annotations
+
+import sys
+
+from redlock._extras import can_import, install_hint
+
+#: chaos.__main__'s exit status for an environment that lacks something (it cannot be
+#: imported from there before redis-py is known to be installed).
+_EXIT_ENVIRONMENT = 3
+
+
+def main_entry() -> int:
+    """The ``redlock-chaos`` command: :func:`chaos.__main__.main`, or one line saying how to
+    get redis-py (the harness reads and sets masters' keys through it) where it is missing."""
+    if not can_import("redis"):
+        print(f"error: redis-py is not installed: {install_hint('chaos')}", file=sys.stderr)
+        return _EXIT_ENVIRONMENT
+    from .__main__ import main  # noqa: PLC0415  (imports redis-py)
+
+    return main()

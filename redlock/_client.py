@@ -6,8 +6,6 @@ import threading
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
-import redis
-
 from redlock._core import Result
 from redlock._election import UNCHANGED, ElectionState
 from redlock._flows import Lease, LockInfo, LockSpec, force_release_flow, inspect_flow, lock_info
@@ -28,8 +26,9 @@ class Redlock(ClusterConfig):
     """A Redlock client on N independent Redis masters; hands out :class:`Lock` objects.
 
     ``masters`` are ``redis://`` / ``rediss://`` / ``unix://`` URLs or configured
-    ``redis.Redis`` clients (only their address and credentials are used: this client makes
-    its own connections, one per master, and bounds every request by ``node_timeout``).
+    ``redis.Redis`` clients of redis-py 4.6 or later (the ``[redis]`` extra; only their address
+    and credentials are used: this client makes its own connections, one per master, and
+    bounds every request by ``node_timeout``).
 
     Defaults, and what each protects against:
 
@@ -55,7 +54,7 @@ class Redlock(ClusterConfig):
       global providers, which do nothing until the application configures an SDK.
     """
 
-    client_types = (redis.Redis,)
+    client_class = "redis.Redis"
     client_kind = "redis.Redis client"
     driver_class = Driver
     _driver: Driver

@@ -17,9 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.connection import parse_url
-
 from redlock._core import MAX_TTL, MIN_TTL, RESERVED_PREFIXES, semaphore_quorum, validity_left
+from redlock._urls import parse_url
 
 #: What a caller's redis-py client may tell us beyond its address: who to be. Everything else
 #: (timeouts, retries, health checks, handshake extras) is ours to set, so a caller's defaults
@@ -249,17 +248,19 @@ def _address(index: int, master: object, client_types: Sequence[type], client_ki
     where = f"masters[{index}]"
     if isinstance(master, str):
         try:
-            settings = dict(parse_url(master))  # type: ignore[no-untyped-call]
+            settings = parse_url(master)
         except ValueError as error:
             raise ValueError(f"{where} is not a valid Redis URL ({master!r}): {error}") from None
         unix = master.startswith("unix://")
         if not unix and not settings.get("host"):
             raise ValueError(f"{where} has no host: {master!r}")
-        unknown = set(settings) - _IDENTITY_KEYS - _TLS_KEYS - {"connection_class"}
+        unknown = set(settings) - _IDENTITY_KEYS - _TLS_KEYS
         if unknown:
             raise ValueError(f"{where} has URL parameters this client does not use: {', '.join(sorted(unknown))}")
         return _make_address(where, settings, tls=master.startswith("rediss://"), unix=unix)
     if isinstance(master, tuple(client_types)):
+        # connection_pool, its connection_kwargs and connection_class, with these key names,
+        # are alike from redis-py 4.6 to 8.x, sync and asyncio: the range of the [redis] extra.
         pool = master.connection_pool  # type: ignore[attr-defined]
         kwargs: dict[str, Any] = pool.connection_kwargs
         if kwargs.get("credential_provider") is not None:

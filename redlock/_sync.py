@@ -118,7 +118,10 @@ class Driver(DriverBase["_Socket"]):
         #: The other waiting threads, by their events: one of them leads next.
         self._followers: dict[threading.Event, None] = {}
         self._thread_events = threading.local()
-        self._command_poller: tuple[select.poll, dict[int, _Socket]] | None = None
+        #: Polls of every command socket: the leader's (polled without the lock), and one
+        #: polled only under the lock, before writing (a poll object may not be polled by two
+        #: threads at once).
+        self._command_poller: tuple[select.poll, select.poll, dict[int, _Socket]] | None = None
 
     def after_fork(self) -> None:
         # The threads do not exist here, and the lock may have been held by one of them;
@@ -267,15 +270,17 @@ class Driver(DriverBase["_Socket"]):
                     # Somebody still waits: the first one leads now.
                     next(iter(self._followers)).set()
 
-    def _command_sockets(self) -> tuple[select.poll, dict[int, _Socket]]:
+    def _command_sockets(self, *, leader: bool = True) -> tuple[select.poll, dict[int, _Socket]]:
         """Under the lock: a poll of every command socket, made anew only when they change."""
         if self._command_poller is None:
-            poller = select.poll()
+            pollers = select.poll(), select.poll()
             watched = {conn.fileno: conn for conn in self._conns.values() if conn.kind == "command"}
             for fd in watched:
-                poller.register(fd, select.POLLIN)
-            self._command_poller = (poller, watched)
-        return self._command_poller
+                for poller in pollers:
+                    poller.register(fd, select.POLLIN)
+            self._command_poller = (*pollers, watched)
+        leaders, lookers, watched = self._command_poller
+        return (leaders if leader else lookers), watched
 
     def _last_look(self, round_: Round) -> None:
         """Read what the round's masters have sent by now, before calling them late.
@@ -326,7 +331,7 @@ class Driver(DriverBase["_Socket"]):
         its end meanwhile (its idle ``timeout``, CLIENT KILL, a restart) has said so only
         here: the command then goes on a new connection, not into a dead one. What a master
         that looks hung owes may be here too."""
-        poller, watched = self._command_sockets()
+        poller, watched = self._command_sockets(leader=False)
         for fd, _ in poller.poll(0):
             conn = watched[fd]
             if self._conns.get(("command", conn.node)) is conn:

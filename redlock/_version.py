@@ -1,9 +1,8 @@
-"""The package's version, in a module of its own so that any layer may read it."""
+"""The version of redlock-quorum: its one source.
 
-import importlib.metadata
+pyproject.toml reads it (``[tool.setuptools.dynamic]``) for the distribution's metadata, and
+:mod:`redlock` re-exports it as ``redlock.__version__``, so a checkout that was never
+installed knows its version too. docs/release.md says when to change it.
+"""
 
-try:
-    #: The installed distribution's version (``redlock --version`` prints it).
-    __version__ = importlib.metadata.version("redlock-quorum")
-except importlib.metadata.PackageNotFoundError:  # imported from a checkout that was never installed
-    __version__ = "0+unknown"
+__version__ = "0.1.0"

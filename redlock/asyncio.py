@@ -18,8 +18,6 @@ from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any
 
-import redis.asyncio
-
 from redlock._aio import Driver
 from redlock._core import Result
 from redlock._election import UNCHANGED, ElectionState
@@ -78,7 +76,7 @@ class Redlock(ClusterConfig):
     ``masters`` are URLs or ``redis.asyncio.Redis`` clients. Use one client per event loop.
     """
 
-    client_types = (redis.asyncio.Redis,)
+    client_class = "redis.asyncio.Redis"
     client_kind = "redis.asyncio.Redis client"
     driver_class = Driver
     _driver: Driver

@@ -5,8 +5,9 @@
 deliberately non-atomic read-modify-write under the lock, then kills one master and goes
 on, and prints what happened: acquisitions, latency, and whether any update was lost.
 
-Exit status: 0 when no update was lost and no client failed, 1 otherwise, 3 when no
-``redis-server`` binary can be found (one line says how to get one; no traceback).
+Exit status: 0 when no update was lost and no client failed, 1 otherwise, 3 when a part
+it needs is missing: a ``redis-server`` binary, or redis-py, which reads and writes the
+shared counter (one line says how to get it; no traceback).
 """
 
 from __future__ import annotations
@@ -18,13 +19,11 @@ import threading
 import time
 from collections.abc import Sequence
 
-import redis
-
 from redlock import Redlock
-from redlock._extras import redis_server_hint
+from redlock._extras import can_import, install_hint, redis_server_hint
 from redlock.servers import LocalMasters, RedisServerNotFound
 
-EXIT_NO_REDIS_SERVER = 3
+EXIT_MISSING = 3
 
 
 def _percentile(samples: Sequence[float], share: float) -> float:
@@ -33,6 +32,8 @@ def _percentile(samples: Sequence[float], share: float) -> float:
 
 
 def run(clients: int, increments: int, masters: int) -> int:
+    import redis  # noqa: PLC0415  (optional: main says which extra brings it)
+
     with LocalMasters(masters) as cluster, LocalMasters(1) as store_server:
         print(f"started {masters} masters: {', '.join(cluster.urls)}")
         store = redis.Redis.from_url(store_server.urls[0])
@@ -95,11 +96,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--increments", type=int, default=25)
     parser.add_argument("--masters", type=int, default=5)
     args = parser.parse_args(argv)
+    if not can_import("redis"):
+        print(f"{parser.prog}: redis-py is not installed: {install_hint('local')}", file=sys.stderr)
+        return EXIT_MISSING
     try:
         return run(args.clients, args.increments, args.masters)
     except RedisServerNotFound:
         print(f"{parser.prog}: {redis_server_hint()}", file=sys.stderr)
-        return EXIT_NO_REDIS_SERVER
+        return EXIT_MISSING
 
 
 if __name__ == "__main__":

@@ -17,16 +17,21 @@ to that value on a majority before it returns. Any two majorities share a master
 next holder reads a counter at least this high and takes a larger token. It breaks
 exactly where Redlock breaks: when a master loses its data (a restart without fsync'd
 persistence) or when holders overlap in time because clocks jumped.
+
+The store speaks to its Redis server through a caller's redis-py client: redis-py comes with
+the ``[redis]`` extra (the lock itself does not need it).
 """
 
 from __future__ import annotations
 
-from typing import cast
-
-import redis
+from typing import TYPE_CHECKING, cast
 
 from redlock import _scripts
 from redlock._core import fence_key
+from redlock._extras import can_import, install_hint, loaded_class
+
+if TYPE_CHECKING:
+    import redis
 
 
 def counter_key(name: str) -> str:
@@ -39,8 +44,10 @@ class FencedStore:
     accepts a write only with a fencing token at least as high as any it accepted."""
 
     def __init__(self, client: redis.Redis, key: str) -> None:
-        if not isinstance(client, redis.Redis):
-            raise TypeError(f"client must be a redis.Redis, got {type(client).__name__}")
+        redis_class = loaded_class("redis.Redis")
+        if redis_class is None or not isinstance(client, redis_class):
+            missing = "" if can_import("redis") else f" (redis-py is not installed: {install_hint('redis')})"
+            raise TypeError(f"client must be a redis.Redis, got {type(client).__name__}{missing}")
         if not isinstance(key, str) or not key:
             raise ValueError("key must be a non-empty str")
         self._client = client

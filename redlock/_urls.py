@@ -1,0 +1,89 @@
+"""Redis URLs read without redis-py: ``redis://``, ``rediss://`` and ``unix://``.
+
+Pure: a string in, the settings it names out, with no I/O (not even a name lookup). A URL
+means here what it means to redis-py's ``redis.connection.parse_url`` (redis-py 8.1), so
+that one URL names the same server, database and user to this client as to the redis-py
+clients of the same application; the settings carry redis-py's names (``host``, ``port``,
+``path``, ``db``, ``username``, ``password``, and each query parameter under its own name).
+tests/test_urls.py checks that agreement on generated URLs wherever redis-py is installed.
+
+Where redis-py reads a URL silently as something its writer cannot have meant, this parser
+raises ``ValueError`` instead:
+
+* a path that is not a database number (``redis://host/1x``): redis-py drops it and uses
+  database 0, and two clients that meant one database but use two exclude nobody;
+* port 0: redis-py takes it for no port at all, 6379;
+* a ``unix://`` URL without a socket path.
+
+Of the query parameters, only ``db`` (an int) and ``ssl_check_hostname`` (a bool) are
+converted, as redis-py converts them; the others keep their text, and the caller decides
+which it accepts (:mod:`redlock._config` refuses those it does not use).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, unquote, urlparse
+
+__all__ = ["SCHEMES", "parse_url"]
+
+SCHEMES = ("redis://", "rediss://", "unix://")
+
+#: What redis-py's ``to_bool`` reads as False (compared upper-cased); any other text is True.
+_FALSE_WORDS = frozenset({"0", "F", "FALSE", "N", "NO"})
+
+
+def parse_url(url: str) -> dict[str, object]:
+    """The settings ``url`` names; ``ValueError`` saying what is wrong with a bad one."""
+    if not url.startswith(SCHEMES):
+        # redis-py's wording, which callers may already match on.
+        raise ValueError("Redis URL must specify one of the following schemes (redis://, rediss://, unix://)")
+    parts = urlparse(url)
+    settings: dict[str, object] = {}
+    # parse_qs decodes each value once and drops empty ones (`?db=`), as redis-py relies on.
+    for name, values in parse_qs(parts.query).items():
+        settings[name] = _query_value(name, values[0])
+    # An empty user (`redis://:secret@host`) is no user: the server's default one.
+    if parts.username:
+        settings["username"] = unquote(parts.username)
+    if parts.password:
+        settings["password"] = unquote(parts.password)
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError("a unix:// URL needs the socket's path, as in unix:///run/redis/redis.sock")
+        settings["path"] = unquote(parts.path)
+        return settings
+    if parts.hostname:
+        settings["host"] = unquote(parts.hostname)
+    port = parts.port  # urllib's ValueError for text or a number beyond 65535
+    if port == 0:
+        raise ValueError("port must be in 1..65535, got 0")
+    if port is not None:
+        settings["port"] = port
+    database = _path_database(parts.path)
+    # A `?db=` wins over the path, as in redis-py.
+    if database is not None and "db" not in settings:
+        settings["db"] = database
+    return settings
+
+
+def _query_value(name: str, text: str) -> object:
+    if name == "db":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"Invalid value for '{name}' in connection URL.") from None
+    if name == "ssl_check_hostname":
+        return text.upper() not in _FALSE_WORDS
+    return text
+
+
+def _path_database(path: str) -> int | None:
+    """The database number a URL's path names (``/2``), or None for no path (or ``/``)."""
+    # redis-py drops every slash before reading the number; so does this, to agree on `/2/`.
+    text = unquote(path).replace("/", "")
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"the path must be a database number, as in redis://host:6379/0, got {path!r}") from None
