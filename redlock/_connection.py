@@ -46,6 +46,18 @@ Configuration errors are not outages: a wrong password (``WRONGPASS``/``NOAUTH``
 missing ACL permission (``NOPERM``), an untrusted TLS certificate or a reply that is not
 RESP make the master :attr:`~redlock.NodeStatus.MISCONFIGURED`, which the lock flows turn
 into :class:`~redlock.MasterMisconfigured` when no majority is left.
+
+**Native commands.** A command with native forms (a lock's release and extend: see
+:class:`~redlock._core.NativeForm`) goes to each master in the form it runs: the built-in
+command where the handshake found it (``COMMAND INFO``, or the version), else the script.
+So that one connection carries one form of them from its start, such a command (and all
+behind it) waits for the handshake's answer when it comes while the connection is new
+(``LEARNING``). A master that answers a native command as unknown (renamed, denied, a proxy
+that does not pass it) runs the scripts from then on, and the command goes again as its
+script, as after NOSCRIPT. A master that refuses to load our scripts (an ACL without
+``@scripting``, a provider that disables Lua) is kept when it releases natively; only what
+needs Lua is refused there, saying so; without native commands too it is refused as a
+whole, at the handshake, as before.
 """
 
 from __future__ import annotations
@@ -63,8 +75,16 @@ import hiredis
 
 from redlock import _scripts
 from redlock._config import Credentials
-from redlock._core import Command, ErrorReply, Round, reply_status
-from redlock._facts import UNKNOWN, MasterFacts, facts_from_info
+from redlock._core import Command, ErrorReply, NativeForm, Round, native_form, reply_status
+from redlock._facts import (
+    ASKED,
+    UNKNOWN,
+    MasterFacts,
+    facts_from_info,
+    native_commands,
+    releases_natively,
+    with_commands,
+)
 from redlock.exceptions import ClientClosed, NodeStatus
 
 logger = logging.getLogger("redlock")
@@ -100,8 +120,43 @@ def wire_form(round_: Round) -> bytes:
     return round_.wire
 
 
+def native_wire(round_: Round, form: NativeForm) -> bytes:
+    """One native form of the round's command in RESP (with what follows it), encoded once
+    for all masters of the round that run it."""
+    wires = round_.native_wires
+    if wires is None:
+        wires = round_.native_wires = {}
+    wire = wires.get(form.needs)
+    if wire is None:
+        wire = wires[form.needs] = encode(form.command.args) + (b"" if form.then is None else encode(form.then.args))
+    return wire
+
+
 def is_misconfiguration(message: str) -> bool:
     return message.startswith(_MISCONFIGURED_PREFIXES)
+
+
+#: How a master answers a command it does not have (or has under another name), or an
+#: option it does not know (``SET ... IFEQ`` before IFEQ).
+_NOT_AVAILABLE_PREFIXES = ("ERR unknown command", "ERR syntax error")
+
+
+def not_available(message: str) -> bool:
+    """The master does not run this command for us: it lacks it, or our ACL user may not run
+    it (not: may not touch its key, which no other form of it would change)."""
+    return message.startswith(_NOT_AVAILABLE_PREFIXES) or (message.startswith("NOPERM") and "to run" in message)
+
+
+#: Why a master that runs no Lua for us cannot run what asked for it.
+NEEDS_SCRIPTING = (
+    "this needs Lua scripting, which this master does not allow us; without it only a lock on one name"
+    " without fencing works, by the native commands of Valkey 9+ or Redis 8.4+"
+)
+#: Why such a master cannot serve at all.
+NO_SCRIPTING_NOR_NATIVE = (
+    "this master allows us no Lua scripting, and has no native commands to release and extend a lock"
+    " without it (DELIFEQ or DELEX, and SET IFEQ: Valkey 9+, Redis 8.4+)"
+)
 
 
 def failure_status(error: BaseException) -> tuple[NodeStatus, str]:
@@ -199,12 +254,14 @@ class HandshakeStep:
     ``learn`` turns the reply into facts about the master (kept on its link). An error reply
     that says we are not allowed (wrong password, no permission) refuses the connection,
     unless the step is ``optional``: then the master merely did not say (an ACL user denied
-    ``INFO`` still locks), and what the step would have taught stays unknown.
+    ``INFO`` still locks), and what the step would have taught stays unknown. A refused
+    ``loads_script`` step says that the master runs no Lua for us (see :meth:`Link.received`).
     """
 
     command: Command
     learn: Callable[[object], MasterFacts] | None = None
     optional: bool = False
+    loads_script: bool = False
 
 
 def identity_steps(credentials: Credentials) -> list[HandshakeStep]:
@@ -229,10 +286,21 @@ def identity_steps(credentials: Credentials) -> list[HandshakeStep]:
 #: naming several sections needs Redis 7).
 INFO_STEP = HandshakeStep(Command(("INFO",)), learn=facts_from_info, optional=True)
 
+#: Which native commands a master has, asked of its command table: a command renamed or
+#: disabled in its configuration is not there, whatever its version says. Commands that
+#: have native forms wait for this answer on a new connection (see :meth:`Link.received`).
+COMMANDS_STEP = HandshakeStep(Command(("COMMAND", "INFO", *ASKED)), optional=True)
+
 
 def command_handshake(credentials: Credentials) -> list[HandshakeStep]:
-    """Every step of a new command connection, in order: identity, INFO, the scripts."""
-    return [*identity_steps(credentials), INFO_STEP, *(HandshakeStep(c) for c in script_preloads())]
+    """Every step of a new command connection, in order: identity, INFO, COMMAND INFO, the
+    scripts (optional: a master that refuses them may still serve natively)."""
+    return [
+        *identity_steps(credentials),
+        INFO_STEP,
+        COMMANDS_STEP,
+        *(HandshakeStep(c, optional=True, loads_script=True) for c in script_preloads()),
+    ]
 
 
 def script_preloads() -> tuple[Command, ...]:
@@ -273,6 +341,8 @@ class Submit(enum.Enum):
     #: The connection sat idle past the health-check interval: write a PING first; the
     #: command waits (like ``QUEUED``) until the master answers it.
     PROBE = "probe"
+    #: Also for a command that waits for a new connection's handshake to say which form of it
+    #: the master runs (``State.LEARNING``).
     QUEUED = "queued"
     SKIPPED = "skipped"
 
@@ -284,6 +354,9 @@ class State(enum.Enum):
     #: A PING is out on a connection that sat idle: commands queue until it is answered,
     #: so that none is ever written on a connection a middlebox forgot.
     PROBING = "probing"
+    #: Connected, the handshake's question about native commands not answered yet: commands
+    #: with native forms (and all behind them) queue until it is, the rest go at once.
+    LEARNING = "learning"
     BACKING_OFF = "backing off"  # a connect failed: rounds get that failure until retry_at
 
 
@@ -343,6 +416,10 @@ class Link:
     reported: NodeStatus | None = None
     #: What the master said about itself in the current connection's handshake.
     facts: MasterFacts = UNKNOWN
+    #: The native commands the current connection sends (see the module docstring).
+    native: frozenset[str] = frozenset()
+    #: False once the master refused to load our scripts on the current connection.
+    scripting: bool = True
 
     # --- rounds -----------------------------------------------------------------------------
 
@@ -359,7 +436,10 @@ class Link:
             )
         ):
             # (The common case, first: a working connection that keeps up.)
-            in_flight.append(InFlight(round_.command, round_, now))
+            if round_.command.native and self.native:
+                self._send(round_, now)
+            else:
+                in_flight.append(InFlight(round_.command, round_, now))
             self.last_active = now
             return Submit.SEND
         if self.state is State.BACKING_OFF:
@@ -386,8 +466,10 @@ class Link:
             self.in_flight.append(InFlight(PROBE.command, None, now, PROBE))
             self.backlog.append(InFlight(round_.command, round_, now))
             return Submit.PROBE
-        if self.state is State.READY:
-            self.in_flight.append(InFlight(round_.command, round_, now))
+        if self.state is State.READY or (
+            self.state is State.LEARNING and not self.backlog and not round_.command.native
+        ):
+            self._send(round_, now)
             self.last_active = now
             if hung:
                 # A clean-up still goes (it takes our keys back once the master answers), but
@@ -395,10 +477,20 @@ class Link:
                 round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered; sent anyway")
             return Submit.SEND
         self.backlog.append(InFlight(round_.command, round_, now))
-        if self.state is State.CONNECTING or self.state is State.PROBING:
+        if self.state is State.CONNECTING or self.state is State.PROBING or self.state is State.LEARNING:
             return Submit.QUEUED
         self._start_connect(now)
         return Submit.CONNECT
+
+    def _send(self, round_: Round, now: float) -> None:
+        """Put the round's command in flight in the form this master runs."""
+        form = native_form(round_.command, self.native) if self.native else None
+        if form is None:
+            self.in_flight.append(InFlight(round_.command, round_, now))
+            return
+        self.in_flight.append(InFlight(form.command, round_, now))
+        if form.then is not None:
+            self.in_flight.append(InFlight(form.then, None, now))
 
     def _start_connect(self, now: float) -> None:
         self.state = State.CONNECTING
@@ -420,16 +512,19 @@ class Link:
         return bool(self.in_flight) and now - self.in_flight[0].sent_at > self.hung_after
 
     def connecting(self) -> bool:
-        """A connect or a health check is under way: rounds that wait for this master wait
-        for it (see :func:`overtime_deadline`)."""
-        return self.state is State.CONNECTING or self.state is State.PROBING
+        """A connect, its handshake's question or a health check is under way: rounds that
+        wait for this master wait for it (see :func:`overtime_deadline`)."""
+        return self.state is State.CONNECTING or self.state is State.PROBING or self.state is State.LEARNING
 
     # --- connection events -------------------------------------------------------------------
 
     def connected(self, now: float) -> list[Command]:
-        """The socket is up: what to write first, in order (handshake, scripts, the queue)."""
-        self.state = State.READY
+        """The socket is up: what to write first, in order (handshake, scripts, the queue up
+        to its first command that waits to learn its form)."""
+        self.state = State.LEARNING
         self.facts = UNKNOWN
+        self.native = frozenset()
+        self.scripting = True
         self.last_active = now
         commands: list[Command] = []
         for step in command_handshake(self.credentials):
@@ -438,12 +533,27 @@ class Link:
         return commands + self._write_backlog(now)
 
     def _write_backlog(self, now: float) -> list[Command]:
+        """Write the queue, each command in the form this master runs; while the connection
+        is still learning which that is, only up to the first one that has a choice."""
         commands = []
+        written = 0
         for entry in self.backlog:
+            round_ = entry.round
+            form = None
+            if round_ is not None and round_.command.native:
+                if self.state is State.LEARNING:
+                    break
+                form = native_form(round_.command, self.native)
+                # (A command lost with a connection goes again in the form of the new one.)
+                entry.command = round_.command if form is None else form.command
             entry.sent_at = now
             self.in_flight.append(entry)
             commands.append(entry.command)
-        self.backlog.clear()
+            if form is not None and form.then is not None:
+                self.in_flight.append(InFlight(form.then, None, now))
+                commands.append(form.then)
+            written += 1
+        del self.backlog[:written]
         return commands
 
     def connect_failed(self, error: BaseException, now: float) -> None:
@@ -545,19 +655,28 @@ class Link:
             # waited for it go now, behind it.
             self.state = State.READY
             return Reaction(resend=tuple(self._write_backlog(now)))
+        if step is COMMANDS_STEP:
+            return self._learned_commands(reply, now)
         if isinstance(reply, ErrorReply):
+            if step is not None and step.loads_script:
+                return self._scripts_refused(reply.message, now)
             if step is not None and step.optional:
                 return _NO_REACTION  # the master did not say: its facts stay unknown
-            if is_misconfiguration(reply.message):
+            if round_ is not None and entry.command.is_native and not_available(reply.message):
+                return self._native_refused(entry, round_, reply.message, now)
+            if is_misconfiguration(reply.message) or self._needs_scripting(entry.command, reply.message):
                 if step is not None:
                     # Everything behind a refused AUTH is refused too: hang up, back off,
                     # and tell every waiting round why.
                     self._fail_all(NodeStatus.MISCONFIGURED, reply.message)
                     self._back_off(NodeStatus.MISCONFIGURED, reply.message, now)
                     return Reaction(hang_up=True)
+                detail = reply.message
+                if not self.scripting and entry.command.script is not None:
+                    detail = f"{detail}: {NEEDS_SCRIPTING}"
                 if round_ is not None and round_.awaits(self.node):
-                    round_.record(self.node, NodeStatus.MISCONFIGURED, reply.message)
-                self._report(NodeStatus.MISCONFIGURED, reply.message)
+                    round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
+                self._report(NodeStatus.MISCONFIGURED, detail)
                 return _NO_REACTION
             if entry.command.args[0] == "EVALSHA" and reply.noscript:
                 # Re-sent whole, for stale commands too: a release nobody waits for must
@@ -585,6 +704,55 @@ class Link:
         if self.reported is NodeStatus.TIMEOUT and not self.looks_hung(now):
             self._recovered()  # caught up with what it owed
         return _NO_REACTION
+
+    # --- native commands and scripting --------------------------------------------------------
+
+    def _learned_commands(self, reply: object, now: float) -> Reaction:
+        """The master said which native commands it has (or would not say: then its version
+        decides): the commands that waited to learn their form go now, in that form."""
+        if not isinstance(reply, ErrorReply):
+            self.facts = with_commands(self.facts, reply)
+        self.native = native_commands(self.facts)
+        if self.state is not State.LEARNING:
+            return _NO_REACTION
+        self.state = State.READY
+        return Reaction(resend=tuple(self._write_backlog(now))) if self.backlog else _NO_REACTION
+
+    def _scripts_refused(self, message: str, now: float) -> Reaction:
+        """The master will not load a script of ours: fine where it releases natively (what
+        needs Lua fails alone, saying why); otherwise nothing would release a lock there, and
+        the connection is refused as a misconfiguration (as a refused password is)."""
+        if not self.scripting or not (is_misconfiguration(message) or message.startswith("ERR unknown command")):
+            return _NO_REACTION  # said already; or not a refusal (LOADING, BUSY): EVALSHA will tell
+        self.scripting = False
+        if releases_natively(self.native):
+            return _NO_REACTION
+        detail = f"{message}: {NO_SCRIPTING_NOR_NATIVE}"
+        self._fail_all(NodeStatus.MISCONFIGURED, detail)
+        self._back_off(NodeStatus.MISCONFIGURED, detail, now)
+        return Reaction(hang_up=True)
+
+    def _needs_scripting(self, command: Command, message: str) -> bool:
+        """A script refused by a master that runs no Lua for us: misconfigured, not failing."""
+        return not self.scripting and command.script is not None and message.startswith("ERR unknown command")
+
+    def _native_refused(self, entry: InFlight, round_: Round, message: str, now: float) -> Reaction:
+        """The master refused a native command it seemed to have, which therefore did
+        nothing: it runs our scripts from now on, and this command goes again as its script
+        (behind what was sent meanwhile, as after NOSCRIPT; see docs/algorithm.md for why
+        that keeps extends in order)."""
+        if self.native:
+            logger.info("master %s refused a native command (%s): using scripts there", self.name, message)
+            self.native = frozenset()
+        if not self.scripting:
+            detail = f"{message}: {NO_SCRIPTING_NOR_NATIVE}"
+            if round_.awaits(self.node):
+                round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
+            self._report(NodeStatus.MISCONFIGURED, detail)
+            return _NO_REACTION
+        resend = round_.command
+        self.in_flight.append(InFlight(resend, round_, now, resent=entry.resent))
+        return Reaction(resend=(resend,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -736,6 +904,10 @@ class Connections:
         link = self.links[node]
         action = link.submit(round_, now)
         if action is Submit.SEND:
+            if round_.command.native and link.native:
+                form = native_form(round_.command, link.native)  # (the one the link chose)
+                if form is not None:
+                    return Write("command", node, native_wire(round_, form))
             return Write("command", node, round_.wire or wire_form(round_))
         if action is Submit.CONNECT:
             return Connect("command", node, link.generation)
@@ -758,7 +930,7 @@ class Connections:
     def connection_states(self) -> list[tuple[bool, bool]]:
         """Whether each master's command and subscriber connections are up."""
         return [
-            (link.state is State.READY, subscriber.state is State.READY)
+            (link.state is State.READY or link.state is State.LEARNING, subscriber.state is State.READY)
             for link, subscriber in zip(self.links, self.subscribers, strict=True)
         ]
 

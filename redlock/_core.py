@@ -121,11 +121,19 @@ Arg = str | bytes | int
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """One Redis command, as sent; scripts go as EVALSHA and have an EVAL fallback."""
+    """One Redis command, as sent; scripts go as EVALSHA and have an EVAL fallback.
+
+    A script command may also have ``native`` forms: the same compare-and-act as a command
+    built into newer servers, sent instead of the script to each master that has it (the
+    connection policy chooses per master). A native form's ``script`` is the script it
+    stands in for, whose flags (``idempotent``, ``removes_token``) it shares.
+    """
 
     args: tuple[Arg, ...]
     #: The script it runs (by EVALSHA, or by EVAL once a master answered NOSCRIPT).
     script: _scripts.Script | None = None
+    #: Its native forms, the one to prefer first (empty: every master runs ``args``).
+    native: tuple[NativeForm, ...] = ()
 
     @property
     def idempotent(self) -> bool:
@@ -142,14 +150,52 @@ class Command:
         return cls(("SET", key, token, "NX", "PX", ttl_ms))
 
     @classmethod
-    def run_script(cls, script: _scripts.Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Command:
-        return cls(("EVALSHA", script.sha, len(keys), *keys, *args), script)
+    def run_script(
+        cls, script: _scripts.Script, keys: Sequence[Arg], args: Sequence[Arg], native: tuple[NativeForm, ...] = ()
+    ) -> Command:
+        return cls(("EVALSHA", script.sha, len(keys), *keys, *args), script, native)
+
+    @property
+    def is_native(self) -> bool:
+        """A native form: a built-in command doing a script's work (see :class:`NativeForm`)."""
+        return self.script is not None and self.args[0] not in ("EVALSHA", "EVAL")
 
     def without_script_cache(self) -> Command:
         """The EVAL form of a script command, for a master that answered NOSCRIPT."""
         if self.script is None or self.args[0] != "EVALSHA":
             raise ValueError("only script commands sent by EVALSHA have an EVAL form")
         return Command(("EVAL", self.script.source, *self.args[2:]), self.script)
+
+
+# Native commands a master may have, as the names its capabilities go by (see
+# redlock._facts.native_commands): each does exactly what one of our scripts does for a lock
+# on one name, without Lua.
+#: ``DELIFEQ key value`` (Valkey 9.0+): delete if the value is ours; 1 or 0.
+DELIFEQ = "DELIFEQ"
+#: ``DELEX key IFEQ value`` (Redis 8.4+): the same.
+DELEX = "DELEX"
+#: ``SET key value IFEQ value PX ms`` (Valkey 8.1+, Redis 8.4+): reset the ttl if the value
+#: is ours; OK, or nil when it is not (a missing key is never created).
+SET_IFEQ = "SET IFEQ"
+
+
+@dataclass(frozen=True, slots=True)
+class NativeForm:
+    """A script command's work as a command built into newer servers, for masters that have
+    ``needs``. ``then`` goes right behind it on the same connection, its reply unread (the
+    announcement of a release to waiters, which the script makes in the same step)."""
+
+    needs: str
+    command: Command
+    then: Command | None = None
+
+
+def native_form(command: Command, available: frozenset[str]) -> NativeForm | None:
+    """The native form of ``command`` that a master with ``available`` runs; None: the script."""
+    for form in command.native:
+        if form.needs in available:
+            return form
+    return None
 
 
 def reply_status(reply: object) -> NodeStatus:
@@ -205,6 +251,8 @@ class Round:
     replies: dict[int, object] = field(default_factory=dict)
     #: The command in RESP, encoded once for every master (by the connection layer).
     wire: bytes | None = field(default=None, repr=False)
+    #: Its native forms in RESP, each encoded once (by ``NativeForm.needs``), likewise.
+    native_wires: dict[str, bytes] | None = field(default=None, repr=False)
     #: Called by the driver's side once the round is settled: wakes whoever waits for it.
     waker: Callable[[], None] | None = field(default=None, repr=False)
     #: Kept as outcomes are recorded: every reply of every round asks for them.

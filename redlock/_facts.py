@@ -11,7 +11,9 @@ sections, an older server without a field) stays ``None``: unknown, never an err
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from redlock._core import DELEX, DELIFEQ, SET_IFEQ
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,10 @@ class MasterFacts:
     aof_enabled: bool | None = None
     #: Whether INFO answered at all (False: denied or not understood).
     answered: bool = False
+    #: Which of the native commands asked about (:data:`ASKED`) the master has, by its own
+    #: command table (``COMMAND INFO``), which a renamed or disabled command is not in.
+    #: None: it did not say.
+    commands: frozenset[str] | None = None
     #: Every field of the reply, for reports (``redlock doctor``).
     raw: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -101,3 +107,49 @@ def facts_from_info(reply: object) -> MasterFacts:
         answered=bool(fields),
         raw=fields,
     )
+
+
+#: The native commands the handshake asks ``COMMAND INFO`` about.
+ASKED = (DELIFEQ, DELEX)
+
+#: Since which version each server has each native command (by its release notes; the
+#: handshake's ``COMMAND INFO`` answer is preferred where there is one).
+_SINCE: dict[str, dict[str, tuple[int, ...]]] = {
+    DELIFEQ: {"valkey": (9, 0)},
+    DELEX: {"redis": (8, 4)},
+    SET_IFEQ: {"valkey": (8, 1), "redis": (8, 4)},
+}
+
+
+def with_commands(facts: MasterFacts, reply: object) -> MasterFacts:
+    """``facts`` and what ``COMMAND INFO DELIFEQ DELEX`` answered: one entry per name asked,
+    nil for a command the server does not have (or has only under another name)."""
+    if not isinstance(reply, list) or len(reply) != len(ASKED):
+        return facts  # not an answer to the question: it did not say
+    return replace(facts, commands=frozenset(name for name, entry in zip(ASKED, reply, strict=True) if entry))
+
+
+def _since(facts: MasterFacts, command: str) -> bool:
+    since = _SINCE[command].get(facts.server or "")
+    return since is not None and facts.version is not None and facts.version >= since
+
+
+def native_commands(facts: MasterFacts) -> frozenset[str]:
+    """The native commands a master has, as far as it said: by ``COMMAND INFO`` if it
+    answered, else by its server and version; nothing if it said neither.
+
+    ``SET ... IFEQ`` is an option, which ``COMMAND INFO`` does not list: it comes with
+    either delete (each server added it before or with its own), or goes by the version.
+    A guess that turns out wrong costs one round trip: the master answers that it does not
+    know the command, and the policy sends the script instead (redlock._connection).
+    """
+    if facts.commands is not None:
+        deletes = facts.commands & {DELIFEQ, DELEX}
+    else:
+        deletes = frozenset(name for name in ASKED if _since(facts, name))
+    return deletes | {SET_IFEQ} if deletes or _since(facts, SET_IFEQ) else deletes
+
+
+def releases_natively(native: frozenset[str]) -> bool:
+    """Whether a master with ``native`` serves a lock on one name with no Lua at all."""
+    return SET_IFEQ in native and bool(native & {DELIFEQ, DELEX})

@@ -31,7 +31,7 @@ from redlock._core import (
     ttl_milliseconds,
 )
 from redlock._kinds import PLAIN, FencedLock, LockKind
-from redlock.exceptions import NodeOutcome, NodeStatus
+from redlock.exceptions import MasterMisconfigured, NodeOutcome, NodeStatus
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,9 @@ class Lease:
         A success moves the deadline to the lowest candidate among overlapping extends (a
         user's ``extend(ttl=1)`` racing the renewer must not leave the holder counting on
         the renewer's longer ttl). An older extend that lands after this one is refused by
-        the masters, which remember the number of the newest extend they applied. A failure
+        the masters, which remember the number of the newest extend they applied (the
+        script's form; the native form cannot land after a newer one: docs/algorithm.md,
+        "Native commands", says why, so the number is not needed there). A failure
         that may have reset the ttl on some master still caps the deadline at its own
         candidate: enough masters may now carry the shorter ttl for the old deadline to be
         wrong.
@@ -577,8 +579,21 @@ def force_release_flow(spec: LockSpec) -> Flow:
 
 
 def lock_info(spec: LockSpec, result: Result) -> LockInfo:
-    """The :class:`LockInfo` from the round of :func:`inspect_flow` or :func:`force_release_flow`."""
+    """The :class:`LockInfo` from the round of :func:`inspect_flow` or :func:`force_release_flow`.
+
+    MasterMisconfigured when so many masters refuse it (credentials, permissions, or Lua
+    scripting, which both need) that no majority answered: a picture made of the few left
+    could not show a holder, and would hide why.
+    """
     (round_,) = result.rounds
+    if round_.misconfigured:
+        raise MasterMisconfigured(
+            f"too many masters refuse our credentials, permissions, TLS or Lua scripting to inspect {spec.key!r}",
+            resource=spec.key,
+            quorum=spec.quorum,
+            granted=round_.granted,
+            outcomes=round_.ordered_outcomes(),
+        )
     masters = []
     for node, outcome in zip(round_.targets, round_.ordered_outcomes(), strict=True):
         reply = round_.replies.get(node)

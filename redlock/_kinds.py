@@ -8,6 +8,10 @@ class here plus its scripts in :mod:`redlock._scripts`.
 
 Every kind keeps an extend-order key (:func:`~redlock._core.order_key`) beside its first
 key, so that an extend arriving late never undoes a newer one, and its release deletes it.
+
+A lock on one name also has native forms of its extend and release (``SET IFEQ``,
+``DELIFEQ``/``DELEX``), for the masters that have them: they need no Lua, and no order key
+(docs/algorithm.md, "Native commands", says why none is needed there).
 """
 
 from __future__ import annotations
@@ -17,7 +21,19 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from redlock import _scripts
-from redlock._core import Command, Round, fence_key, order_key, quorum_size, release_channel, semaphore_quorum
+from redlock._core import (
+    DELEX,
+    DELIFEQ,
+    SET_IFEQ,
+    Command,
+    NativeForm,
+    Round,
+    fence_key,
+    order_key,
+    quorum_size,
+    release_channel,
+    semaphore_quorum,
+)
 
 
 @dataclass(frozen=True)
@@ -55,13 +71,24 @@ class LockKind:
         return Command.set_nx_px(key, token, ttl_ms)
 
     def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
-        return Command.run_script(_scripts.EXTEND, [key, order_key(key)], [token, ttl_ms, extend_id])
+        script = _scripts.EXTEND
+        native = NativeForm(SET_IFEQ, Command(("SET", key, token, "IFEQ", token, "PX", ttl_ms), script))
+        return Command.run_script(script, [key, order_key(key)], [token, ttl_ms, extend_id], (native,))
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
         if notify:
-            return Command.run_script(_scripts.RELEASE_AND_NOTIFY, [key, order_key(key)], [token, release_channel(key)])
-        return Command.run_script(_scripts.RELEASE, [key, order_key(key)], [token])
+            script, args = _scripts.RELEASE_AND_NOTIFY, [token, release_channel(key)]
+            # Natively, the announcement follows the delete; unlike the script's, it goes out
+            # even where our token was gone: a waiter it wakes early only tries once more.
+            then: Command | None = Command(("PUBLISH", release_channel(key), token))
+        else:
+            script, args, then = _scripts.RELEASE, [token], None
+        native = (
+            NativeForm(DELIFEQ, Command(("DELIFEQ", key, token), script), then),
+            NativeForm(DELEX, Command(("DELEX", key, "IFEQ", token), script), then),
+        )
+        return Command.run_script(script, [key, order_key(key)], args, native)
 
     def wake_key(self, key: str, acquire: Round) -> str:
         """Whose release a failed acquire waits for."""

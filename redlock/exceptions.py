@@ -133,7 +133,9 @@ class MasterMisconfigured(RedlockError):
     """So many masters refuse our credentials, permissions or TLS that no majority is possible.
 
     Each master's refusal is in :attr:`outcomes` (status ``MISCONFIGURED``, with the master's
-    own reply, e.g. ``WRONGPASS ...`` or ``NOPERM ...``, or the TLS error).
+    own reply, e.g. ``WRONGPASS ...`` or ``NOPERM ...``, or the TLS error). Where a master
+    runs no Lua for us (an ACL without ``@scripting``), what needs it (a multi-name lock, a
+    semaphore, fencing, inspect) is refused so, and the reply says that it needs scripting.
     """
 
 

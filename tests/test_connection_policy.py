@@ -42,6 +42,10 @@ def _round(tag: int, *, cleanup: bool = False, targets: tuple[int, ...] = (0,)) 
     )
 
 
+#: COMMAND INFO's answer from a master without DELIFEQ and DELEX.
+_NO_NATIVE = b"*2\r\n*-1\r\n*-1\r\n"
+
+
 def _commands(data: bytes) -> list[list[bytes]]:
     """What a master reads from ``data``: the commands, in order."""
     reader = hiredis.Reader()
@@ -72,7 +76,8 @@ def test_a_first_round_connects_and_the_handshake_goes_first() -> None:
     assert commands[0] == [b"AUTH", b"pw"]
     assert commands[1] == [b"SELECT", b"2"]
     assert commands[2] == [b"INFO"]  # what the master says about itself
-    assert [c[0] for c in commands[3 : 3 + len(_scripts.ALL)]] == [b"SCRIPT"] * len(_scripts.ALL)
+    assert commands[3] == [b"COMMAND", b"INFO", b"DELIFEQ", b"DELEX"]  # which native commands it has
+    assert [c[0] for c in commands[4 : 4 + len(_scripts.ALL)]] == [b"SCRIPT"] * len(_scripts.ALL)
     assert [c[1] for c in commands[-2:]] == [b"k1", b"k2"]  # the queue, in order
 
 
@@ -255,7 +260,7 @@ def test_noscript_is_resent_in_full_for_the_round_that_asked() -> None:
     assert isinstance(connect, Connect)
     policy.connected(connect, None, 0.0)
     parser = reply_parser()
-    parser.feed(b"$0\r\n\r\n" + b"+OK\r\n" * len(_scripts.ALL) + b"-NOSCRIPT No matching script\r\n")
+    parser.feed(b"$0\r\n\r\n" + _NO_NATIVE + b"+OK\r\n" * len(_scripts.ALL) + b"-NOSCRIPT No matching script\r\n")
     outcome = policy.received("command", 0, parser, 0.0)
     assert _commands(outcome.write) == [[b"EVAL", _scripts.RELEASE.source.encode(), b"1", b"k", b"t"]]
     assert round_.pending == (0,)
@@ -317,7 +322,7 @@ def test_a_master_that_will_not_say_still_serves_and_its_facts_stay_unknown() ->
     policy.connected(connect, None, 0.0)
     parser = reply_parser()
     parser.feed(b"+OK\r\n-NOPERM this user has no permissions to run the 'info' command\r\n")
-    parser.feed(b"+OK\r\n" * len(_scripts.ALL) + b"+OK\r\n")
+    parser.feed(_NO_NATIVE + b"+OK\r\n" * len(_scripts.ALL) + b"+OK\r\n")
     outcome = policy.received("command", 0, parser, 0.0)
     assert not outcome.hang_up
     assert outcome.failure is None
