@@ -1,6 +1,6 @@
 """Redlock against the physical floor, measured side by side in one run.
 
-    python benchmarks/bench.py [--quick] [--out benchmarks/out] [--only latency|contention|scale|telemetry ...]
+    python benchmarks/bench.py [--quick] [--out benchmarks/out] [--only latency|contention|scale|telemetry|native ...]
 
 Starts its own masters (redlock.servers) and prints p50/p99 for:
 
@@ -29,7 +29,9 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
   installed with no SDK configured (the API's no-op providers), and recording with the SDK
   (metrics into an in-memory reader, spans through a batch processor to an exporter that
   drops them), in interleaved rounds, one client per case; the overhead is the median over
-  the rounds of each round's ratio to the absent case (target: under 10 % with the SDK).
+  the rounds of each round's ratio to the absent case (target: under 10 % with the SDK);
+* native (only when asked: ``--only native``): extend and release by Valkey 9's native
+  commands against the scripts, on Valkey masters of its own (see bench_native.py).
 
 Writes bench.json and bench.png to --out (bench.png needs matplotlib, from the [bench]
 extra; without it the run says so once and writes bench.json alone). On a machine with 2 or more CPUs the servers are
@@ -60,6 +62,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
+from bench_native import native_section  # (beside this file, which runs as a script)
 from redis.lock import Lock as RedisPyLock
 from redis.utils import HIREDIS_AVAILABLE
 
@@ -907,6 +910,8 @@ def chart(results: dict[str, Any], path: Path) -> None:
         panels.append(lambda ax: scale_panel(ax, results["scale"]))
     if results.get("telemetry"):
         panels.append(lambda ax: telemetry_panel(ax, results["telemetry"]))
+    if "native" in results:
+        panels.append(lambda ax: latency_panel(ax, results["native"]["rows"], "ms per extend or release, Valkey"))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.4 * len(panels) + 0.6, 4.8), squeeze=False)
     for panel, ax in zip(panels, axes[0], strict=True):
         panel(ax)
@@ -917,13 +922,15 @@ def chart(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def latency_panel(ax: Any, latency: dict[str, Any]) -> None:
+def latency_panel(
+    ax: Any, latency: dict[str, Any], xlabel: str = "ms per acquire+release (hung: acquire only)"
+) -> None:
     names = list(latency)
     positions = range(len(names))
     ax.barh([p - 0.2 for p in positions], [latency[n]["p50_ms"] for n in names], height=0.4, label="p50")
     ax.barh([p + 0.2 for p in positions], [latency[n]["p99_ms"] for n in names], height=0.4, label="p99")
     ax.set_yticks(list(positions), names, fontsize=8)
-    ax.set_xlabel("ms per acquire+release (hung: acquire only)")
+    ax.set_xlabel(xlabel)
     ax.legend()
 
 
@@ -970,6 +977,8 @@ def scale_panel(ax: Any, scale_result: dict[str, Any]) -> None:
 
 
 SECTIONS = ("latency", "primitives", "contention", "scale", "telemetry")
+#: Run only when named with --only: they need another server (Valkey 9).
+OPTIONAL_SECTIONS = ("native",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -979,7 +988,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        choices=SECTIONS,
+        choices=SECTIONS + OPTIONAL_SECTIONS,
         help="run only this section (repeatable); default: all. contention includes handoff",
     )
     args = parser.parse_args(argv)
@@ -1045,6 +1054,8 @@ def run(
             print(f"scale section took {time.perf_counter() - started:.0f} s")
         if "telemetry" in sections:
             results["telemetry"] = telemetry_section(cluster, *telemetry)
+        if "native" in sections:
+            results["native"] = native_section(count, percentiles, pin)
 
     (out / "bench.json").write_text(json.dumps(results, indent=2))
     if plot:
