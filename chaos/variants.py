@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redlock import _flows, _kinds, _lock, _scripts
-from redlock._core import Flow, Result, Round
+from redlock._core import Command, Flow, Result, Round
 
 __all__ = ["VARIANTS", "Variant", "apply", "find"]
 
@@ -102,8 +102,23 @@ return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) and 1 or 0
 )
 
 
+def _scripts_everywhere() -> None:
+    """A broken script is broken only where it runs: send it to masters that have native
+    commands too (Valkey 9, Redis 8.4), which would otherwise run those instead."""
+    for name in ("extend", "release"):
+        original: Callable[..., Command] = getattr(_kinds.LockKind, name)
+
+        def scripted(
+            self: _kinds.LockKind, *args: Any, _original: Callable[..., Command] = original, **kw: Any
+        ) -> Command:
+            return dataclasses.replace(_original(self, *args, **kw), native=())
+
+        setattr(_kinds.LockKind, name, scripted)
+
+
 def _extend_recreates() -> None:
     _scripts.EXTEND = _EXTEND_RECREATES
+    _scripts_everywhere()
 
 
 # A release (and a rollback) that deletes whatever holds the key, without comparing tokens.
@@ -119,6 +134,7 @@ return 1
 def _release_without_compare() -> None:
     _scripts.RELEASE = _DELETE_BLINDLY
     _scripts.RELEASE_AND_NOTIFY = _DELETE_BLINDLY
+    _scripts_everywhere()
 
 
 def _shared_joins_holding() -> None:
