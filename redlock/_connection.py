@@ -50,11 +50,13 @@ into :class:`~redlock.MasterMisconfigured` when no majority is left.
 **Native commands.** A command with native forms (a lock's release and extend: see
 :class:`~redlock._core.NativeForm`) goes to each master in the form it runs: the built-in
 command where the handshake found it (``COMMAND INFO``, or the version), else the script.
-So that one connection carries one form of them from its start, such a command (and all
-behind it) waits for the handshake's answer when it comes while the connection is new
-(``LEARNING``). A master that answers a native command as unknown (renamed, denied, a proxy
-that does not pass it) runs the scripts from then on, and the command goes again as its
-script, as after NOSCRIPT. A master that refuses to load our scripts (an ACL without
+So that one connection carries one form of extend from its start, an extend waits for the
+handshake's answer when it comes while the connection is new (``LEARNING``); a release
+goes at once, as its script until the answer came, and again natively if the master then
+turns out to refuse the script and have the native form. A master that answers a native
+command as unknown (renamed, denied, a proxy that does not pass it) runs the scripts from
+then on, and the command goes again as its script, as after NOSCRIPT. A master that
+refuses to load our scripts (an ACL without
 ``@scripting``, a provider that disables Lua) is kept when it releases natively; only what
 needs Lua is refused there, saying so; without native commands too it is refused as a
 whole, at the handshake, as before.
@@ -354,8 +356,8 @@ class State(enum.Enum):
     #: A PING is out on a connection that sat idle: commands queue until it is answered,
     #: so that none is ever written on a connection a middlebox forgot.
     PROBING = "probing"
-    #: Connected, the handshake's question about native commands not answered yet: commands
-    #: with native forms (and all behind them) queue until it is, the rest go at once.
+    #: Connected, the handshake's question about native commands not answered yet: extends
+    #: queue until it is (:attr:`~redlock._core.Command.waits_for_form`), the rest go at once.
     LEARNING = "learning"
     BACKING_OFF = "backing off"  # a connect failed: rounds get that failure until retry_at
 
@@ -466,9 +468,7 @@ class Link:
             self.in_flight.append(InFlight(PROBE.command, None, now, PROBE))
             self.backlog.append(InFlight(round_.command, round_, now))
             return Submit.PROBE
-        if self.state is State.READY or (
-            self.state is State.LEARNING and not self.backlog and not round_.command.native
-        ):
+        if self.state is State.READY or (self.state is State.LEARNING and not round_.command.waits_for_form):
             self._send(round_, now)
             self.last_active = now
             if hung:
@@ -519,8 +519,8 @@ class Link:
     # --- connection events -------------------------------------------------------------------
 
     def connected(self, now: float) -> list[Command]:
-        """The socket is up: what to write first, in order (handshake, scripts, the queue up
-        to its first command that waits to learn its form)."""
+        """The socket is up: what to write first, in order (handshake, scripts, the queue but
+        the extends, which wait to learn their form)."""
         self.state = State.LEARNING
         self.facts = UNKNOWN
         self.native = frozenset()
@@ -534,27 +534,32 @@ class Link:
 
     def _write_backlog(self, now: float) -> list[Command]:
         """Write the queue, each command in the form this master runs; while the connection
-        is still learning which that is, only up to the first one that has a choice."""
-        commands = []
-        written = 0
+        is still learning which that is, the extends stay queued, in their order."""
+        commands: list[Command] = []
+        waiting = []
         for entry in self.backlog:
             round_ = entry.round
             form = None
             if round_ is not None and round_.command.native:
-                if self.state is State.LEARNING:
-                    break
-                form = native_form(round_.command, self.native)
+                if self.state is State.LEARNING and round_.command.waits_for_form:
+                    waiting.append(entry)
+                    continue
+                form = native_form(round_.command, self.native)  # (None while learning)
                 # (A command lost with a connection goes again in the form of the new one.)
                 entry.command = round_.command if form is None else form.command
             entry.sent_at = now
-            self.in_flight.append(entry)
-            commands.append(entry.command)
-            if form is not None and form.then is not None:
-                self.in_flight.append(InFlight(form.then, None, now))
-                commands.append(form.then)
-            written += 1
-        del self.backlog[:written]
+            self._write(entry, form, commands)
+        self.backlog = waiting
         return commands
+
+    def _write(self, entry: InFlight, form: NativeForm | None, commands: list[Command]) -> None:
+        """Put ``entry`` in flight (and what its native form sends behind it); add what to
+        write to ``commands``."""
+        self.in_flight.append(entry)
+        commands.append(entry.command)
+        if form is not None and form.then is not None:
+            self.in_flight.append(InFlight(form.then, None, entry.sent_at))
+            commands.append(form.then)
 
     def connect_failed(self, error: BaseException, now: float) -> None:
         """The connect did not succeed: every queued round learns why, and we back off."""
@@ -662,8 +667,14 @@ class Link:
                 return self._scripts_refused(reply.message, now)
             if step is not None and step.optional:
                 return _NO_REACTION  # the master did not say: its facts stay unknown
-            if round_ is not None and entry.command.is_native and not_available(reply.message):
-                return self._native_refused(entry, round_, reply.message, now)
+            if round_ is not None and round_.command.native and not_available(reply.message):
+                if entry.command.is_native:
+                    return self._native_refused(entry, round_, reply.message, now)
+                form = native_form(round_.command, self.native)
+                if form is not None:
+                    # A release written as its script before the master said what it has,
+                    # to one that runs no Lua for us: it goes again natively.
+                    return self._resend(entry, round_, form, now)
             if is_misconfiguration(reply.message) or self._needs_scripting(entry.command, reply.message):
                 if step is not None:
                     # Everything behind a refused AUTH is refused too: hang up, back off,
@@ -750,9 +761,14 @@ class Link:
                 round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
             self._report(NodeStatus.MISCONFIGURED, detail)
             return _NO_REACTION
-        resend = round_.command
-        self.in_flight.append(InFlight(resend, round_, now, resent=entry.resent))
-        return Reaction(resend=(resend,))
+        return self._resend(entry, round_, None, now)
+
+    def _resend(self, entry: InFlight, round_: Round, form: NativeForm | None, now: float) -> Reaction:
+        """Send ``round_``'s command again in another form (``form``, or None: its script)."""
+        again = InFlight(round_.command if form is None else form.command, round_, now, resent=entry.resent)
+        commands: list[Command] = []
+        self._write(again, form, commands)
+        return Reaction(resend=tuple(commands))
 
 
 @dataclass(frozen=True, slots=True)

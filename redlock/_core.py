@@ -156,6 +156,15 @@ class Command:
         return cls(("EVALSHA", script.sha, len(keys), *keys, *args), script, native)
 
     @property
+    def waits_for_form(self) -> bool:
+        """Sent only once the master said which form it runs: an extend, whose forms must not
+        mix on one connection (docs/algorithm.md, "Native commands", says why). A release
+        goes at once in either form: it compares our token, so its order matters only behind
+        the SET it undoes, which the connection keeps, and a clean-up held back could be
+        lost with a connection closed before the master answered."""
+        return bool(self.native) and not self.removes_token
+
+    @property
     def is_native(self) -> bool:
         """A native form: a built-in command doing a script's work (see :class:`NativeForm`)."""
         return self.script is not None and self.args[0] not in ("EVALSHA", "EVAL")
