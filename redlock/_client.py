@@ -257,11 +257,11 @@ class Lock(LockState[Redlock]):
             self._end_turn(me)
 
     def release(self) -> None:
-        """Delete our token on every master; LockLost if a majority no longer held it.
+        """Delete our token on every master; LockLost if a majority answered it was gone.
 
-        LockLost too when no majority answered at all (masters down or hung): the token is
-        then kept, our keys may block others until they expire, and release() may be retried.
-        A nested hold of a reentrant Lock is only counted down, with no traffic.
+        ReleaseUnconfirmed when no majority answered in time (masters down, hung or slow):
+        the token is then kept, our keys may block others until they expire, and release()
+        may be retried. A nested hold of a reentrant Lock is only counted down, with no traffic.
         """
         with self._gate:
             if self._counted_down(threading.current_thread()):

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from redlock import _core, _scripts
+from redlock._connection import Waiters
 from redlock._core import (
     Command,
     Pause,
@@ -28,7 +29,17 @@ from redlock._core import (
     ttl_milliseconds,
     validity_left,
 )
-from redlock._flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, next_renewal, release_flow, renewal_flow
+from redlock._flows import (
+    Lease,
+    LockSpec,
+    Tokens,
+    acquire_flow,
+    extend_flow,
+    next_renewal,
+    release_flow,
+    renewal_flow,
+    rollback_flow,
+)
 from redlock._kinds import FENCED
 from redlock.exceptions import NodeStatus
 
@@ -614,3 +625,79 @@ class MutualExclusion(RuleBasedStateMachine):
 
 TestMutualExclusion = MutualExclusion.TestCase
 TestMutualExclusion.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+
+
+@given(
+    st.lists(st.sampled_from(["mine", "other", "none"]), min_size=1, max_size=7),
+    st.lists(st.booleans(), min_size=7, max_size=7),
+    st.integers(min_value=1, max_value=3),
+)
+def test_a_rollback_deletes_every_token_of_ours_and_nothing_else(
+    holders: list[str], up: list[bool], tokens: int
+) -> None:
+    """What an interrupted acquire left (a key per attempt's token, on any masters) goes,
+    everywhere a master answers; another holder's key is never touched."""
+    cluster = ModelCluster(len(holders))
+    ours = [f"mine-{i}" for i in range(tokens)]
+    for node, (master, holder) in enumerate(zip(cluster.masters, holders, strict=True)):
+        master.up = up[node]
+        if holder == "mine":
+            master.keys["k"] = (ours[node % tokens], 1e9)
+        elif holder == "other":
+            master.keys["k"] = ("other", 1e9)
+    result = cluster.run(rollback_flow(cluster.spec(), ours))
+    assert len(cluster.rounds) == tokens  # one round per token, each waiting for every master
+    assert all(round_.wait_for_all and round_.cleanup for round_ in cluster.rounds)
+    for master, holder in zip(cluster.masters, holders, strict=True):
+        held = master.keys.get("k", ("", 0.0))[0]
+        if holder == "other":
+            assert held == "other"
+        elif master.up:
+            assert held == ""
+    last = cluster.rounds[-1]
+    assert result.granted == last.granted
+
+
+class _Event:
+    def __init__(self) -> None:
+        self.woken = False
+
+    def is_set(self) -> bool:
+        return self.woken
+
+    def set(self) -> None:
+        self.woken = True
+
+
+def test_a_release_wakes_the_longest_waiter_once_however_many_masters_announce_it() -> None:
+    waiters: Waiters[_Event] = Waiters()
+    first, second, elsewhere = _Event(), _Event(), _Event()
+    waiters.add("a", first)
+    waiters.add("a", second)
+    waiters.add("b", elsewhere)
+    for _ in range(5):  # one announcement per master that held the lock
+        waiters.released("a", b"token-1")
+    assert (first.woken, second.woken, elsewhere.woken) == (True, False, False)
+    waiters.released("a", b"token-2")  # the next release wakes the next waiter
+    assert second.woken
+    waiters.discard("a", first)
+    waiters.discard("a", second)
+    assert waiters.channels() == {"b"}
+    waiters.released("a", b"token-3")  # nobody waits there any more: nothing kept
+    assert waiters.channels() == {"b"}
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "discard", "release"]), st.integers(0, 3), st.integers(0, 4))))
+def test_waiters_never_wake_more_than_one_per_release(steps: list[tuple[str, int, int]]) -> None:
+    waiters: Waiters[_Event] = Waiters()
+    events = [_Event() for _ in range(4)]
+    for action, who, token in steps:
+        before = sum(event.woken for event in events)
+        if action == "add":
+            waiters.add("a", events[who])
+        elif action == "discard":
+            waiters.discard("a", events[who])
+        else:
+            waiters.released("a", str(token).encode())
+            assert sum(event.woken for event in events) - before <= 1
+        assert waiters.channels() <= {"a"}
