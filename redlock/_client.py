@@ -16,6 +16,7 @@ from redlock._lock import (
     LockState,
     PermitView,
     Turn,
+    _masters_text,
     semaphore_options,
 )
 from redlock._sync import Driver
@@ -200,7 +201,7 @@ class Redlock(ClusterConfig):
         self.close()
 
     def __repr__(self) -> str:
-        return f"<Redlock {len(self.masters)} masters: {', '.join(self.master_names)}>"
+        return f"<Redlock {_masters_text(self.masters)}: {', '.join(self.master_names)}>"
 
 
 class Lock(LockState[Redlock]):

@@ -374,8 +374,9 @@ class Link:
         limit = 2 * MAX_IN_FLIGHT if round_.cleanup else MAX_IN_FLIGHT
         hung = self.looks_hung(now)
         if owed >= limit or (hung and not round_.cleanup):
-            round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
-            self._report(NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
+            hung_for = f"hung: no reply for {now - self.in_flight[0].sent_at:.1f}s" if hung else "hung: too far behind"
+            round_.record(self.node, NodeStatus.TIMEOUT, hung_for)
+            self._report(NodeStatus.TIMEOUT, hung_for)
             return Submit.SKIPPED
         if self.state is State.READY and not self.in_flight and now - self.last_active >= self.check_after_idle:
             # Idle this long, the connection may be one a load balancer or NAT forgot (no
@@ -392,7 +393,11 @@ class Link:
             if hung:
                 # A clean-up still goes (it takes our keys back once the master answers), but
                 # nobody waits for a master known to be hung: its outcome is known now.
-                round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered; sent anyway")
+                round_.record(
+                    self.node,
+                    NodeStatus.TIMEOUT,
+                    f"hung: no reply for {now - self.in_flight[0].sent_at:.1f}s (sent anyway)",
+                )
             return Submit.SEND
         self.backlog.append(InFlight(round_.command, round_, now))
         if self.state is State.CONNECTING or self.state is State.PROBING:
@@ -524,10 +529,11 @@ class Link:
     def _report(self, status: NodeStatus, detail: str) -> None:
         if status is not self.reported:
             self.reported = status
-            logger.warning("master %s is %s: %s", self.name, status.value, detail)
+            logger.warning("master %s %s: %s", self.name, _TROUBLE[status], detail)
 
     def _recovered(self) -> None:
-        logger.info("master %s answers again (it was %s)", self.name, self.reported.value if self.reported else "")
+        was = _TROUBLE_BEFORE.get(self.reported, "had trouble") if self.reported else "had trouble"
+        logger.info("master %s answers again (it %s)", self.name, was)
         self.reported = None
 
     # --- replies ------------------------------------------------------------------------------
@@ -585,6 +591,21 @@ class Link:
         if self.reported is NodeStatus.TIMEOUT and not self.looks_hung(now):
             self._recovered()  # caught up with what it owed
         return _NO_REACTION
+
+
+#: A master's trouble, as a log line says it ("master 10.0.0.3:6379 does not answer in time").
+_TROUBLE = {
+    NodeStatus.UNREACHABLE: "is unreachable",
+    NodeStatus.TIMEOUT: "does not answer in time",
+    NodeStatus.ERROR: "answers with errors",
+    NodeStatus.MISCONFIGURED: "refuses us (configuration)",
+}
+_TROUBLE_BEFORE = {
+    NodeStatus.UNREACHABLE: "was unreachable",
+    NodeStatus.TIMEOUT: "did not answer in time",
+    NodeStatus.ERROR: "answered with errors",
+    NodeStatus.MISCONFIGURED: "refused us",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -771,6 +792,7 @@ class Connections:
         no longer needs, in a decided round, stays "not awaited")."""
         if round_.settled:
             return
+        waited = round_.timeout + (round_.patience if round_.overtime else 0.0)
         for node in round_.pending:
             state = self.links[node].state
             waited_for = (
@@ -780,7 +802,7 @@ class Connections:
                 if state is State.PROBING
                 else "reply"
             )
-            round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {round_.timeout}s")
+            round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {waited:.2f}s")
 
     def overtime(self, round_: Round, deadline: float) -> float | None:
         return overtime_deadline(self.links, round_, self.connect_timeout, deadline)

@@ -101,6 +101,10 @@ def identity_of(token: str | None) -> str | None:
     return token[random_part + 1 :]
 
 
+def _masters_text(masters: Sequence[object]) -> str:
+    return f"{len(masters)} master{'' if len(masters) == 1 else 's'}"
+
+
 class ClusterConfig:
     """A Redlock client's checked settings; the base of both public Redlock classes."""
 
@@ -141,6 +145,14 @@ class ClusterConfig:
         _config.check_callable("clock", clock)
         accepted = loaded_class(self.client_class)
         self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self.client_kind)
+        if len(self.masters) < 3:
+            # Legal (a single master is the classic single-node lock), but rarely meant: with
+            # two, the quorum is both, so either master down stops every lock.
+            logger.warning(
+                "Redlock on %s: %s; Redlock tolerates masters down only from three on (N//2 of N)",
+                _masters_text(self.masters),
+                "no master may fail" if len(self.masters) == 2 else "a single point of failure",
+            )
         self.clock = clock
         self.rng = random.Random()
         _telemetry.check_providers(meter_provider, tracer_provider)
@@ -573,7 +585,13 @@ class LockState(Generic[ClusterT]):
         lost_while_held = lease.lost
         if not result.ok and not unconfirmed and not lost_while_held:
             self._notice_loss(lease, "release_refused", "its release found our token gone from a majority")
-        retry = "; this Lock keeps the token, so release() can be retried" if unconfirmed else ""
+        # (An election's Lock carries its identity; its user calls resign(), not release().)
+        retry_call = (
+            "the election keeps the token, so resign()"
+            if self._options.identity
+            else "this Lock keeps the token, so release()"
+        )
+        retry = f"; {retry_call} can be retried" if unconfirmed else ""
         if lost_while_held and not lease.loss_reported:
             lease.loss_reported = True
             raise self._error(

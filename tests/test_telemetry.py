@@ -269,7 +269,7 @@ def test_a_wrong_password_is_outcome_misconfigured(
     assert sorted(point.attributes["server.port"] for point in errors) == sorted(ports(acl_masters))
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert len(warnings) == len(acl_masters), warnings
-    assert all("is misconfigured" in message and "WRONGPASS" in message for message in warnings)
+    assert all("refuses us (configuration)" in message and "WRONGPASS" in message for message in warnings)
 
 
 def test_an_operation_cut_short_is_outcome_error(
