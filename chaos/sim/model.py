@@ -105,8 +105,8 @@ class Keyspace:
             argv = [_text(a) for a in args[3 + count :]]
             return model(self, keys, argv, now)
         if name == "GET":
-            value = self.holder(_text(args[1]), now)
-            return None if value is None else value.encode()
+            found = self.holder(_text(args[1]), now)
+            return None if found is None else found.encode()
         if name == "DEL":
             return sum(self.delete(_text(k)) for k in args[1:])
         return ErrorReply(f"ERR unknown command '{name}'")

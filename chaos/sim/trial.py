@@ -71,7 +71,8 @@ class _Memory(Recorder):
 class TrialResult:
     verdict: Verdict
     acquisitions: int
-    #: Sim-only findings: keys a failed attempt left on masters that answered its rollback.
+    #: Sim-only findings: keys a failed attempt left on masters that answered its rollback,
+    #: and clients whose flow raised.
     leftovers: list[str] = field(default_factory=list)
     events: int = 0
 
@@ -115,7 +116,15 @@ class _Worker:
             clock=Clock(base=self.rng.uniform(100.0, 1000.0), rate=rate),
         )
         self.counter = itertools.count()
+        self.client.crashed = self.crashed  # type: ignore[method-assign]
         self.client.later(self.rng.uniform(0.0, 0.01), self.acquire)
+
+    def crashed(self, error: Exception) -> None:
+        assert self.client is not None
+        self.client.alive = False
+        message = f"{type(error).__name__}: {error}"
+        self.trial.recorder.error(self.client.name, message)
+        self.trial.leftovers.append(f"{self.client.name} crashed: {message}")
 
     def spec(self, name: str) -> LockSpec:
         s = self.trial.settings
@@ -143,7 +152,7 @@ class _Worker:
         op = rec.acquire_invoked(client.name, name, ttl=spec.ttl, blocking=False)
         tokens = Tokens(lambda: f"{client.name}:{next(self.counter)}:{self.rng.getrandbits(32):08x}")
         # Looked up where the Lock looks it up, so that a broken client's relay applies.
-        flow = _lock.acquire_flow(spec, tokens, client.local(), blocking=False, timeout=None, rng=self.rng)
+        flow = vars(_lock)["acquire_flow"](spec, tokens, client.local(), blocking=False, timeout=None, rng=self.rng)
 
         def done(result: Result) -> None:
             self.acquired(spec, op, tokens, result)
@@ -252,6 +261,8 @@ class _Trial:
         self.acquisitions = 0
         self.leftovers: list[str] = []
         self.faulted_nodes: set[int] = set()
+        #: Any fault begun yet (the leftover check only judges a run still fault-free).
+        self.faulted = False
         self.stop_at = schedule.duration - max(0.5, schedule.ttl)
         rng = random.Random(f"workload:{seed}")
         self.workers = {
@@ -266,6 +277,7 @@ class _Trial:
 
     def begin(self, index: int, op: FaultOp) -> None:
         self._fault_ids[index] = self.recorder.fault_begin(op.kind, op.target, f"{op.value:g}")
+        self.faulted = True
         net = self.world.network
         for node in op.masters:
             self.faulted_nodes.add(node)
@@ -334,7 +346,7 @@ class _Trial:
     def check_leftovers(self, client: Client, tokens: Tokens, result: Result) -> None:
         """A failed attempt must take its keys back: with no fault anywhere yet, every master
         answered its rollback, so a key still holding that attempt's token is one it left."""
-        if self.faulted_nodes or self.world.network.links:
+        if self.faulted:
             return
         winner = result.token if result.ok else None
         mine = client.name + ":"

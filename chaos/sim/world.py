@@ -345,6 +345,10 @@ class Client:
     def local(self) -> float:
         return self.clock.read(self.world.now)
 
+    def crashed(self, error: Exception) -> None:
+        """A flow raised: a hook (the trial records it); this client does no more."""
+        self.alive = False
+
     def true_time(self, reading: float) -> float:
         return self.clock.true_time(reading)
 
@@ -446,6 +450,9 @@ class Client:
             request = next(flow) if now is None else flow.send(now)
         except StopIteration as stop:
             done(stop.value)
+            return
+        except Exception as error:  # a broken client may raise: the run records it, goes on
+            self.crashed(error)
             return
         if isinstance(request, Pause):
             self.later(request.seconds, self._resume_flow, flow, done)
