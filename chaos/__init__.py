@@ -28,6 +28,8 @@ bottom up:
 * :mod:`chaos.report` and :mod:`chaos.timeline`: the table and the PNG timeline;
 * :mod:`chaos.variants` and :mod:`chaos.selftest`: deliberately broken clients, and
   whether the catalogue catches each of them;
+* :mod:`chaos.sim`: the deterministic simulator (``python -m chaos sim``): the real flows
+  and connection policy against simulated masters, network and clocks, on simulated time;
 * ``python -m chaos`` (:mod:`chaos.__main__`): list, run, selftest, report, exit status.
 """
 

@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_selftest_arguments(commands.add_parser("selftest", help="would the catalogue catch a broken client?"))
     _add_explore_parsers(commands)
+    # Everything after "sim" is chaos.sim.cli's to parse (it needs no redis-server).
+    commands.add_parser("sim", help="deterministic simulation (python -m chaos sim --help)", add_help=False)
     return parser
 
 
@@ -309,6 +311,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["sim"]:
+        from .sim.cli import main as sim_main  # noqa: PLC0415
+
+        return sim_main(arguments[1:])
     try:
         args = _parser().parse_args(arguments)
     except SystemExit as exc:

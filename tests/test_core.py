@@ -10,14 +10,15 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from redlock import _core, _scripts
+from chaos.sim.model import Keyspace
+from redlock import _core
 from redlock._connection import Waiters
 from redlock._core import (
     Command,
@@ -203,51 +204,11 @@ def test_replies_map_to_granted_and_denied() -> None:
 
 
 @dataclass
-class ModelMaster:
-    """A master as far as the flows can tell: keys with expiry, SET NX PX and our scripts."""
+class ModelMaster(Keyspace):
+    """A master as far as the flows can tell (chaos.sim.model, the one model of our scripts),
+    which can be down."""
 
     up: bool = True
-    keys: dict[str, tuple[str, float]] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-    #: The extend-order key: the token and number of the last extend applied, per lock.
-    applied_extends: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-    def apply(self, command: Command, now: float) -> object:
-        self.keys = {k: v for k, v in self.keys.items() if v[1] > now}
-        # The order key expires with its lock key (the script gives both the same ttl).
-        self.applied_extends = {k: v for k, v in self.applied_extends.items() if k in self.keys}
-        args = command.args
-        if args[0] == "SET":
-            return self.set_nx_px(str(args[1]), str(args[2]), int(args[5]), now)
-        script, keys, argv = command.script, args[3 : 3 + int(args[2])], args[3 + int(args[2]) :]
-        key = str(keys[0])
-        if script is _scripts.FENCED_ACQUIRE:
-            if self.set_nx_px(key, str(argv[0]), int(argv[1]), now) is None:
-                return 0
-            return [1, self.counters.get(str(keys[1]), 0)]
-        if script is _scripts.FENCE_RAISE:
-            self.counters[key] = max(self.counters.get(key, 0), int(argv[0]))
-            return 1
-        if self.keys.get(key, ("", 0.0))[0] != str(argv[0]):
-            return 0
-        if script in (_scripts.RELEASE, _scripts.RELEASE_AND_NOTIFY):
-            del self.keys[key]
-            self.applied_extends.pop(key, None)
-        else:
-            assert script is _scripts.EXTEND
-            token, number = str(argv[0]), int(argv[2])
-            last = self.applied_extends.get(key)
-            if last is not None and last[0] == token and last[1] >= number:
-                return 1  # a newer extend of this holding was applied already
-            self.applied_extends[key] = (token, number)
-            self.keys[key] = (token, now + int(argv[1]) / 1000)
-        return 1
-
-    def set_nx_px(self, key: str, token: str, ttl_ms: int, now: float) -> bytes | None:
-        if key in self.keys:
-            return None
-        self.keys[key] = (token, now + ttl_ms / 1000)
-        return b"OK"
 
 
 class ModelCluster:
@@ -270,7 +231,7 @@ class ModelCluster:
                     for node in request.targets:
                         master = self.masters[node]
                         if master.up:
-                            request.record_reply(node, master.apply(request.command, self.now))
+                            request.record_reply(node, master.command(request.command, self.now))
                         else:
                             request.record(node, NodeStatus.UNREACHABLE)
                     self.now += self.round_time

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redlock import _core, _scripts
-from redlock._core import Command, Round
+from chaos.sim.model import Keyspace
+from redlock import _core
+from redlock._core import Round
 from redlock._flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, release_flow
 from redlock._kinds import kind_of
 from redlock.exceptions import NodeStatus
@@ -48,53 +48,13 @@ def test_semaphore_quorum_refuses_nonsense(nodes: int, limit: int) -> None:
 # --- model masters ----------------------------------------------------------------------------
 
 
-@dataclass
-class Master:
-    """Keys with expiry (the multi-name lock) and sorted sets of permits (the semaphore)."""
+class Master(Keyspace):
+    """Keys with expiry (the multi-name lock) and sorted sets of permits (the semaphore), as
+    chaos.sim.model applies our scripts."""
 
-    keys: dict[str, tuple[str, float]] = field(default_factory=dict)
-    permits: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    def apply(self, command: Command, now: float) -> object:
-        self.keys = {k: v for k, v in self.keys.items() if v[1] > now}
-        args = command.args
-        count = int(args[2])
-        keys, argv = [str(k) for k in args[3 : 3 + count]], [str(a) for a in args[3 + count :]]
-        script, token = command.script, argv[0]
-        names = keys[:-1]  # the last key is the extend-order key
-        pool = self.permits.setdefault(keys[0], {})
-        if script is _scripts.MULTI_ACQUIRE:
-            held = [i for i, name in enumerate(names, start=1) if name in self.keys]
-            if held:
-                return [0, held[0]]
-            for name in names:
-                self.keys[name] = (token, now + int(argv[1]) / 1000)
-            return 1
-        if script is _scripts.MULTI_EXTEND:
-            if any(self.keys.get(name, ("",))[0] != token for name in names):
-                return 0
-            for name in names:
-                self.keys[name] = (token, now + int(argv[1]) / 1000)
-            return 1
-        if script is _scripts.MULTI_RELEASE:
-            mine = [name for name in names if self.keys.get(name, ("",))[0] == token]
-            for name in mine:
-                del self.keys[name]
-            return int(len(mine) == len(names))
-        for expired in [t for t, expiry in pool.items() if expiry < now]:
-            del pool[expired]
-        if script is _scripts.SEMAPHORE_ACQUIRE:
-            if len(pool) >= int(argv[2]):
-                return 0
-            pool[token] = now + int(argv[1]) / 1000
-            return 1
-        if script is _scripts.SEMAPHORE_EXTEND:
-            if token not in pool:
-                return 0
-            pool[token] = now + int(argv[1]) / 1000
-            return 1
-        assert script is _scripts.SEMAPHORE_RELEASE
-        return int(pool.pop(token, None) is not None)
+    @property
+    def permits(self) -> dict[str, dict[str, float]]:
+        return {key: value for key, (value, _) in self.keys.items() if isinstance(value, dict)}
 
 
 class Cluster:
@@ -112,7 +72,7 @@ class Cluster:
                 if isinstance(request, Round):
                     for node in request.targets:
                         if node in self.reach:
-                            request.record_reply(node, self.masters[node].apply(request.command, self.now))
+                            request.record_reply(node, self.masters[node].command(request.command, self.now))
                         else:
                             request.record(node, NodeStatus.TIMEOUT)
                     self.now += 0.001
@@ -234,11 +194,11 @@ def test_multi_lock_waits_for_the_name_most_masters_found_held() -> None:
     round_ = next(flow)
     assert isinstance(round_, Round)
     for node in round_.targets:
-        round_.record_reply(node, cluster.masters[node].apply(round_.command, cluster.now))
+        round_.record_reply(node, cluster.masters[node].command(round_.command, cluster.now))
     request = flow.send(cluster.now)
     while isinstance(request, Round):  # the rollback of the two masters that had room: none
         for node in request.targets:
-            request.record_reply(node, cluster.masters[node].apply(request.command, cluster.now))
+            request.record_reply(node, cluster.masters[node].command(request.command, cluster.now))
         request = flow.send(cluster.now)
     assert isinstance(request, _core.Pause)
     assert request.wake_on == "c"
