@@ -64,7 +64,7 @@ from redis.lock import Lock as RedisPyLock
 from redis.utils import HIREDIS_AVAILABLE
 
 import redlock.asyncio
-from redlock import Redlock, RedlockError, _telemetry
+from redlock import Redlock, RedlockError, _proc, _telemetry
 from redlock._extras import can_import, install_hint, redis_server_hint
 from redlock.servers import LocalMasters, RedisServerNotFound
 
@@ -401,16 +401,12 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 def server_cpu_seconds(pids: Sequence[int]) -> float:
     """utime + stime of these processes (all their threads), in seconds; a pid that is gone
-    counts nothing. Fields 14 and 15 of /proc/<pid>/stat, counted after the last ')': the
-    command name (field 2) is in parentheses and may hold spaces or parentheses itself."""
+    counts nothing."""
     ticks = 0
     for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 1 :].split()  # fields[0] is field 3, the state
-        ticks += int(fields[14 - 3]) + int(fields[15 - 3])
+        found = _proc.stat(pid)
+        if found is not None:
+            ticks += found.utime + found.stime
     return ticks / CLOCK_TICKS
 
 

@@ -35,10 +35,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from redlock import _proc
 from redlock.servers import Persistence
 
 from .checkers import TokenRegression, Verdict, check_all, percentile
-from .clients import ClientError, ClientProcess, Pending, process_state
+from .clients import ClientError, ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, Event, History
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
@@ -165,7 +166,7 @@ class _Player:
     def _alive(self, slot: str) -> ClientProcess | None:
         with self._lock:
             client = self.slots.get(slot)
-        if client is None or process_state(client.pid) in (None, "Z"):
+        if client is None or not _proc.running(client.pid):
             return None
         return client
 

@@ -39,6 +39,7 @@ from types import FrameType
 from typing import IO, Any, NoReturn
 
 import redlock
+from redlock import _proc
 from redlock._client import Lock, Redlock
 from redlock._core import MasterInfo
 from redlock._extras import redis_server_hint
@@ -925,16 +926,6 @@ _WAIT_POLL = 0.02
 _STUCK_AFTER = 0.2
 
 
-def _proc_state(pid: int) -> tuple[str, int] | None:
-    """The one-letter state and the process group of ``pid`` (Linux /proc), None if unknown."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[0], int(fields[2])
-
-
 def _unstick(child: subprocess.Popen[bytes], since: float | None) -> float | None:
     """Resolve a job stop that the command's leader can never report; the new ``since``.
 
@@ -945,18 +936,11 @@ def _unstick(child: subprocess.Popen[bytes], since: float | None) -> float | Non
     longer than _STUCK_AFTER, it is resolved as the terminal meant: SIGCONT lets the child
     exec (and discards the stop the parent had pending), then the stop is sent again.
     """
-    leader = _proc_state(child.pid)
-    if leader is None or leader[0] != "D":
+    leader = _proc.stat(child.pid)
+    if leader is None or leader.state != "D":
         return None
-    stopped = False
-    with contextlib.suppress(OSError):
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != child.pid:
-                member = _proc_state(int(entry))
-                if member is not None and member[1] == child.pid and member[0] in ("T", "t"):
-                    stopped = True
-                    break
-    if not stopped:
+    members = (_proc.stat(pid) for pid in _proc.pids() if pid != child.pid)
+    if not any(member is not None and member.pgrp == child.pid and member.stopped for member in members):
         return None
     now = time.monotonic()
     if since is None:

@@ -26,7 +26,6 @@ import pytest
 
 from chaos.__main__ import main
 from chaos.checkers import check_all
-from chaos.clients import process_state
 from chaos.history import (
     AcquireInvoked,
     AcquireReturned,
@@ -40,6 +39,7 @@ from chaos.report import markdown_table, text_table
 from chaos.runner import Params, Run, Scenario, ScenarioResult, partitions, run_scenario
 from chaos.scenarios import CATALOGUE, find
 from chaos.timeline import plot_timeline
+from redlock import _proc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUICK = Params(seed=11, quick=True, duration=1.5)
@@ -347,16 +347,16 @@ def test_ctrl_c_stops_every_process(harness: subprocess.Popen[str]) -> None:
     else:
         pytest.fail("the scenario never paused its client")
     children = _descendants(harness.pid)
-    stopped = [pid for pid in children if process_state(pid) in ("T", "t")]
+    stopped = [pid for pid in children if (found := _proc.stat(pid)) is not None and found.stopped]
     assert len(children) >= 7  # 5 masters, the resource server, 2 clients
     assert stopped  # the paused client
     harness.send_signal(signal.SIGINT)
     assert harness.wait(timeout=60) == 130
     assert "every process was stopped" in harness.stderr.read()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(process_state(pid) not in (None, "Z") for pid in children):
+    while time.monotonic() < deadline and any(_proc.running(pid) for pid in children):
         time.sleep(0.05)
-    assert [pid for pid in children if process_state(pid) not in (None, "Z")] == []
+    assert [pid for pid in children if _proc.running(pid)] == []
 
 
 # --- the whole catalogue ----------------------------------------------------------------------
