@@ -22,8 +22,10 @@ from chaos.history import AcquireInvoked, AcquireReturned, Event, History
 from chaos.runner import Check, Expected, Params, Scenario, ScenarioResult
 from chaos.selftest import judge
 from chaos.variants import VARIANTS, _relay, find
-from redlock._core import LockSpec, Result, Round, Tokens, acquire_flow, drift_allowance
+from redlock._core import LockSpec, Request, Result, Round, Tokens, acquire_flow, drift_allowance
 from redlock.exceptions import NodeStatus
+
+from .model import drive
 
 ROUND_TRIP = 0.3
 SPEC = LockSpec(
@@ -44,18 +46,15 @@ def _drive(*, grant: int, **mistake: bool) -> tuple[Result, list[Round]]:
         acquire_flow(SPEC, Tokens(lambda: "t"), 0.0, blocking=False, timeout=None, rng=random.Random(1)), 0.0, **mistake
     )
     sent: list[Round] = []
-    now = 0.0
-    request = next(flow)
-    try:
-        while True:
-            assert isinstance(request, Round)
-            sent.append(request)
-            for node in request.targets:
-                request.record(node, NodeStatus.GRANTED if node < grant else NodeStatus.DENIED)
-            now += ROUND_TRIP
-            request = flow.send(now)
-    except StopIteration as stop:
-        return stop.value, sent
+
+    def answer(request: Request) -> float:
+        assert isinstance(request, Round)
+        sent.append(request)
+        for node in request.targets:
+            request.record(node, NodeStatus.GRANTED if node < grant else NodeStatus.DENIED)
+        return len(sent) * ROUND_TRIP
+
+    return drive(flow, answer), sent
 
 
 def test_the_relay_without_a_mistake_changes_nothing() -> None:
