@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
@@ -56,6 +57,43 @@ def in_threads(work: Callable[[int], object], count: int, within: float = 120.0)
 
 
 # --- local Redis masters (redlock.servers) --------------------------------------------------
+#
+# The fixtures that give a test masters, and why there is more than one: they differ in who
+# owns the servers (shared by the session, or the test's own to fault), how they are reached
+# (a LocalMasters, or URLs that may be containers) and what the servers run.
+#
+#   masters            five local masters for the whole session, shared: no faults, keys of
+#                      your own. The default for a test that needs masters.
+#   fresh_masters      a factory of local masters that are the test's own to kill, pause and
+#                      restart, stopped at teardown.
+#   raw                plain redis-py clients on ``masters``, to look at keys directly.
+#   master_urls        the URLs of five shared masters: ``masters``', or with
+#                      REDLOCK_TEST_DOCKER=1 containers' (the tests that need URLs only).
+#   docker_masters     the URLs of five masters in containers; skips without Docker
+#                      (``master_urls`` uses it, and test_compose, which always does).
+#   matrix_cluster     ``masters`` for each server kind of REDLOCK_TEST_SERVERS: on the
+#                      default kind it is ``masters`` itself, elsewhere five of that kind.
+#   matrix_masters     ``fresh_masters`` on the server kind under test.
+#   tls_masters, mutual_tls_masters, unix_masters, acl_masters
+#                      three shared masters of the kind under test with one connection
+#                      set-up each: TLS, TLS with client certificates, a unix socket, ACLs.
+#
+# Module-local views and set-ups: test_cli's ``urls`` (``master_urls``, also exported as
+# $REDLOCK_MASTERS) and ``raw_at_urls``; test_chaos_proxy's ``master`` (masters[0]'s address);
+# test_docs' ``servers`` (seven of the docs' own, so that examples may use any key and leave
+# it held); test_chaos_clock's ``faked`` and test_chaos_powerloss's ``start`` (one master
+# under libfaketime, or on a disk that loses power).
+
+
+@contextlib.contextmanager
+def raw_clients(urls: Sequence[str], timeout: float = 2.0) -> Iterator[list[redis.Redis]]:
+    """Plain redis-py clients on ``urls``, closed on exit."""
+    clients = [redis.Redis.from_url(url, socket_timeout=timeout) for url in urls]
+    try:
+        yield clients
+    finally:
+        for client in clients:
+            client.close()
 
 
 class MastersFactory(Protocol):
@@ -91,10 +129,8 @@ def fresh_masters() -> Iterator[MastersFactory]:
 @pytest.fixture
 def raw(masters: LocalMasters) -> Iterator[list[redis.Redis]]:
     """Plain redis-py clients on the shared masters, to look at keys directly."""
-    clients = [redis.Redis.from_url(url, socket_timeout=2) for url in masters.urls]
-    yield clients
-    for client in clients:
-        client.close()
+    with raw_clients(masters.urls) as clients:
+        yield clients
 
 
 # --- clients of the public APIs ---------------------------------------------------------------
@@ -266,7 +302,6 @@ def master_urls(request: pytest.FixtureRequest) -> list[str]:
 # tests are deselected, and the run says so at its end: that is what the kind is, not a
 # broken install (Debian's kind serves TLS, and a matrix test checks that it does).
 
-import contextlib  # noqa: E402  (appended section)
 import functools  # noqa: E402  (appended section)
 import os  # noqa: E402  (appended section)
 from typing import cast  # noqa: E402  (appended section)
@@ -486,10 +521,16 @@ def acl_masters(server_binary: str) -> Iterator[LocalMasters]:
 
 
 @pytest.fixture(scope="session")
-def matrix_cluster(server_binary: str) -> Iterator[LocalMasters]:
+def matrix_cluster(request: pytest.FixtureRequest, server_kind: str, server_binary: str) -> Iterator[LocalMasters]:
     """Five shared masters of the server under test: ``masters`` for every kind of the matrix.
 
     Shared like ``masters``: no faults, keys of your own.
     """
+    if server_kind == DEFAULT_KIND:
+        # The same binary and the same rules as ``masters``: five more servers would only
+        # cost their start-up.
+        shared: LocalMasters = request.getfixturevalue("masters")
+        yield shared
+        return
     with LocalMasters(5, binary=server_binary) as started:
         yield started
