@@ -1,4 +1,4 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and the test tiers (the `pure` marker: the section at the end)."""
 
 from __future__ import annotations
 
@@ -302,14 +302,19 @@ def master_urls(request: pytest.FixtureRequest) -> list[str]:
 # tests are deselected, and the run says so at its end: that is what the kind is, not a
 # broken install (Debian's kind serves TLS, and a matrix test checks that it does).
 
+import atexit  # noqa: E402  (appended section)
 import functools  # noqa: E402  (appended section)
 import os  # noqa: E402  (appended section)
+import pathlib  # noqa: E402  (appended section)
+import shutil  # noqa: E402  (appended section)
+import tempfile  # noqa: E402  (appended section)
 from typing import cast  # noqa: E402  (appended section)
 
 from redlock.servers import (  # noqa: E402  (appended section)
     ENV_VAR,
     SERVER_KINDS,
     AclUser,
+    LocalMaster,
     RedisServerNotFound,
     ServerKind,
     find_redis_server,
@@ -391,6 +396,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(
                 f"{item.nodeid} is marked matrix but uses no server_kind fixture, so it would run on one server only"
             )
+        if item.get_closest_marker("pure") is not None:
+            raise pytest.UsageError(f"{item.nodeid}: the pure marker is given here, from the fixtures, not by hand")
+        if not _starts_servers(item):
+            item.add_marker(pytest.mark.pure)
     # Deselected, not skipped: a skip says something is missing that should be there, and in
     # CI none may skip; these are not meant to run here at all.
     kept, dropped = [], []
@@ -534,3 +543,96 @@ def matrix_cluster(request: pytest.FixtureRequest, server_kind: str, server_bina
         return
     with LocalMasters(5, binary=server_binary) as started:
         yield started
+
+
+# --- tiers: `pytest -m pure` runs the tests that start no server ------------------------------
+#
+# The pure tier is the fast one: the core's flows against model masters (tests/model.py), the
+# chaos checkers on made-up histories, argument checks, parsers. A test is in it, by the
+# `pure` marker given at collection, unless it uses a fixture of SERVER_FIXTURES (directly
+# or through another fixture) or carries a marker that means servers: `servers` (it starts
+# them itself, in its body or in a subprocess), `chaos`, `docker`, `tls`, `matrix`. A wrong
+# guess is loud, not slow: while a pure test runs (its fixtures' set-up included), starting
+# a redis-server fails it, in this process (every start goes through LocalMaster._spawn) and
+# in its children (they find the binary through $REDLOCK_REDIS_SERVER, which then names one
+# that refuses to run).
+
+#: The fixtures that start servers or run a server binary: the masters fixtures above, the
+#: server matrix's (server_kind resolves a binary, server_binary is run by its users), and
+#: the modules' own that start masters (test_docs' servers, test_chaos_clock's faked,
+#: test_chaos_scenarios' harness).
+SERVER_FIXTURES = frozenset(
+    {
+        "masters",
+        "fresh_masters",
+        "master_urls",
+        "docker_masters",
+        "matrix_cluster",
+        "matrix_masters",
+        "tls_masters",
+        "mutual_tls_masters",
+        "unix_masters",
+        "acl_masters",
+        "server_kind",
+        "server_binary",
+        "servers",
+        "faked",
+        "harness",
+    }
+)
+_SERVER_MARKERS = ("servers", "chaos", "docker", "tls", "matrix")
+
+#: Tests that start servers in a subprocess, in a module that another branch is changing:
+#: marked here until the `servers` marker can be put on them there.
+_SERVERS_ELSEWHERE = frozenset(
+    {
+        "tests/test_packaging.py::test_redlock_chaos_runs_a_scenario_outside_the_checkout_without_matplotlib",
+        "tests/test_packaging.py::test_bench_without_matplotlib_writes_its_figures_and_says_so_once",
+    }
+)
+
+
+def _starts_servers(item: pytest.Item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return (
+        bool(fixtures & SERVER_FIXTURES)
+        or any(item.get_closest_marker(name) for name in _SERVER_MARKERS)
+        or item.nodeid.split("[")[0] in _SERVERS_ELSEWHERE
+    )
+
+
+_refusing: list[str] = []
+
+
+def _refusing_server() -> str:
+    """A redis-server that refuses to run, for the children of pure tests (made once)."""
+    if not _refusing:
+        directory = pathlib.Path(tempfile.mkdtemp(prefix="redlock-pure-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        path = directory / "redis-server"
+        path.write_text(
+            "#!/bin/sh\n"
+            'echo "a test of the pure tier ran redis-server: use a masters fixture, or mark it servers" >&2\n'
+            "exit 1\n"
+        )
+        path.chmod(0o755)
+        _refusing.append(str(path))
+    return _refusing[0]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if item.get_closest_marker("pure") is None:
+        yield
+        return
+
+    def refuse(self: LocalMaster) -> None:
+        pytest.fail(
+            f"{item.nodeid} is in the pure tier (it uses no masters fixture), yet it starts a redis-server:"
+            " use a masters fixture (tests/conftest.py lists them), or mark it servers"
+        )
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LocalMaster, "_spawn", refuse)
+        patch.setenv(ENV_VAR, _refusing_server())
+        yield

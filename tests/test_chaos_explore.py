@@ -249,6 +249,7 @@ def test_bins_and_violations_of_a_synthetic_history() -> None:
 # --- smoke, real processes -------------------------------------------------------------------
 
 
+@pytest.mark.servers
 def test_explore_safe_smoke(tmp_path: pathlib.Path) -> None:
     config = ExploreConfig(FAULT_SETS["safe"], seed=3, duration=5.0, interval=0.4)
     outcome = explore(config, tmp_path)
@@ -281,6 +282,7 @@ def _saved_window(path: pathlib.Path) -> None:
     path.write_text(json.dumps(document))
 
 
+@pytest.mark.servers
 def test_replay_plays_a_saved_window_again(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     window = tmp_path / "violation-1.json"
     _saved_window(window)
@@ -294,6 +296,7 @@ def test_replay_plays_a_saved_window_again(tmp_path: pathlib.Path, capsys: pytes
     assert (tmp_path / "replay" / "violations" / "violation-1.json").exists()
 
 
+@pytest.mark.servers
 def test_sweep_smoke(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["sweep", "pause", "--values", "0.5", "2.0", "--trials", "1", "--seed", "2", "--out", str(tmp_path), "-q"]
     assert main(argv) == 0

@@ -111,6 +111,7 @@ def out_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return tmp_path_factory.mktemp("chaos-out")
 
 
+@pytest.mark.servers
 def test_baseline_is_safe_and_live(out_dir: pathlib.Path) -> None:
     result = run_scenario(find("baseline"), QUICK, out_dir)
     assert result.passed, explain(result)
@@ -127,6 +128,7 @@ def test_baseline_is_safe_and_live(out_dir: pathlib.Path) -> None:
     assert document["expected"] == "SAFE"
 
 
+@pytest.mark.servers
 def test_k4_restart_empty_produces_two_holders(out_dir: pathlib.Path) -> None:
     result = run_scenario(find("restart-empty"), QUICK, out_dir, plot=False)
     assert result.passed, explain(result)
@@ -154,6 +156,7 @@ def assert_c1_writes_first_and_its_increment_is_lost(result: ScenarioResult) -> 
     assert [w.client if w else None for w in lost.overwritten_by] == ["c2"]
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize(
     ("name", "kept"),
     [
@@ -179,6 +182,7 @@ def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, o
     assert_c1_writes_first_and_its_increment_is_lost(result)
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("name", ["holder-pause", "force-release"])
 def test_a_holder_that_lost_its_lock_unawares_loses_an_update_without_fencing(name: str, out_dir: pathlib.Path) -> None:
     """Paused past its validity (13a), or its lock force-released by an operator (25a)."""
@@ -189,6 +193,7 @@ def test_a_holder_that_lost_its_lock_unawares_loses_an_update_without_fencing(na
     assert result.verdict.kinds == ["lost-update"]
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("name", ["holder-pause-fenced", "force-release-fenced"])
 def test_fencing_rejects_the_late_holders_write(name: str, out_dir: pathlib.Path) -> None:
     """The store rejects c1's write after c2's: force_release keeps the fencing counter too."""
@@ -206,6 +211,7 @@ def test_fencing_rejects_the_late_holders_write(name: str, out_dir: pathlib.Path
     assert rejected[0].fencing < accepted[0].fencing
 
 
+@pytest.mark.servers
 def test_election_keeps_one_leader_at_a_time_through_faults(out_dir: pathlib.Path) -> None:
     """Three campaigners (then a fourth) over a paused and a killed master, C's clock
     within the drift allowance, the leader paused past its validity and the leader killed:
@@ -221,6 +227,7 @@ def test_election_keeps_one_leader_at_a_time_through_faults(out_dir: pathlib.Pat
     assert {"pause", "kill", "clock-rate", "client-pause", "client-kill"} <= kinds
 
 
+@pytest.mark.servers
 def test_threads_sharing_a_lock_are_judged_as_holders_of_their_own(out_dir: pathlib.Path) -> None:
     """24b: each thread is a client of its own in the history, and every holding of a shared
     Lock object has its own token: a thread that gets the object acquires on the masters
@@ -247,6 +254,7 @@ BROKEN = Scenario("99", "broken-harness", "an UNSAFE scenario that produces noth
                   kinds=("mutual-exclusion",))  # fmt: skip
 
 
+@pytest.mark.servers
 def test_an_unsafe_scenario_without_its_violation_is_a_mismatch(tmp_path: pathlib.Path) -> None:
     result = run_scenario(BROKEN, QUICK, tmp_path, plot=False)
     assert result.observed == "SAFE"
@@ -275,6 +283,7 @@ def test_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr().err
 
 
+@pytest.mark.servers
 def test_run_writes_report_history_and_timeline(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["run", "baseline", "--quick", "--seed", "3", "--duration", "1", "--out", str(tmp_path)]
     assert main(argv) == 0
@@ -290,6 +299,7 @@ def test_run_writes_report_history_and_timeline(tmp_path: pathlib.Path, capsys: 
     assert "| 1 | baseline | SAFE | SAFE | ok |" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.servers
 def test_run_exits_non_zero_on_a_mismatch(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("chaos.__main__.find", lambda name: BROKEN)
     assert main(["run", "broken-harness", "--quick", "--no-plot", "-q", "--out", str(tmp_path)]) == 1
@@ -380,6 +390,7 @@ THE_REST = [s for s in CATALOGUE if s.name not in LOOKED_AT]
 SEED = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("scenario", THE_REST, ids=[s.slug for s in THE_REST])
 def test_scenario_matches_its_expected_verdict(scenario: Scenario, tmp_path: pathlib.Path) -> None:
     # 2.5 s of free-running workload (quick mode's 4 s, shortened): every verdict and check

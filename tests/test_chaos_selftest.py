@@ -89,6 +89,7 @@ def test_every_variant_is_listed_once() -> None:
 # --- smoke: real processes, one variant, one scenario -----------------------------------------
 
 
+@pytest.mark.servers
 def test_selftest_catches_validity_from_the_replies(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["selftest", "--variants", "validity-from-replies", "--scenarios", "slow-replies"]
     assert main([*argv, "--runs", "1", "--quick", "-q", "--seed", "3", "--out", str(tmp_path)]) == 0
@@ -102,6 +103,7 @@ def test_selftest_catches_validity_from_the_replies(tmp_path: pathlib.Path, caps
     assert "validity-from-replies" in capsys.readouterr().out
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize(
     ("variant", "scenario"),
     [("shared-joins-holding", "shared-lock"), ("nested-release-lets-go", "shared-lock-reentrant")],
@@ -118,6 +120,7 @@ def test_selftest_catches_a_shared_lock_that_lets_two_threads_hold(
     assert cell["overlap_ms"] > 0, cell
 
 
+@pytest.mark.servers
 def test_selftest_exits_non_zero_when_a_variant_escapes(tmp_path: pathlib.Path) -> None:
     # An extend that re-creates keys is harmless where nobody extends.
     argv = ["selftest", "--variants", "extend-recreates", "--scenarios", "slow-replies", "--runs", "1"]

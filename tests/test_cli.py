@@ -528,6 +528,7 @@ def test_script_exec_interrupted_while_waiting_for_the_lock(
     assert not marker.exists()
 
 
+@pytest.mark.servers
 def test_script_servers_runs_masters_until_sigint(script: pathlib.Path) -> None:
     proc = subprocess.Popen([script, "servers", "-n", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -771,6 +772,7 @@ def test_script_token_from_the_first_line_releases(script: pathlib.Path, urls: l
 # --- servers ------------------------------------------------------------------------------------
 
 
+@pytest.mark.servers
 def test_script_servers_detach_sets_the_environment_for_eval(script: pathlib.Path, tmp_path: pathlib.Path) -> None:
     seen = tmp_path / "seen"
     done = subprocess.run(

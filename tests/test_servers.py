@@ -182,6 +182,7 @@ def test_stop_leaves_no_process_and_no_dir(fresh_masters: MastersFactory) -> Non
         cluster.start()
 
 
+@pytest.mark.servers
 def test_context_manager_under_base_dir(tmp_path: pathlib.Path) -> None:
     with LocalMasters(1, base_dir=tmp_path) as cluster:
         assert cluster.dir.parent == tmp_path
@@ -192,6 +193,7 @@ def test_context_manager_under_base_dir(tmp_path: pathlib.Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.servers
 def test_failed_start_reports_the_log_and_leaves_nothing(tmp_path: pathlib.Path) -> None:
     with (
         pytest.raises(RuntimeError, match=r"(?s)exited.*Bad directive"),
@@ -255,6 +257,7 @@ def test_bad_arguments_name_the_argument(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.servers
 def test_sigkilled_parent_leaves_no_orphans(tmp_path: pathlib.Path) -> None:
     script = textwrap.dedent(
         """
@@ -277,6 +280,7 @@ def test_sigkilled_parent_leaves_no_orphans(tmp_path: pathlib.Path) -> None:
     assert wait_until(lambda: all(not _proc.running(pid) for pid in pids), timeout=5.0)
 
 
+@pytest.mark.servers
 def test_module_entry_prints_urls_and_stops_on_ctrl_c() -> None:
     with subprocess.Popen(
         [sys.executable, "-m", "redlock.servers", "-n", "2"],
@@ -305,6 +309,7 @@ def test_module_entry_prints_urls_and_stops_on_ctrl_c() -> None:
     assert all(not _proc.running(pid) for pid in pids)
 
 
+@pytest.mark.servers
 def test_exit_without_stop_cleans_up(tmp_path: pathlib.Path) -> None:
     script = textwrap.dedent(
         """
