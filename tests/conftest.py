@@ -560,7 +560,7 @@ def matrix_cluster(request: pytest.FixtureRequest, server_kind: str, server_bina
 #: The fixtures that start servers or run a server binary: the masters fixtures above, the
 #: server matrix's (server_kind resolves a binary, server_binary is run by its users), and
 #: the modules' own that start masters (test_docs' servers, test_chaos_clock's faked,
-#: test_chaos_scenarios' harness).
+#: test_chaos_scenarios' harness and quick_scenario).
 SERVER_FIXTURES = frozenset(
     {
         "masters",
@@ -578,6 +578,7 @@ SERVER_FIXTURES = frozenset(
         "servers",
         "faked",
         "harness",
+        "quick_scenario",
     }
 )
 _SERVER_MARKERS = ("servers", "chaos", "docker", "tls", "matrix")

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -106,15 +106,26 @@ def test_timeline_of_a_synthetic_history(tmp_path: pathlib.Path) -> None:
 # --- smoke subset, quick mode, real processes -------------------------------------------------
 
 
+QuickScenario = Callable[..., ScenarioResult]
+
+
 @pytest.fixture(scope="module")
-def out_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    return tmp_path_factory.mktemp("chaos-out")
+def quick_scenario(tmp_path_factory: pytest.TempPathFactory) -> QuickScenario:
+    """``quick_scenario(name, params=QUICK, plot=False)``: that scenario of the catalogue run
+    (its masters and clients started) into this module's directory, and checked to have met
+    its expected verdict."""
+    out_dir = tmp_path_factory.mktemp("chaos-out")
+
+    def run(name: str, params: Params = QUICK, *, plot: bool = False) -> ScenarioResult:
+        result = run_scenario(find(name), params, out_dir, plot=plot)
+        assert result.passed, explain(result)
+        return result
+
+    return run
 
 
-@pytest.mark.servers
-def test_baseline_is_safe_and_live(out_dir: pathlib.Path) -> None:
-    result = run_scenario(find("baseline"), QUICK, out_dir)
-    assert result.passed, explain(result)
+def test_baseline_is_safe_and_live(quick_scenario: QuickScenario) -> None:
+    result = quick_scenario("baseline", plot=True)
     assert result.observed == "SAFE"
     assert result.verdict is not None
     assert result.verdict.liveness.succeeded > 3
@@ -128,10 +139,8 @@ def test_baseline_is_safe_and_live(out_dir: pathlib.Path) -> None:
     assert document["expected"] == "SAFE"
 
 
-@pytest.mark.servers
-def test_k4_restart_empty_produces_two_holders(out_dir: pathlib.Path) -> None:
-    result = run_scenario(find("restart-empty"), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+def test_k4_restart_empty_produces_two_holders(quick_scenario: QuickScenario) -> None:
+    result = quick_scenario("restart-empty")
     assert result.observed == "UNSAFE"
     assert result.verdict is not None
     (overlap,) = result.verdict.overlaps
@@ -156,7 +165,6 @@ def assert_c1_writes_first_and_its_increment_is_lost(result: ScenarioResult) -> 
     assert [w.client if w else None for w in lost.overwritten_by] == ["c2"]
 
 
-@pytest.mark.servers
 @pytest.mark.parametrize(
     ("name", "kept"),
     [
@@ -166,12 +174,11 @@ def assert_c1_writes_first_and_its_increment_is_lost(result: ScenarioResult) -> 
         ("power-loss-everysec", False),
     ],
 )
-def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, out_dir: pathlib.Path) -> None:
+def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, quick_scenario: QuickScenario) -> None:
     """A crash keeps the page cache, so both policies keep c1's SET; a power cut keeps only
     what was fsynced, which under everysec misses the SET: seen on C itself after the
     restart, not assumed."""
-    result = run_scenario(find(name), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario(name)
     assert result.metrics["c1_key_on_C_after_restart"] is kept, explain(result)
     assert result.verdict is not None
     if kept:
@@ -182,23 +189,21 @@ def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, o
     assert_c1_writes_first_and_its_increment_is_lost(result)
 
 
-@pytest.mark.servers
 @pytest.mark.parametrize("name", ["holder-pause", "force-release"])
-def test_a_holder_that_lost_its_lock_unawares_loses_an_update_without_fencing(name: str, out_dir: pathlib.Path) -> None:
+def test_a_holder_that_lost_its_lock_unawares_loses_an_update_without_fencing(
+    name: str, quick_scenario: QuickScenario
+) -> None:
     """Paused past its validity (13a), or its lock force-released by an operator (25a)."""
-    result = run_scenario(find(name), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario(name)
     assert result.observed == "UNSAFE"
     assert result.verdict is not None
     assert result.verdict.kinds == ["lost-update"]
 
 
-@pytest.mark.servers
 @pytest.mark.parametrize("name", ["holder-pause-fenced", "force-release-fenced"])
-def test_fencing_rejects_the_late_holders_write(name: str, out_dir: pathlib.Path) -> None:
+def test_fencing_rejects_the_late_holders_write(name: str, quick_scenario: QuickScenario) -> None:
     """The store rejects c1's write after c2's: force_release keeps the fencing counter too."""
-    result = run_scenario(find(name), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario(name)
     assert result.observed == "SAFE"
     document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
     writes = History.from_dicts(document["events"]).of_type(ResourceWrite)
@@ -211,13 +216,11 @@ def test_fencing_rejects_the_late_holders_write(name: str, out_dir: pathlib.Path
     assert rejected[0].fencing < accepted[0].fencing
 
 
-@pytest.mark.servers
-def test_election_keeps_one_leader_at_a_time_through_faults(out_dir: pathlib.Path) -> None:
+def test_election_keeps_one_leader_at_a_time_through_faults(quick_scenario: QuickScenario) -> None:
     """Three campaigners (then a fourth) over a paused and a killed master, C's clock
     within the drift allowance, the leader paused past its validity and the leader killed:
     leaderships never overlap and their terms strictly increase."""
-    result = run_scenario(find("election"), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario("election")
     assert result.observed == "SAFE"
     terms = result.metrics["terms"]
     assert len(terms) >= 3
@@ -227,13 +230,13 @@ def test_election_keeps_one_leader_at_a_time_through_faults(out_dir: pathlib.Pat
     assert {"pause", "kill", "clock-rate", "client-pause", "client-kill"} <= kinds
 
 
-@pytest.mark.servers
-def test_threads_sharing_a_lock_are_judged_as_holders_of_their_own(out_dir: pathlib.Path) -> None:
+def test_threads_sharing_a_lock_are_judged_as_holders_of_their_own(
+    quick_scenario: QuickScenario,
+) -> None:
     """24b: each thread is a client of its own in the history, and every holding of a shared
     Lock object has its own token: a thread that gets the object acquires on the masters
     afresh, while the nested acquires of a holder add no holding at all."""
-    result = run_scenario(find("shared-lock-reentrant"), Params(seed=11, quick=True), out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario("shared-lock-reentrant", Params(seed=11, quick=True))
     document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
     tenures = [t for t in document["tenures"] if t["via"] == "acquire"]
     threads = {t["client"] for t in tenures}
