@@ -26,42 +26,21 @@ import threading
 import time
 from typing import IO, Any
 
+from redlock import _proc
+
 from .worker import PARENT_ENV
 
-__all__ = ["ClientError", "ClientProcess", "Pending", "process_state", "wait_for_state"]
+__all__ = ["ClientError", "ClientProcess", "Pending"]
 
 # The directory that holds the chaos package: the worker must import the same code.
 _ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
 _EXIT_GRACE = 3.0
+#: How long a SIGSTOP or SIGCONT may take to show in /proc, generously (a busy machine).
+_SIGNAL_TAKES = 10.0
 
 
 class ClientError(RuntimeError):
     """A client process failed: it raised, exited, or did not answer in time."""
-
-
-def process_state(pid: int) -> str | None:
-    """The one-letter state of ``pid`` from /proc ("T" when stopped); None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            text = stat.read()
-    except OSError:
-        return None
-    # The command name is in parentheses and may itself contain spaces or parentheses.
-    return text[text.rindex(")") + 2 :].split(" ", 1)[0]
-
-
-def wait_for_state(pid: int, *, stopped: bool, timeout: float = 10.0) -> bool:
-    """Wait until ``pid`` is stopped (or running again); False on timeout or if it is gone."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = process_state(pid)
-        if state is None:
-            return False
-        if (state in "Tt") == stopped:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.002)
 
 
 class _Registry:
@@ -166,7 +145,8 @@ class ClientProcess:
         if proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
-        if process_state(proc.pid) in ("T", "t"):
+        found = _proc.stat(proc.pid)
+        if found is not None and found.stopped:
             proc.kill()
 
     def close(self, deadline: float | None = None) -> None:
@@ -204,17 +184,17 @@ class ClientProcess:
         """SIGSTOP the process and wait until it is stopped."""
         os.kill(self.pid, signal.SIGSTOP)
         self.paused = True
-        wait_for_state(self.pid, stopped=True)
+        _proc.wait_for_stop(self.pid, stopped=True, timeout=_SIGNAL_TAKES)
 
     def resume(self) -> None:
         """SIGCONT, whoever stopped it (the harness, or the client itself)."""
         os.kill(self.pid, signal.SIGCONT)
         self.paused = False
-        wait_for_state(self.pid, stopped=False)
+        _proc.wait_for_stop(self.pid, stopped=False, timeout=_SIGNAL_TAKES)
 
     def wait_stopped(self, timeout: float = 10.0) -> None:
         """Wait until the process has stopped itself (a ``pause`` on a command)."""
-        if not wait_for_state(self.pid, stopped=True, timeout=timeout):
+        if not _proc.wait_for_stop(self.pid, stopped=True, timeout=timeout):
             raise ClientError(f"client {self.name} did not stop within {timeout}s; {self._log_tail()}")
         self.paused = True
 

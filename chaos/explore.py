@@ -31,18 +31,19 @@ import math
 import pathlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from redlock import _proc
 from redlock.servers import Persistence
 
 from .checkers import TokenRegression, Verdict, check_all, percentile
-from .clients import ClientError, ClientProcess, Pending, process_state
+from .clients import ClientError, ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, Event, History
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
-from .schedule import CLIENT_KINDS, FaultOp, FaultSet, Schedule, generate
+from .schedule import FaultOp, FaultSet, Schedule, generate
 
 __all__ = [
     "ExploreConfig",
@@ -165,49 +166,23 @@ class _Player:
     def _alive(self, slot: str) -> ClientProcess | None:
         with self._lock:
             client = self.slots.get(slot)
-        if client is None or process_state(client.pid) in (None, "Z"):
+        if client is None or not _proc.running(client.pid):
             return None
         return client
 
     def _start(self, index: int, op: FaultOp) -> None:
-        nemesis = self.nemesis
+        action = _NEMESIS_ACTIONS.get(op.kind)  # (FaultOp refuses a kind that is not in the table)
+        if action is None:
+            raise ValueError(f"fault kind {op.kind!r} is played by the simulator only (python -m chaos sim)")
         name = ""
-        if op.kind in CLIENT_KINDS or op.client is not None:
-            client = self._alive(op.client or "")
+        if op.client is not None:
+            client = self._alive(op.client)
             if client is None:
                 # Its slot is still being refilled after a client-kill: nothing to hit.
                 self.skipped += 1
                 return
             name = client.name
-        faults: list[str] = []
-        masters = op.masters
-        if op.kind == "kill":
-            empty = self.config.faults.persistence != "aof-always"
-            faults = [nemesis.kill(i, restart_wipe=empty) for i in masters]
-        elif op.kind == "restart":
-            for i in masters:
-                nemesis.crash_restart(i, wipe=True)
-        elif op.kind == "power-loss":
-            # The disk keeps what was fsynced (chaos.powerloss); back after the op's length.
-            faults = [nemesis.power_off(i) for i in masters]
-        elif op.kind == "pause-master":
-            faults = [nemesis.pause_master(i) for i in masters]
-        elif op.kind == "clock-jump":
-            faults = [nemesis.clock_jump(i, op.value) for i in masters]
-        elif op.kind == "clock-rate":
-            faults = [nemesis.clock_rate(i, op.value) for i in masters]
-        elif op.kind == "link-delay":
-            faults = [nemesis.latency(name, masters[0], to_server=op.value, to_client=op.value / 2)]
-        elif op.kind == "blackhole":
-            faults = [nemesis.blackhole(name, masters[0])]
-        elif op.kind == "one-way":
-            faults = [nemesis.latency(name, masters[0], to_server=0.0, to_client=op.value)]
-        elif op.kind == "client-pause":
-            faults = [nemesis.pause_client(name, f"SIGSTOP {op.end - op.start:.2f}s")]
-        elif op.kind == "client-kill":
-            slot = op.target
-            faults = [nemesis.kill_client_until(name, lambda: self._replace(slot))]
-        self._open[index] = faults
+        self._open[index] = action(self, op, name)
 
     def _stop(self, index: int) -> None:
         for fault in self._open.pop(index, []):
@@ -242,6 +217,53 @@ class _Player:
         thread = threading.Thread(target=start, name=f"replace-{slot}", daemon=True)
         self.replacing.append(thread)
         thread.start()
+
+
+# --- what the nemesis does for each kind of fault ------------------------------------------------
+#
+# One action per kind of chaos.schedule.FAULT_KINDS (a test checks that each kind has one):
+# given the player, the op and the name of the client process it hits (links and clients),
+# it starts the op's fault and returns the nemesis's handles of it, which the op's stop ends.
+
+_Action = Callable[[_Player, FaultOp, str], list[str]]
+
+
+def _kill(player: _Player, op: FaultOp, client: str) -> list[str]:
+    empty = player.config.faults.persistence != "aof-always"
+    return [player.nemesis.kill(i, restart_wipe=empty) for i in op.masters]
+
+
+def _restart(player: _Player, op: FaultOp, client: str) -> list[str]:
+    for i in op.masters:
+        player.nemesis.crash_restart(i, wipe=True)
+    return []  # over once restarted: nothing for the stop to end
+
+
+def _kill_client(player: _Player, op: FaultOp, client: str) -> list[str]:
+    slot = op.target
+    return [player.nemesis.kill_client_until(client, lambda: player._replace(slot))]
+
+
+_NEMESIS_ACTIONS: Mapping[str, _Action] = {
+    "kill": _kill,
+    "restart": _restart,
+    # The disk keeps what was fsynced (chaos.powerloss); back after the op's length.
+    "power-loss": lambda player, op, client: [player.nemesis.power_off(i) for i in op.masters],
+    "pause-master": lambda player, op, client: [player.nemesis.pause_master(i) for i in op.masters],
+    "clock-jump": lambda player, op, client: [player.nemesis.clock_jump(i, op.value) for i in op.masters],
+    "clock-rate": lambda player, op, client: [player.nemesis.clock_rate(i, op.value) for i in op.masters],
+    "link-delay": lambda player, op, client: [
+        player.nemesis.latency(client, op.masters[0], to_server=op.value, to_client=op.value / 2)
+    ],
+    "blackhole": lambda player, op, client: [player.nemesis.blackhole(client, op.masters[0])],
+    "one-way": lambda player, op, client: [
+        player.nemesis.latency(client, op.masters[0], to_server=0.0, to_client=op.value)
+    ],
+    "client-pause": lambda player, op, client: [
+        player.nemesis.pause_client(client, f"SIGSTOP {op.end - op.start:.2f}s")
+    ],
+    "client-kill": _kill_client,
+}
 
 
 def _finish_all(pending: Sequence[Pending]) -> None:

@@ -62,6 +62,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Literal, NamedTuple, get_args
 
+from redlock import _proc
 from redlock._config import Credentials, MasterAddress
 from redlock._driver import open_socket
 from redlock._extras import ENV_VAR, install_hint
@@ -463,27 +464,6 @@ os.register_at_fork(after_in_child=_spawner.reset_after_fork)
 os.register_at_fork(after_in_child=_registry.reset_after_fork)
 
 
-def _proc_state(pid: int) -> str | None:
-    """The one-letter state from /proc/<pid>/stat ("T" when stopped), None if unknown."""
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name in parentheses may itself contain spaces and parentheses.
-    return stat[stat.rindex(")") + 2 :][:1] or None
-
-
-def _wait_for_state(pid: int, stopped: bool, timeout: float = 1.0) -> None:
-    # A signal is delivered asynchronously; wait until it has taken effect so that "paused"
-    # means "will not answer" the moment pause() returns.
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = _proc_state(pid)
-        if state is None or (state in "Tt") == stopped:
-            return
-        time.sleep(0.001)
-
-
 class _PortTaken(Exception):
     pass
 
@@ -796,7 +776,8 @@ class LocalMaster:
             proc = self._require_running("pause")
             proc.send_signal(signal.SIGSTOP)
             self._paused = True
-            _wait_for_state(proc.pid, stopped=True)
+            # So that "paused" means "will not answer" the moment pause() returns.
+            _proc.wait_for_stop(proc.pid, stopped=True, timeout=1.0)
 
     def resume(self) -> None:
         """SIGCONT after pause(); a no-op if it is not paused."""
@@ -806,7 +787,7 @@ class LocalMaster:
                 return
             proc.send_signal(signal.SIGCONT)
             self._paused = False
-            _wait_for_state(proc.pid, stopped=False)
+            _proc.wait_for_stop(proc.pid, stopped=False, timeout=1.0)
 
     def restart(self, *, wipe: bool = False) -> None:
         """Kill if running, then start again on the same port.

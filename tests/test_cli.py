@@ -47,6 +47,7 @@ from .cli_helpers import (
     without_modules,
 )
 from .cli_helpers import script as installed
+from .conftest import raw_clients
 
 
 def catches(pid: int, signum: int) -> bool:
@@ -65,11 +66,10 @@ def urls(master_urls: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.fixture
-def raw(urls: list[str]) -> Iterator[list[redis.Redis]]:
-    clients = [redis.Redis.from_url(url, socket_timeout=5) for url in urls]
-    yield clients
-    for client in clients:
-        client.close()
+def raw_at_urls(urls: list[str]) -> Iterator[list[redis.Redis]]:
+    """conftest's ``raw``, on ``urls``: on masters in containers too."""
+    with raw_clients(urls, timeout=5) as clients:
+        yield clients
 
 
 @pytest.fixture
@@ -287,10 +287,10 @@ def test_status_without_a_quorum_of_answers_exits_69(urls: list[str], capsys: py
     assert json.loads(out)["verdict"] == "unavailable"
 
 
-def test_status_reports_a_split_vote(raw: list[redis.Redis], capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_reports_a_split_vote(raw_at_urls: list[redis.Redis], capsys: pytest.CaptureFixture[str]) -> None:
     name = unique()
     # Two tokens on two masters each, one master free: nobody holds a majority.
-    for client, token in zip(raw, ["a" * 40, "a" * 40, "b" * 40, "b" * 40], strict=False):
+    for client, token in zip(raw_at_urls, ["a" * 40, "a" * 40, "b" * 40, "b" * 40], strict=False):
         client.set(name, token, px=30_000)
     try:
         code, out, _ = run(capsys, "status", name, "--json")
@@ -298,7 +298,7 @@ def test_status_reports_a_split_vote(raw: list[redis.Redis], capsys: pytest.Capt
         assert code == ExitCode.NOT_HELD
         assert (report["verdict"], report["holder"], report["votes"]) == ("split", None, 2)
     finally:
-        for client in raw:
+        for client in raw_at_urls:
             client.delete(name)
 
 
@@ -371,7 +371,7 @@ def test_exec_options_after_the_name_and_command_options_after_dashes(
 
 @pytest.mark.parametrize("stubborn", ["command", "its-child"])
 def test_exec_stops_the_whole_command_when_the_lock_is_lost(
-    stubborn: str, raw: list[redis.Redis], tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+    stubborn: str, raw_at_urls: list[redis.Redis], tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = unique()
     pids = tmp_path / "pids"
@@ -404,7 +404,7 @@ time.sleep({2 * PATIENCE})
 
     def take_the_lock_away() -> None:
         wait_until(pids.exists, "the command started")
-        for client in raw:
+        for client in raw_at_urls:
             client.delete(name)
 
     thief = threading.Thread(target=take_the_lock_away)
@@ -528,6 +528,7 @@ def test_script_exec_interrupted_while_waiting_for_the_lock(
     assert not marker.exists()
 
 
+@pytest.mark.servers
 def test_script_servers_runs_masters_until_sigint(script: pathlib.Path) -> None:
     proc = subprocess.Popen([script, "servers", "-n", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -771,6 +772,7 @@ def test_script_token_from_the_first_line_releases(script: pathlib.Path, urls: l
 # --- servers ------------------------------------------------------------------------------------
 
 
+@pytest.mark.servers
 def test_script_servers_detach_sets_the_environment_for_eval(script: pathlib.Path, tmp_path: pathlib.Path) -> None:
     seen = tmp_path / "seen"
     done = subprocess.run(

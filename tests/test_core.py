@@ -1,8 +1,8 @@
 """Property tests of the pure core: quorum arithmetic, rounds, retry delays and the flows.
 
-No servers here. The flows are driven by a small in-memory model of masters that applies
-SET NX PX and the two scripts with expiry, the way a real master would, so that the
-decisions (hold, roll back, retry, give up) can be checked over thousands of cases.
+No servers here. The flows are driven by the model masters of tests/model.py, which apply
+SET NX PX and the scripts with expiry, the way a real master would, so that the decisions
+(hold, roll back, retry, give up) can be checked over thousands of cases.
 """
 
 from __future__ import annotations
@@ -10,14 +10,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
-from dataclasses import dataclass
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from chaos.sim.model import Keyspace
 from redlock import _core
 from redlock._connection import Waiters
 from redlock._core import (
@@ -32,7 +30,6 @@ from redlock._core import (
 )
 from redlock._flows import (
     Lease,
-    LockSpec,
     Tokens,
     acquire_flow,
     extend_flow,
@@ -43,6 +40,8 @@ from redlock._flows import (
 )
 from redlock._kinds import FENCED
 from redlock.exceptions import NodeStatus
+
+from .model import ModelCluster
 
 statuses = st.sampled_from(list(NodeStatus))
 
@@ -201,66 +200,6 @@ def test_replies_map_to_granted_and_denied() -> None:
 
 
 # --- flows against a model of masters -------------------------------------------------------
-
-
-@dataclass
-class ModelMaster(Keyspace):
-    """A master as far as the flows can tell (chaos.sim.model, the one model of our scripts),
-    which can be down."""
-
-    up: bool = True
-
-
-class ModelCluster:
-    """Runs flows against model masters; each round takes ``round_time`` seconds."""
-
-    def __init__(self, n: int, round_time: float = 0.001) -> None:
-        self.masters = [ModelMaster() for _ in range(n)]
-        self.now = 1000.0
-        self.round_time = round_time
-        self.rounds: list[Round] = []
-        self.paused = 0.0
-
-    def run(self, flow: _core.Flow) -> _core.Result:
-        try:
-            request = next(flow)
-            while True:
-                self.before_request()
-                if isinstance(request, Round):
-                    self.rounds.append(request)
-                    for node in request.targets:
-                        master = self.masters[node]
-                        if master.up:
-                            request.record_reply(node, master.command(request.command, self.now))
-                        else:
-                            request.record(node, NodeStatus.UNREACHABLE)
-                    self.now += self.round_time
-                else:
-                    assert isinstance(request, Pause)
-                    assert request.seconds >= 0
-                    self.paused += request.seconds
-                    self.now += request.seconds
-                request = flow.send(self.now)
-        except StopIteration as stop:
-            result: _core.Result = stop.value
-            return result
-
-    def before_request(self) -> None:
-        """A hook for faults that depend on time."""
-
-    def spec(self, ttl: float = 1.0, unavailable_timeout: float = 1.0) -> LockSpec:
-        return LockSpec(
-            key="k",
-            ttl=ttl,
-            node_names=tuple(f"m{i}" for i in range(len(self.masters))),
-            node_timeout=0.05,
-            clock_drift_factor=0.01,
-            retry_delay=0.1,
-            unavailable_timeout=unavailable_timeout,
-        )
-
-    def holders(self, token: str) -> int:
-        return sum(1 for m in self.masters if m.keys.get("k", ("", 0.0))[0] == token and m.keys["k"][1] > self.now)
 
 
 cluster_shapes = st.integers(min_value=1, max_value=7).flatmap(

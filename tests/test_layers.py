@@ -18,7 +18,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "redlock"
 #: Lowest first; a module may import only from its own layer or the ones before it. Within
 #: a layer, modules do not import each other (checked too).
 LAYERS: list[tuple[str, ...]] = [
-    ("exceptions", "_scripts", "_extras", "_version", "_lifeline", "_testing_tls"),
+    ("exceptions", "_scripts", "_extras", "_version", "_lifeline", "_testing_tls", "_proc"),
     ("_core",),  # the protocol's vocabulary: arithmetic, commands, rounds, results
     ("_kinds",),  # what each kind of lock sends, and its quorum
     ("_flows",),  # the lock flows and the lease
@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_election",),
     ("_sync", "_aio"),
     ("_client", "asyncio"),
-    ("fencing", "servers", "__init__"),
+    ("fencing", "servers", "_supervisor", "__init__"),
     ("cli", "demo"),
     ("__main__",),
 ]
