@@ -420,7 +420,9 @@ class Link:
         if report:
             self._report(status, detail)
         self.failures += 1
-        delay = min(RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_FIRST * 2 ** (self.failures - 1))
+        # (The exponent is capped: clean-ups retry at once whatever the back-off, so a master
+        # refusing our password may count a thousand failures, and 2.0**1024 overflows.)
+        delay = min(RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_FIRST * 2 ** min(self.failures - 1, 30))
         self.state = State.BACKING_OFF
         self.retry_at = now + delay
         self.last_failure = (status, detail)

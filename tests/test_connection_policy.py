@@ -17,6 +17,7 @@ from redlock import _scripts
 from redlock._config import Credentials
 from redlock._connection import (
     MAX_IN_FLIGHT,
+    RECONNECT_BACKOFF_MAX,
     Connect,
     Connections,
     ProtocolViolation,
@@ -323,3 +324,20 @@ def test_a_master_that_will_not_say_still_serves_and_its_facts_stay_unknown() ->
     assert outcome.failure is None
     assert round_.outcomes[0].status is NodeStatus.GRANTED
     assert policy.facts()[0].answered is False
+
+
+def test_a_master_that_refuses_a_thousand_clean_ups_in_a_row_backs_off_no_longer_than_the_cap() -> None:
+    # Clean-ups connect whatever the back-off, so failures can pile up far beyond what the
+    # doubling needs; 2.0**1024 once overflowed.
+    policy = _policy(password="wrong")
+    for attempt in range(1100):
+        now = float(attempt)
+        connect = policy.submit(_round(attempt, cleanup=True), 0, now)
+        assert isinstance(connect, Connect)
+        policy.connected(connect, None, now)
+        parser = reply_parser()
+        parser.feed(b"-WRONGPASS invalid username-password pair\r\n")
+        assert policy.received("command", 0, parser, now).hang_up
+    link = policy.links[0]
+    assert link.failures == 1100
+    assert link.retry_at - 1099.0 == RECONNECT_BACKOFF_MAX
