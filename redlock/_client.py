@@ -354,7 +354,8 @@ class Election(ElectionState[Lock]):
         campaigner stands by until the cluster is back). With a timeout: False if another
         leads until it runs out, QuorumUnavailable if a majority of masters could not be
         reached. MasterMisconfigured at once when so many masters refuse our credentials,
-        permissions or TLS that no majority is possible (waiting would not help). Nothing
+        permissions or TLS, or are unfit for Redlock, that no majority is possible (waiting
+        would not help). Nothing
         of a failed campaign is left on the masters.
         """
         if self.is_leader:

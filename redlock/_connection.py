@@ -43,9 +43,10 @@ retried with exponential backoff; meanwhile rounds get the last failure at once 
 waiting for their deadline (clean-ups try at once anyway).
 
 Configuration errors are not outages: a wrong password (``WRONGPASS``/``NOAUTH``), a
-missing ACL permission (``NOPERM``), an untrusted TLS certificate or a reply that is not
-RESP make the master :attr:`~redlock.NodeStatus.MISCONFIGURED`, which the lock flows turn
-into :class:`~redlock.MasterMisconfigured` when no majority is left.
+missing ACL permission (``NOPERM``), an untrusted TLS certificate, a reply that is not
+RESP, a replica's ``READONLY`` or a cluster node's ``MOVED``/``ASK``/``CROSSSLOT`` make the
+master :attr:`~redlock.NodeStatus.MISCONFIGURED`, which the lock flows turn into
+:class:`~redlock.MasterMisconfigured` when no majority is left.
 """
 
 from __future__ import annotations
@@ -79,8 +80,23 @@ CLOSED = "the client was closed"
 RECONNECT_BACKOFF_FIRST = 0.025
 RECONNECT_BACKOFF_MAX = 1.0
 
-#: Error replies that say the client is not allowed, rather than that the master is down.
-_MISCONFIGURED_PREFIXES = ("WRONGPASS", "NOAUTH", "NOPERM", "ERR AUTH", "ERR invalid password", "ERR Client sent AUTH")
+#: Error replies that say the client is not allowed, or that the server is no standalone
+#: master (a replica, a cluster node), rather than that the master is down: waiting and
+#: retrying will not change them.
+_MISCONFIGURED_PREFIXES = (
+    "WRONGPASS",
+    "NOAUTH",
+    "NOPERM",
+    "ERR AUTH",
+    "ERR invalid password",
+    "ERR Client sent AUTH",
+    "READONLY",
+    "MOVED ",
+    "ASK ",
+    "CROSSSLOT",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+)
 
 
 def encode(args: Sequence[str | bytes | int]) -> bytes:

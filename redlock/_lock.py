@@ -476,7 +476,8 @@ class LockState(Generic[ClusterT]):
         if result.misconfigured:
             raise self._error(
                 MasterMisconfigured,
-                f"too many masters refuse our credentials, permissions or TLS for a majority on {self.name!r}",
+                f"no majority is possible for {self.name!r}: too many masters refuse our credentials, "
+                "permissions or TLS, or are unfit for Redlock (see each master's reason)",
                 result,
             )
         if result.quorum_unreachable:
