@@ -47,6 +47,11 @@ class Redlock(ClusterConfig):
     * ``meter_provider=None``, ``tracer_provider=None``: where the client's OpenTelemetry
       metrics and spans go (the ``[otel]`` extra; see docs/operations.md): by default the
       global providers, which do nothing until the application configures an SDK.
+    * ``strict=False``: at each connection's handshake the client reads what the master says
+      about itself (``INFO``) and refuses (status ``MISCONFIGURED``) a cluster node, a
+      replica, or the same server under a second address; risks (replicas attached, an
+      evicting ``maxmemory-policy``, fencing without an append-only file) are logged as
+      warnings. ``strict=True`` refuses those too.
     """
 
     client_types = (redis.Redis,)

@@ -330,3 +330,5 @@ class DriverSettings:
     connect_timeout: float
     clock: Clock
     wake_on_release: bool
+    #: Every warning about a master is a refusal (see redlock._topology).
+    strict: bool = False

@@ -8,14 +8,18 @@ lowest layer that does I/O.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
 from redlock._config import DriverSettings, MasterAddress
 from redlock._connection import CLOSED, Connect, Connections, Kind, Write
 from redlock._core import Round
+from redlock._topology import Finding
 from redlock.exceptions import ClientClosed
 
 
@@ -75,6 +79,7 @@ class DriverBase(Generic[ConnectionT]):
             [m.credentials for m in self._masters],
             node_timeout=self._node_timeout,
             connect_timeout=self._connect_timeout,
+            strict=settings.strict,
         )
         #: close() was called: no new operations; clean-ups under way still run.
         self._closed = False
@@ -175,6 +180,23 @@ class DriverBase(Generic[ConnectionT]):
         if self._closed:
             return []
         return self._policy.connection_states()
+
+    # --- what the masters are (see redlock._topology) ---------------------------------------
+
+    def _guarded(self) -> AbstractContextManager[object]:
+        """Held around a look at the policy from outside the driver's own events (the sync
+        driver's lock: its threads change the policy as replies arrive)."""
+        return contextlib.nullcontext()
+
+    def report_findings(self, callback: Callable[[int, Finding], None]) -> None:
+        """Tell ``callback(master, finding)`` of every warning and refusal found at a handshake."""
+        with self._guarded():
+            self._policy.on_finding = callback
+
+    def note_fencing(self) -> None:
+        """A fenced lock was made: masters without an append-only file are warned about."""
+        with self._guarded():
+            self._policy.use_fencing(self._clock())
 
     def _overtime(self, round_: Round, deadline: float) -> float | None:
         """A round's timeout passed at ``deadline``: until when it still waits, if at all."""

@@ -117,6 +117,7 @@ class ClusterConfig:
         clock: _config.Clock = time.monotonic,
         meter_provider: MeterProvider | None = None,
         tracer_provider: TracerProvider | None = None,
+        strict: bool = False,
     ) -> None:
         self.node_timeout = _config.check_seconds("node_timeout", node_timeout)
         self.clock_drift_factor = _config.check_drift_factor(clock_drift_factor)
@@ -124,6 +125,7 @@ class ClusterConfig:
         self.unavailable_timeout = _config.check_seconds("unavailable_timeout", unavailable_timeout, allow_zero=True)
         self.connect_timeout = _config.check_seconds("connect_timeout", connect_timeout)
         self.wake_on_release = _config.check_flag("wake_on_release", wake_on_release)
+        self.strict = _config.check_flag("strict", strict)
         _config.check_callable("clock", clock)
         self.masters = _config.parse_masters(masters, self.client_types, self.client_kind)
         self.clock = clock
@@ -138,11 +140,18 @@ class ClusterConfig:
             meter_provider=meter_provider,
             tracer_provider=tracer_provider,
         )
+        if self._telemetry is not None:
+            self._driver.report_findings(self._telemetry.master_finding)
 
     def _start_driver(self) -> None:
         self._driver = self.driver_class(
             _config.DriverSettings(
-                tuple(self.masters), self.node_timeout, self.connect_timeout, self.clock, self.wake_on_release
+                tuple(self.masters),
+                self.node_timeout,
+                self.connect_timeout,
+                self.clock,
+                self.wake_on_release,
+                self.strict,
             )
         )
 
@@ -169,6 +178,10 @@ class ClusterConfig:
         fenced = _config.check_flag("fencing", fencing)
         if fenced and (names or permits):
             raise ValueError("fencing is for a lock on one name: a semaphore or a multi-name lock has no fencing token")
+        if fenced:
+            # Fencing tokens need counters that survive a restart: masters without an
+            # append-only file are warned about from now on.
+            self._driver.note_fencing()
         return LockSpec(
             key=key,
             ttl=seconds,

@@ -8,8 +8,8 @@
     │   └── AcquireTimeout            also a TimeoutError: a blocking acquire ran out of time
     ├── MasterMisconfigured           so many masters refuse us (credentials, ACL permissions,
     │                                 TLS) or are unfit for Redlock (a replica, a cluster
-    │                                 node) that no majority is possible: raised at once,
-    │                                 even by a blocking acquire (retrying cannot help)
+    │                                 node, one server twice) that no majority is possible:
+    │                                 raised at once, even by a blocking acquire
     ├── LockLost                      a majority answered that our token is gone: the lock
     │                                 expired or was taken, the work may have run unprotected
     ├── ReleaseUnconfirmed            a release that no majority answered in time: our keys may
@@ -48,7 +48,8 @@ class NodeStatus(Enum):
     #: the master refuses us for a reason waiting will not fix: wrong password (WRONGPASS,
     #: NOAUTH), a missing ACL permission (NOPERM), an untrusted TLS certificate, not RESP;
     #: or it is no standalone master: a replica (READONLY), a cluster node (MOVED, ASK,
-    #: CROSSSLOT, CLUSTERDOWN)
+    #: CROSSSLOT, CLUSTERDOWN), or so it said at connect (INFO: a replica, a cluster node,
+    #: the same server as another master; with strict=True, any risk found)
     MISCONFIGURED = "misconfigured"
     NOT_AWAITED = "not awaited"  # the round was decided before this master's reply was needed
 
@@ -122,7 +123,9 @@ class MasterMisconfigured(RedlockError):
 
     Each master's refusal is in :attr:`outcomes` (status ``MISCONFIGURED``, with the master's
     own reply, e.g. ``WRONGPASS ...``, ``NOPERM ...``, a replica's ``READONLY ...`` or a
-    cluster node's ``MOVED ...``, or the TLS error).
+    cluster node's ``MOVED ...``, or the TLS error), or what the master said about itself
+    at connect that makes it unfit (e.g. "it is a replica of 10.0.0.1:6379 (role:slave)
+    ...", "it is the same server as 10.0.0.2:6379 (run_id ...) ...").
     """
 
 

@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_kinds",),  # what each kind of lock sends, and its quorum
     ("_flows",),  # the lock flows and the lease
     ("_config", "_facts"),  # checks, addresses, credentials; what a master says at connect
+    ("_topology",),  # whether the masters are what Redlock needs: the rules, check()'s report
     ("_connection",),  # the connection policy
     ("_driver",),  # what both drivers do alike: the lowest layer with I/O
     ("_telemetry",),
@@ -36,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 
 #: The core and the policy never do I/O, and never read a clock: time and replies are inputs.
-PURE = ("_core", "_kinds", "_flows", "_facts", "_connection")
+PURE = ("_core", "_kinds", "_flows", "_facts", "_topology", "_connection")
 IO_MODULES = frozenset({"socket", "select", "selectors", "asyncio", "subprocess", "time", "os", "io", "ssl.socket"})
 
 
