@@ -21,6 +21,7 @@ from redlock._lock import (
     semaphore_options,
 )
 from redlock._sync import Driver
+from redlock._topology import TopologyReport
 from redlock.exceptions import LockLost
 
 
@@ -51,7 +52,7 @@ class Redlock(ClusterConfig):
       about itself (``INFO``) and refuses (status ``MISCONFIGURED``) a cluster node, a
       replica, or the same server under a second address; risks (replicas attached, an
       evicting ``maxmemory-policy``, fencing without an append-only file) are logged as
-      warnings. ``strict=True`` refuses those too.
+      warnings. ``strict=True`` refuses those too. See :meth:`check`.
     """
 
     client_types = (redis.Redis,)
@@ -188,6 +189,24 @@ class Redlock(ClusterConfig):
         lock = self.lock(name, DEFAULT_TTL)  # a release sets no ttl: any valid one will do
         lock._adopt(token)
         lock.release()
+
+    def check(self, *, fencing: bool = False) -> TopologyReport:
+        """Whether the masters are fit for Redlock: a report per master, and a verdict.
+
+        Asks every master what it is (``INFO``, on its connection, or in the handshake of a
+        new one: a master waiting to reconnect is tried now), judges what it says as every
+        handshake is judged, and times a PING on each. Each
+        :class:`MasterReport` has the address, whether it answered (or why not), the server and
+        its version, role, mode, run_id, replicas, ``maxmemory`` and its policy, whether it
+        keeps an append-only file, TLS, unix socket, the PING's latency and the
+        :class:`Finding` list. The verdict (:class:`Verdict`) is ``fit``, ``warnings`` or
+        ``unfit`` (a master refused, or fewer than a quorum usable). ``fencing=True`` judges
+        the masters for fencing tokens (persistence), as a fenced lock of this client does.
+        A master that may not run ``INFO`` (an ACL user) is reported with its facts unknown.
+        Each round waits up to ``connect_timeout + node_timeout`` per master.
+        """
+        flow, report = self._check(fencing)
+        return self._driver.run(flow, report)
 
     def close(self) -> None:
         """Close every connection; Locks of this client cannot be used afterwards."""

@@ -797,6 +797,16 @@ class Connections:
             if link.state is State.READY and link.facts.answered:
                 self._judge(link, now)  # (a handshake under way is judged when its INFO answers)
 
+    def rejudge(self, now: float) -> list[Write]:
+        """Ask every connected master what it is again (``check()``: its answers are judged
+        before the replies to what is sent next)."""
+        writes = []
+        for link in self.links:
+            command = link.recheck(now) if link.state is State.READY else None
+            if command is not None:
+                writes.append(Write("command", link.node, encode(command.args)))
+        return writes
+
     def time_out(self, round_: Round) -> None:
         """The round's time is up: each master it still waits for failed to answer (one it
         no longer needs, in a decided round, stays "not awaited")."""

@@ -19,6 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from redlock._config import DriverSettings, MasterAddress
 from redlock._connection import CLOSED, Connect, Connections, Kind, Write
 from redlock._core import Round
+from redlock._facts import MasterFacts
 from redlock._topology import Finding
 from redlock.exceptions import ClientClosed
 
@@ -197,6 +198,23 @@ class DriverBase(Generic[ConnectionT]):
         """A fenced lock was made: masters without an append-only file are warned about."""
         with self._guarded():
             self._policy.use_fencing(self._clock())
+
+    def rejudge(self) -> None:
+        """Ask every connected master what it is again, ahead of what is sent next.
+
+        ClientClosed once closed: ``check()`` starts here, and its first round, which looks
+        now like a clean-up, would otherwise run on a closed client.
+        """
+        self._raise_if_closed()
+        with self._guarded():
+            for write in self._policy.rejudge(self._clock()):
+                self._carry_out(write)
+
+    def topology(self) -> tuple[list[MasterFacts], list[str | None], bool]:
+        """What each master said at its current connection's handshake, which earlier master
+        each one is the same server as, and whether fencing is in use."""
+        with self._guarded():
+            return self._policy.facts(), self._policy.same_servers(), self._policy.fencing
 
     def _overtime(self, round_: Round, deadline: float) -> float | None:
         """A round's timeout passed at ``deadline``: until when it still waits, if at all."""

@@ -32,6 +32,7 @@ from redlock._flows import (
     rollback_flow,
 )
 from redlock._kinds import kind_of
+from redlock._topology import TopologyReport, check_flow, topology_report
 from redlock._version import __version__
 from redlock.exceptions import (
     AcquireTimeout,
@@ -154,6 +155,22 @@ class ClusterConfig:
                 self.strict,
             )
         )
+
+    def _check(self, fencing: object) -> tuple[Flow, Callable[[Result], TopologyReport]]:
+        """The flow of ``check()`` and what turns its result into the report, for both clients."""
+        fenced = _config.check_flag("fencing", fencing)
+        # Fresh answers: the masters connected already say again what they are, judged
+        # before the first PING's replies.
+        self._driver.rejudge()
+        # A diagnostic: a slow answer is worth more than a false "unreachable", so each round
+        # waits for a connect and a reply.
+        flow = check_flow(self.master_names, self.connect_timeout + self.node_timeout)
+
+        def report(result: Result) -> TopologyReport:
+            facts, same_as, in_use = self._driver.topology()
+            return topology_report(result, self.masters, facts, same_as, fencing=fenced or in_use, strict=self.strict)
+
+        return flow, report
 
     @property
     def master_names(self) -> tuple[str, ...]:

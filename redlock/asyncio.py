@@ -33,6 +33,7 @@ from redlock._lock import (
     Turn,
     semaphore_options,
 )
+from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
@@ -52,6 +53,7 @@ __all__ = [
     "AcquireTimeout",
     "ClientClosed",
     "Election",
+    "Finding",
     "Lock",
     "LockAlreadyHeld",
     "LockInfo",
@@ -60,6 +62,7 @@ __all__ = [
     "LockNotHeld",
     "MasterInfo",
     "MasterMisconfigured",
+    "MasterReport",
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
@@ -67,6 +70,9 @@ __all__ = [
     "RedlockError",
     "ReleaseUnconfirmed",
     "Semaphore",
+    "Severity",
+    "TopologyReport",
+    "Verdict",
 ]
 
 
@@ -187,6 +193,11 @@ class Redlock(ClusterConfig):
         lock = self.lock(name, DEFAULT_TTL)  # a release sets no ttl: any valid one will do
         lock._adopt(token)
         await lock.release()
+
+    async def check(self, *, fencing: bool = False) -> TopologyReport:
+        """See :meth:`redlock.Redlock.check`."""
+        flow, report = self._check(fencing)
+        return await self._driver.run(flow, report)
 
     async def aclose(self) -> None:
         """Close every connection; Locks of this client cannot be used afterwards."""

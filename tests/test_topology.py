@@ -34,13 +34,17 @@ from redlock._topology import (
     REPLICA,
     SAME_SERVER,
     SENTINEL,
+    Finding,
+    MasterReport,
     Severity,
+    Verdict,
     master_findings,
+    verdict_of,
 )
-from redlock.exceptions import MasterMisconfigured, NodeStatus
-from redlock.servers import AclUser, LocalMaster
+from redlock.exceptions import ClientClosed, MasterMisconfigured, NodeStatus
+from redlock.servers import AclUser, LocalMaster, server_version
 
-from .conftest import ClientFactory, MastersFactory, unique
+from .conftest import ClientFactory, MastersFactory, eventually, unique
 
 #: The default user's password on the masters with ACL users here.
 PASSWORD = "topology-secret"
@@ -144,6 +148,31 @@ def test_the_rules_read_what_info_says(facts: MasterFacts) -> None:
 def test_a_master_that_would_not_say_is_unknown_and_nothing_is_held_against_it() -> None:
     (finding,) = master_findings(MasterFacts(), fencing=True, strict=True)
     assert (finding.code, finding.severity) == (FACTS_UNKNOWN, Severity.INFO)
+
+
+def _report(*findings: Severity, error: str = "") -> MasterReport:
+    return MasterReport(
+        "m", True, error, None, None, None, None, None, None, None, None, None, False, False, 0.001,
+        tuple(Finding(str(index), severity, "") for index, severity in enumerate(findings)),
+    )  # fmt: skip
+
+
+@given(st.lists(st.lists(st.sampled_from(list(Severity)), max_size=3), min_size=1, max_size=5), st.data())
+def test_the_verdict_is_unfit_on_any_refusal_or_too_few_usable_masters(
+    severities: list[list[Severity]], data: st.DataObject
+) -> None:
+    down = data.draw(st.lists(st.booleans(), min_size=len(severities), max_size=len(severities)))
+    masters = [_report(*found, error="refused" if off else "") for found, off in zip(severities, down, strict=True)]
+    quorum = len(masters) // 2 + 1
+    verdict = verdict_of(masters, quorum)
+    refused = any(Severity.REFUSAL in found for found in severities)
+    usable = sum(1 for found, off in zip(severities, down, strict=True) if not off and Severity.REFUSAL not in found)
+    if refused or usable < quorum:
+        assert verdict is Verdict.UNFIT
+    elif any(Severity.WARNING in found for found in severities):
+        assert verdict is Verdict.WARNINGS
+    else:
+        assert verdict is Verdict.FIT
 
 
 # --- the connection policy applies them at each handshake -------------------------------------
@@ -318,6 +347,35 @@ def test_a_replica_answering_readonly_is_misconfigured_at_once_not_retried(
 # --- on real masters ----------------------------------------------------------------------------
 
 
+def test_a_replica_among_the_masters_is_refused_and_its_primary_warned_about(
+    fresh_masters: MastersFactory, client: ClientFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="redlock")
+    masters = fresh_masters(3)
+    make_replica(masters[1], masters[0])
+    with redis.Redis.from_url(masters[0].url) as primary:
+        assert eventually(lambda: primary.info("replication")["connected_slaves"] == 1)
+    rl = client(masters.urls)
+    with rl.lock(unique(), timeout=3):  # the two others grant it
+        pass
+    report = rl.check()
+    assert report.verdict is Verdict.UNFIT
+    primary_report, replica_report, plain = report.masters
+    assert (replica_report.role, replica_report.reachable, replica_report.usable) == ("slave", True, False)
+    assert codes(replica_report.findings) >= {REPLICA}
+    assert "it is a replica" in replica_report.error  # (refused: not asked the second PING)
+    assert replica_report.latency is not None
+    assert HAS_REPLICAS in codes(primary_report.findings)
+    assert plain.usable
+    assert primary_report.usable
+    logged = [record.getMessage() for record in caplog.records]
+    assert any(
+        message.startswith(f"master {masters.urls[1].removeprefix('redis://')} is misconfigured: it is a replica")
+        for message in logged
+    )
+    assert any("it has 1 replica(s)" in message for message in logged)
+
+
 def test_replicas_and_cluster_nodes_leaving_no_majority_raise_master_misconfigured_at_once(
     fresh_masters: MastersFactory, client: ClientFactory
 ) -> None:
@@ -334,6 +392,33 @@ def test_replicas_and_cluster_nodes_leaving_no_majority_raise_master_misconfigur
     assert "it is a replica" in replica.detail
     assert "Redis Cluster node (cluster_enabled:1)" in node.detail
     assert "Redlock needs standalone masters" in node.detail
+    report = rl.check()
+    assert [codes(master.findings) & {REPLICA, CLUSTER_MODE} for master in report.masters] == [
+        set(),
+        {REPLICA},
+        {CLUSTER_MODE},
+    ]
+    assert report.masters[2].mode == "cluster"
+
+
+def test_one_server_under_its_tcp_port_and_its_unix_socket_is_one_master(
+    fresh_masters: MastersFactory, client: ClientFactory
+) -> None:
+    masters = fresh_masters(3, unix_socket=True)
+    twice = [masters[0].tcp_url, masters[0].url, masters[1].url, masters[2].url]
+    rl = client(twice)
+    with rl.lock(unique(), timeout=3):  # three servers of four masters: still a majority
+        pass
+    report = rl.check()
+    assert report.verdict is Verdict.UNFIT
+    same = [master for master in report.masters if SAME_SERVER in codes(master.findings)]
+    assert len(same) == 1
+    (finding,) = [f for f in same[0].findings if f.code == SAME_SERVER]
+    other = next(m.address for m in report.masters[:2] if m is not same[0])
+    assert f"the same server as {other}" in finding.message
+    assert report.masters[0].run_id == report.masters[1].run_id
+    assert report.masters[1].unix_socket
+    assert report.usable == 3
 
 
 def test_an_evicting_memory_policy_is_a_warning_and_strict_refuses_it(
@@ -347,12 +432,20 @@ def test_an_evicting_memory_policy_is_a_warning_and_strict_refuses_it(
     evictions = [record.getMessage() for record in caplog.records if "volatile-lru" in record.getMessage()]
     assert len(evictions) == 3  # once per master (per connection)
     assert all("evict a lock key before its ttl" in message for message in evictions)
+    report = rl.check()
+    assert report.verdict is Verdict.WARNINGS
+    assert report.fit
+    assert all(
+        (master.maxmemory, master.maxmemory_policy) == (100 * 1024 * 1024, "volatile-lru") for master in report.masters
+    )
+    assert len(caplog.records) == 3  # check() asked them again: nothing new to say
 
     strict = client(masters.urls, strict=True)
     started = time.monotonic()
     with pytest.raises(MasterMisconfigured, match="strict mode refuses it"):
         strict.lock(unique()).acquire(timeout=3)
     assert time.monotonic() - started < 2.0
+    assert strict.check().verdict is Verdict.UNFIT
 
 
 def test_a_user_denied_info_still_locks_and_its_masters_are_unknown(
@@ -362,6 +455,12 @@ def test_a_user_denied_info_still_locks_and_its_masters_are_unknown(
     rl = client([master.user_url(NO_INFO.name) for master in masters], strict=True)
     with rl.lock(unique(), timeout=3) as lock:
         assert lock.validity > 0
+    report = rl.check()
+    assert report.verdict is Verdict.FIT
+    for master in report.masters:
+        assert master.reachable
+        assert (master.server, master.role, master.maxmemory_policy) == (None, None, None)
+        assert codes(master.findings) == {FACTS_UNKNOWN}
 
 
 def test_fencing_on_masters_without_an_append_only_file_is_warned_about_once(
@@ -379,8 +478,73 @@ def test_fencing_on_masters_without_an_append_only_file_is_warned_about_once(
     warned = [record.getMessage() for record in caplog.records]
     assert len(warned) == 3
     assert all("fencing tokens are in use but it has no append-only file" in message for message in warned)
+    assert rl.check().verdict is Verdict.WARNINGS
 
 
-def test_strict_must_be_a_bool() -> None:
+def test_check_on_masters_fit_for_redlock(fresh_masters: MastersFactory, client: ClientFactory) -> None:
+    masters = fresh_masters(3, persistence="aof-always")
+    rl = client(masters.urls)
+    report = rl.check()
+    assert (report.verdict, report.quorum, report.usable, report.strict) == (Verdict.FIT, 2, 3, False)
+    for master, url in zip(report.masters, masters.urls, strict=True):
+        assert url.endswith(master.address)
+        assert (master.reachable, master.error, master.role, master.mode) == (True, "", "master", "standalone")
+        assert master.server in ("redis", "valkey")
+        assert master.version
+        assert master.run_id
+        assert (master.aof_enabled, master.tls, master.unix_socket) == (True, False, False)
+        assert master.latency is not None
+        assert 0 < master.latency < 1.0
+        assert master.findings == ()
+    fenced = rl.check(fencing=True)
+    assert fenced.verdict is Verdict.FIT  # AOF on; its fsync policy is unknown: information only
+    assert all(codes(master.findings) == {"appendfsync-unknown"} for master in fenced.masters)
+    with pytest.raises(TypeError, match="fencing must be a bool"):
+        rl.check(fencing="yes")
+
+
+def test_check_reports_a_master_it_cannot_reach_and_one_that_refuses_us(
+    fresh_masters: MastersFactory, client: ClientFactory
+) -> None:
+    masters = fresh_masters(3, password=PASSWORD)
+    masters[2].stop()
+    rl = client([masters[0].url, masters[1].url_as(password="wrong"), masters[2].url])
+    report = rl.check()
+    assert report.verdict is Verdict.UNFIT  # one refused, one down: one usable of three
+    ok, refused, down = report.masters
+    assert ok.usable
+    assert (refused.reachable, codes(refused.findings)) == (False, {"refused"})
+    assert "WRONGPASS" in refused.error
+    assert (down.reachable, codes(down.findings), down.latency, down.role) == (False, {"unreachable"}, None, None)
+
+
+def test_strict_must_be_a_bool_and_a_closed_client_checks_nothing(
+    fresh_masters: MastersFactory, client: ClientFactory
+) -> None:
     with pytest.raises(TypeError, match="strict must be a bool"):
         redlock.Redlock(["redis://127.0.0.1:1"], strict=1)
+    rl = client(fresh_masters(1).urls)
+    rl.close()
+    with pytest.raises(ClientClosed):
+        rl.check()
+
+
+def test_every_server_kind_says_what_it_is(server_binary: str, matrix_masters: MastersFactory) -> None:
+    """Redis 6.2 and 7 say ``redis_mode``, Valkey ``server_mode`` and its own version; a
+    cluster node says ``cluster_enabled:1`` on all of them."""
+    expected = server_version(server_binary)
+    masters = matrix_masters(3)
+    node = matrix_masters(1, extra_args=CLUSTER_MODE_ARGS)
+    make_replica(masters[2], masters[0])
+    with redlock.Redlock([*masters.urls, *node.urls]) as rl:
+        report = rl.check()
+    assert [codes(master.findings) & {REPLICA, CLUSTER_MODE} for master in report.masters] == [
+        set(),
+        set(),
+        {REPLICA},
+        {CLUSTER_MODE},
+    ]
+    for master in report.masters:
+        assert master.server == expected.product.lower()
+        assert master.version == f"{expected.major}.{expected.minor}.{expected.patch}"
+    assert [master.mode for master in report.masters] == ["standalone"] * 3 + ["cluster"]
