@@ -34,6 +34,7 @@ from redlock._flows import (
     rollback_flow,
 )
 from redlock._kinds import kind_of
+from redlock._topology import TopologyReport, check_flow, topology_report
 from redlock._version import __version__
 from redlock.exceptions import (
     AcquireTimeout,
@@ -130,6 +131,7 @@ class ClusterConfig:
         clock: _config.Clock = time.monotonic,
         meter_provider: MeterProvider | None = None,
         tracer_provider: TracerProvider | None = None,
+        strict: bool = False,
     ) -> None:
         self.node_timeout = _config.check_seconds("node_timeout", node_timeout)
         self.clock_drift_factor = _config.check_drift_factor(clock_drift_factor)
@@ -142,6 +144,7 @@ class ClusterConfig:
             else _config.check_seconds("health_check_interval", health_check_interval, allow_zero=True)
         )
         self.wake_on_release = _config.check_flag("wake_on_release", wake_on_release)
+        self.strict = _config.check_flag("strict", strict)
         _config.check_callable("clock", clock)
         accepted = loaded_class(self.client_class)
         self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self.client_kind)
@@ -165,6 +168,8 @@ class ClusterConfig:
             meter_provider=meter_provider,
             tracer_provider=tracer_provider,
         )
+        if self._telemetry is not None:
+            self._driver.report_findings(self._telemetry.master_finding)
 
     def _start_driver(self) -> None:
         self._driver = self.driver_class(
@@ -175,8 +180,25 @@ class ClusterConfig:
                 self.clock,
                 self.wake_on_release,
                 self.health_check_interval,
+                self.strict,
             )
         )
+
+    def _check(self, fencing: object) -> tuple[Flow, Callable[[Result], TopologyReport]]:
+        """The flow of ``check()`` and what turns its result into the report, for both clients."""
+        fenced = _config.check_flag("fencing", fencing)
+        # Fresh answers: the masters connected already say again what they are, judged
+        # before the first PING's replies.
+        self._driver.rejudge()
+        # A diagnostic: a slow answer is worth more than a false "unreachable", so each round
+        # waits for a connect and a reply.
+        flow = check_flow(self.master_names, self.connect_timeout + self.node_timeout)
+
+        def report(result: Result) -> TopologyReport:
+            facts, same_as, in_use = self._driver.topology()
+            return topology_report(result, self.masters, facts, same_as, fencing=fenced or in_use, strict=self.strict)
+
+        return flow, report
 
     @property
     def master_names(self) -> tuple[str, ...]:
@@ -201,6 +223,10 @@ class ClusterConfig:
         fenced = _config.check_flag("fencing", fencing)
         if fenced and (names or permits):
             raise ValueError("fencing is for a lock on one name: a semaphore or a multi-name lock has no fencing token")
+        if fenced:
+            # Fencing tokens need counters that survive a restart: masters without an
+            # append-only file are warned about from now on.
+            self._driver.note_fencing()
         return LockSpec(
             key=key,
             ttl=seconds,
@@ -519,7 +545,8 @@ class LockState(Generic[ClusterT]):
         if result.misconfigured:
             raise self._error(
                 MasterMisconfigured,
-                f"too many masters refuse our credentials, permissions or TLS for a majority on {self.name!r}",
+                f"no majority is possible for {self.name!r}: too many masters refuse our credentials, "
+                "permissions or TLS, or are unfit for Redlock (see each master's reason)",
                 result,
             )
         if result.quorum_unreachable:

@@ -32,6 +32,7 @@ from redlock._lock import (
     _masters_text,
     semaphore_options,
 )
+from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
@@ -53,6 +54,7 @@ __all__ = [
     "ClientClosed",
     "Election",
     "ExtendUnconfirmed",
+    "Finding",
     "Lock",
     "LockAlreadyHeld",
     "LockInfo",
@@ -61,6 +63,7 @@ __all__ = [
     "LockNotHeld",
     "MasterInfo",
     "MasterMisconfigured",
+    "MasterReport",
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
@@ -68,6 +71,9 @@ __all__ = [
     "RedlockError",
     "ReleaseUnconfirmed",
     "Semaphore",
+    "Severity",
+    "TopologyReport",
+    "Verdict",
 ]
 
 
@@ -188,6 +194,11 @@ class Redlock(ClusterConfig):
         lock = self.lock(name, DEFAULT_TTL)  # a release sets no ttl: any valid one will do
         lock._adopt(token)
         await lock.release()
+
+    async def check(self, *, fencing: bool = False) -> TopologyReport:
+        """See :meth:`redlock.Redlock.check`."""
+        flow, report = self._check(fencing)
+        return await self._driver.run(flow, report)
 
     async def aclose(self) -> None:
         """Close every connection; Locks of this client cannot be used afterwards."""

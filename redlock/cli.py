@@ -1,4 +1,5 @@
-"""The ``redlock`` command line: run a command under a lock, inspect locks, start local masters.
+"""The ``redlock`` command line: run a command under a lock, inspect locks, check the masters,
+start local masters.
 
 It sits on top of the public client (:class:`redlock.Redlock`) and of
 :mod:`redlock.servers`; nothing in the library imports it. Each command is a function from
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import enum
 import json
 import logging
@@ -39,6 +41,7 @@ from redlock._extras import redis_server_hint
 from redlock._flows import MasterInfo
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
 from redlock._supervisor import CannotRun, Interrupted, Supervisor
+from redlock._topology import MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     LockLost,
     LockNotAcquired,
@@ -82,8 +85,9 @@ DEFAULT_STATUS_TIMEOUT = 0.5
 class ExitCode(enum.IntEnum):
     """Exit codes of ``redlock``; ``exec`` otherwise exits with its command's own code.
 
-    69 and 75 are sysexits.h's EX_UNAVAILABLE and EX_TEMPFAIL; 76 sits next to them. Codes in
-    that range are rarely a command's own, so a script can tell ``exec``'s from the command's.
+    69, 75 and 78 are sysexits.h's EX_UNAVAILABLE, EX_TEMPFAIL and EX_CONFIG; 76 sits next to
+    them. Codes in that range are rarely a command's own, so a script can tell ``exec``'s from
+    the command's.
     """
 
     OK = 0
@@ -93,6 +97,7 @@ class ExitCode(enum.IntEnum):
     SERVERS_FAILED = 71
     NOT_ACQUIRED = 75
     LOST = 76
+    UNFIT = 78
     CANNOT_EXECUTE = 126
     NOT_FOUND = 127
     SIGNALLED = 128
@@ -100,8 +105,12 @@ class ExitCode(enum.IntEnum):
 
 #: Every exit code and its meaning, as ``--help`` and docs/cli.md list them.
 EXIT_CODES: tuple[tuple[str, str], ...] = (
-    ("0", "success; `status`: a quorum of masters agrees on one holder"),
-    ("1", "`status`: no holder has a quorum (the lock is free, or split)"),
+    ("0", "success; `status`: a quorum of masters agrees on one holder; `doctor`: the masters are fit for Redlock"),
+    (
+        "1",
+        "`status`: no holder has a quorum (the lock is free, or split); `doctor`: fit, with warnings "
+        "(risks to weigh, or a master that could not be reached)",
+    ),
     ("2", "usage error: a bad option, duration, name or master URL, or no masters given"),
     ("69", "quorum unavailable: fewer than a majority of masters could be reached"),
     ("71", "`servers`: the local masters could not be started"),
@@ -110,6 +119,11 @@ EXIT_CODES: tuple[tuple[str, str], ...] = (
         "76",
         "lock lost: `release` found the token gone from a majority; `exec`: the lock was lost "
         "while the command ran (the command was sent SIGTERM, then SIGKILL after `--grace`)",
+    ),
+    (
+        "78",
+        "`doctor`: a master is unfit for Redlock (a cluster node, a replica, one server under two "
+        "addresses, refusing our credentials; with `--strict`, any warning)",
     ),
     ("126", "`exec`: the command could not be executed"),
     ("127", "`exec`: the command was not found"),
@@ -242,7 +256,7 @@ def _build_parser() -> _Parser:
         type=_seconds(allow_zero=False),
         metavar="S",
         help=f"the most one master may take to answer (default {DEFAULT_NODE_TIMEOUT} s; "
-        f"status: {DEFAULT_STATUS_TIMEOUT} s)",
+        f"status and doctor: {DEFAULT_STATUS_TIMEOUT} s)",
     )
     holding = _Parser(add_help=False)
     holding.add_argument(
@@ -326,6 +340,8 @@ def _build_parser() -> _Parser:
     release.add_argument("--yes", action="store_true", help="with --force: do not ask for confirmation")
     release.add_argument("--json", action="store_true", help="with --force: print one JSON object")
     release.set_defaults(handler=_cmd_release)
+
+    _add_doctor(commands, cluster)
 
     servers = commands.add_parser(
         "servers",
@@ -626,6 +642,122 @@ def _cmd_status(args: argparse.Namespace) -> int:
         "unavailable": f"unknown: only {reachable} of {len(views)} masters answered",
     }
     print(summary[verdict])
+    return code
+
+
+# --- doctor -----------------------------------------------------------------------------------------
+
+
+def _add_doctor(commands: argparse._SubParsersAction[_Parser], cluster: _Parser) -> None:
+    doctor = commands.add_parser(
+        "doctor",
+        parents=[cluster],
+        help="whether the masters are fit for Redlock: what each one is, and what to fix",
+        description="Ask every master what it is (INFO) and time a PING on each, as Redlock.check() does, "
+        "and print each master, what was found about it, and the verdict. Exits 0 when the masters are "
+        "fit, 1 when fit with warnings, 78 when a master is unfit for Redlock (with --strict: any warning), "
+        "69 when fewer than a quorum could be used.",
+    )
+    doctor.add_argument("--json", action="store_true", help="print one JSON object instead of a report")
+    doctor.add_argument("--strict", action="store_true", help="judge as a client with strict=True: warnings unfit")
+    doctor.add_argument(
+        "--fencing", action="store_true", help="judge the masters for fencing tokens too (their persistence)"
+    )
+    doctor.set_defaults(handler=_cmd_doctor)
+
+
+def _doctor_exit(report: TopologyReport) -> ExitCode:
+    if any(master.refused for master in report.masters):
+        return ExitCode.UNFIT
+    if report.usable < report.quorum:
+        return ExitCode.UNAVAILABLE
+    return ExitCode.NOT_HELD if report.verdict is Verdict.WARNINGS else ExitCode.OK
+
+
+def _report_json(master: MasterReport) -> dict[str, object]:
+    """One master in the JSON output: the report's fields, the latency in milliseconds."""
+    shown: dict[str, object] = {field.name: getattr(master, field.name) for field in dataclasses.fields(master)}
+    del shown["latency"]
+    shown["error"] = master.error or None
+    shown["latency_ms"] = None if master.latency is None else round(master.latency * 1000, 3)
+    shown["findings"] = [
+        {"code": finding.code, "severity": finding.severity.value, "message": finding.message}
+        for finding in master.findings
+    ]
+    return shown
+
+
+def _said(value: object, shown: str | None = None) -> str:
+    return "unknown" if value is None else str(value) if shown is None else shown
+
+
+def _described(master: MasterReport) -> str:
+    """One line of what a master is; "unknown" for what it did not say."""
+    if not master.reachable:
+        return f"not reached: {master.error}"
+    aof = None if master.aof_enabled is None else ("on" if master.aof_enabled else "off")
+    parts = [
+        f"{_said(master.server)} {master.version or ''}".rstrip(),
+        f"{_said(master.mode)} {_said(master.role)}",
+        f"replicas {_said(master.connected_replicas)}",
+        f"maxmemory {_said(master.maxmemory, 'none' if master.maxmemory == 0 else None)}",
+        f"policy {_said(master.maxmemory_policy)}",
+        f"aof {_said(aof)}",
+    ]
+    if master.tls:
+        parts.append("tls")
+    if master.unix_socket:
+        parts.append("unix socket")
+    if master.latency is not None:
+        parts.append(f"ping {master.latency * 1000:.3f} ms")
+    return ", ".join(parts)
+
+
+def _verdict_line(report: TopologyReport, code: ExitCode) -> str:
+    refused = sum(master.refused for master in report.masters)
+    warnings = len(report.findings(Severity.WARNING))
+    usable = f"{report.usable} of {len(report.masters)} masters usable, quorum {report.quorum}"
+    return {
+        ExitCode.OK: f"fit: {usable}",
+        ExitCode.NOT_HELD: f"fit, with {warnings} warning(s) to weigh: {usable}",
+        ExitCode.UNFIT: f"unfit: {refused} master(s) refused; {usable}",
+        ExitCode.UNAVAILABLE: f"unfit: {usable}",
+    }[code]
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    urls = _master_urls(args)
+    timeout = args.node_timeout or DEFAULT_STATUS_TIMEOUT
+    with _usage_errors():
+        rl = Redlock(urls, node_timeout=timeout, strict=args.strict)
+    library = logging.getLogger("redlock")
+    level = library.level
+    # What the handshakes log as warnings, the report says in full: not twice.
+    library.setLevel(logging.ERROR)
+    try:
+        with rl:
+            report = rl.check(fencing=args.fencing)
+    finally:
+        library.setLevel(level)
+    code = _doctor_exit(report)
+    if args.json:
+        summary = {
+            "verdict": report.verdict.value,
+            "quorum": report.quorum,
+            "usable": report.usable,
+            "strict": report.strict,
+            "fencing": args.fencing,
+            "masters": [_report_json(master) for master in report.masters],
+        }
+        print(json.dumps(summary))
+        return code
+    print(f"{len(report.masters)} masters (quorum {report.quorum}):")
+    width = max(len(master.address) for master in report.masters)
+    for master in report.masters:
+        print(f"  {master.address.ljust(width)}  {_described(master)}")
+        for finding in master.findings:
+            print(f"    {finding.severity.value:<8} {finding.code}: {finding.message}")
+    print(_verdict_line(report, code))
     return code
 
 

@@ -258,6 +258,9 @@ class BlockingRedlock:
     def force_release(self, name: str) -> redlock.LockInfo:
         return self._loop.run(self.inner.force_release(name))
 
+    def check(self, **kwargs: Any) -> redlock.TopologyReport:
+        return self._loop.run(self.inner.check(**kwargs))
+
     def close(self) -> None:
         self._loop.run(self.inner.aclose())
 

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_flows",),  # the lock flows and the lease
     ("_urls", "_facts"),  # URLs read; what a master says at connect
     ("_config",),  # checks, addresses, credentials, the drivers' settings
+    ("_topology",),  # whether the masters are what Redlock needs: the rules, check()'s report
     ("_connection",),  # the connection policy
     ("_driver",),  # what both drivers do alike: the lowest layer with I/O
     ("_telemetry",),
@@ -37,7 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 
 #: The core and the policy never do I/O, and never read a clock: time and replies are inputs.
-PURE = ("_core", "_kinds", "_flows", "_urls", "_facts", "_connection")
+PURE = ("_core", "_kinds", "_flows", "_urls", "_facts", "_topology", "_connection")
 IO_MODULES = frozenset({"socket", "select", "selectors", "asyncio", "subprocess", "time", "os", "io", "ssl.socket"})
 
 
