@@ -22,6 +22,7 @@ import redlock
 
 from .cluster import Cluster
 from .history import ForceReleased, Recorder
+from .netns import FaultKind
 from .powerloss import FileLoss
 from .proxy import Link
 
@@ -165,9 +166,15 @@ class Nemesis:
     # -- network --
 
     def partition(self, client: str, reach: Sequence[int]) -> str:
-        """Cut ``client`` off from every master not in ``reach`` (blackholed links: its
-        connects succeed, nothing comes back); :meth:`end` heals, dropping held bytes."""
+        """Cut ``client`` off from every master not in ``reach``; :meth:`end` heals.
+
+        On the proxy: blackholed links (connects succeed, nothing comes back), and the heal
+        drops what they held. On the kernel network: packets dropped both ways (connects
+        time out), and the heal lets TCP deliver what it still retransmits."""
         cut = [i for i in range(self.cluster.nodes) if i not in reach]
+        detail = f"reaches {self.cluster.labels(reach)} only"
+        if self.cluster.network is not None:
+            return self._kernel("partition", client, cut, "blackhole", detail)
         links = [self.cluster.link(client, i) for i in cut]
         for link in links:
             link.blackhole()
@@ -176,13 +183,61 @@ class Nemesis:
             for link in links:
                 link.heal(reset=True)
 
-        return self._begin("partition", client, f"reaches {self.cluster.labels(reach)} only", heal)
+        return self._begin("partition", client, detail, heal)
+
+    def views(self, reach: dict[str, Sequence[int]]) -> list[str]:
+        """Partition every client of ``reach`` to its own view (:func:`chaos.netns.topology`
+        makes Jepsen's); returns one fault per client that lost a master."""
+        return [
+            self.partition(client, masters)
+            for client, masters in reach.items()
+            if len(set(masters)) < self.cluster.nodes
+        ]
 
     def blackhole(self, client: str, index: int) -> str:
-        """Stop one link; :meth:`end` heals it and delivers what it held (late requests)."""
+        """Stop one link; :meth:`end` heals it and delivers what it held (late requests:
+        the proxy's held bytes, or TCP's retransmissions on the kernel network)."""
+        if self.cluster.network is not None:
+            return self._kernel("blackhole", client, [index], "blackhole", "")
         link = self.cluster.link(client, index)
         link.blackhole()
         return self._begin("blackhole", link.name, "", link.heal)
+
+    def link_fault(self, client: str, indexes: Sequence[int], kind: FaultKind, *, percent: float = 0.0) -> str:
+        """A kernel network fault (:data:`chaos.netns.FAULT_KINDS`) on ``client``'s links to
+        ``indexes``, as one fault; :meth:`end` removes it."""
+        detail = f"{percent:g}% of packets" if kind == "loss" else ""
+        return self._kernel(kind, client, indexes, kind, detail, percent=percent)
+
+    def half_open(self, client: str, index: int) -> str:
+        """Leave ``client``'s connections to master ``index`` half-open: drop the link,
+        restart the master empty behind it; :meth:`end` heals, and the client's next write
+        on an old connection is answered with RST (the master knows none of them)."""
+        fault = self._kernel("half-open", client, [index], "blackhole", "drop, restart empty, heal")
+        master = self.cluster.master(index)
+        self._reapply_clock(index)
+        master.restart(wipe=True)
+        return fault
+
+    def _kernel(
+        self, kind: str, client: str, indexes: Sequence[int], rule: FaultKind, detail: str, *, percent: float = 0.0
+    ) -> str:
+        network = self.cluster.network
+        if network is None:
+            raise RuntimeError(f"a {kind} fault needs the kernel network: this scenario runs on the proxy")
+        target = client if len(indexes) != 1 else f"{client}-{self._label(indexes[0])}"
+        # The rules' id is the recorder's fault id, known only once it is begun.
+        holder: list[str] = []
+
+        def heal() -> None:
+            network.remove(client, holder[0])
+
+        fault = self._begin(kind, target, detail or f"to {self.cluster.labels(indexes)}", heal)
+        holder.append(fault)
+        for index in indexes:
+            address, port = self.cluster.address(index)
+            network.apply(client, fault, rule, address, port, percent=percent)
+        return fault
 
     def latency(self, client: str, index: int, to_server: float, to_client: float = 0.0) -> str:
         """Delay one link; :meth:`end` removes the delay."""
