@@ -18,6 +18,8 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 
+import redis
+
 import redlock
 
 from .cluster import Cluster
@@ -26,13 +28,40 @@ from .netns import FaultKind
 from .powerloss import FileLoss
 from .proxy import Link
 
-__all__ = ["Nemesis"]
+__all__ = ["ERROR_REPLIES", "Nemesis"]
 
 _POWER_CUT = "SIGKILL; its files keep only what it fsynced"
 #: Who force-releases, in the history.
 OPERATOR = "operator"
 #: The operator's one call runs on fresh connections: its round must outlast their connects.
 _OPERATOR_NODE_TIMEOUT = 0.5
+
+
+def _oom(master: redis.Redis) -> Callable[[], None]:
+    # Over maxmemory under noeviction, every command that may grow memory is refused, a
+    # SET NX on a key that exists too: the check comes before the command runs.
+    master.config_set("maxmemory-policy", "noeviction")
+    master.config_set("maxmemory", "1")
+
+    def undo() -> None:
+        master.config_set("maxmemory", "0")
+
+    return undo
+
+
+def _readonly(master: redis.Redis) -> Callable[[], None]:
+    # Demoted to a replica of a port on its own loopback where nothing listens: it never
+    # syncs, so it keeps its keys, as a replica cut off from its new master does.
+    master.replicaof("127.0.0.1", 1)
+
+    def undo() -> None:
+        master.replicaof("NO", "ONE")
+
+    return undo
+
+
+#: How to make a master answer writes with each error reply; each returns its undo.
+ERROR_REPLIES: dict[str, Callable[[redis.Redis], Callable[[], None]]] = {"OOM": _oom, "READONLY": _readonly}
 
 
 class Nemesis:
@@ -143,6 +172,12 @@ class Nemesis:
         master = self.cluster.master(index)
         master.pause()
         return self._begin("pause", self._label(index), "SIGSTOP", master.resume)
+
+    def error_replies(self, index: int, error: str) -> str:
+        """Make master ``index`` answer every write with an error reply (:data:`ERROR_REPLIES`:
+        ``OOM``, ``READONLY``); :meth:`end` makes it a writable master again."""
+        undo = ERROR_REPLIES[error](self.cluster.direct(index))
+        return self._begin("error-reply", self._label(index), f"-{error} to every write", undo)
 
     def _reapply_clock(self, index: int) -> None:
         control = self.cluster.clocks.get(index)

@@ -252,6 +252,45 @@ def _long_ttl(run: Run) -> float:
     return 3 * run.params.ttl
 
 
+# --- 26: masters that answer with an error reply ----------------------------------------
+
+
+def _error_replies(run: Run, error: str) -> None:
+    """c1 holds the lock on every master; then C, D, E answer every write with ``error``
+    and c2 tries: A, B say no (c1's key), C, D, E refuse with an error. An error is a
+    refusal, so c2 has no vote at all; a client that took one for a grant would count 3."""
+    ttl = _long_ttl(run)
+    c1, c2 = run.clients(["c1", "c2"])
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if not run.expect(got["ok"], "c1 acquires on every master", _error(got)):
+        return
+    c1.call("read", name=LOCK)
+    erring = sorted({*run.overlap, *run.right})
+    faults = [run.nemesis.error_replies(i, error) for i in erring]
+    try:
+        tried = c2.call("acquire", name=LOCK, ttl=ttl, timeout=0.5)
+        if tried["ok"]:
+            c2.call("read", name=LOCK)
+            c1.call("write", name=LOCK)
+            c2.call("write", name=LOCK)
+        run.expect(not tried["ok"], f"c2 is refused while {run.cluster.labels(erring)} answer -{error}")
+    finally:
+        for fault in faults:
+            run.nemesis.end(fault)
+    run.metric("c2_acquired", bool(tried["ok"]))
+    if not tried["ok"]:
+        c1.call("write", name=LOCK)
+    c1.call("release", name=LOCK)
+
+
+def error_oom(run: Run) -> None:
+    _error_replies(run, "OOM")
+
+
+def error_readonly(run: Run) -> None:
+    _error_replies(run, "READONLY")
+
+
 def restart_empty(run: Run) -> None:
     ttl = _long_ttl(run)
     held = _c1_holds(run, ttl)
@@ -1076,6 +1115,10 @@ CATALOGUE: tuple[Scenario, ...] = (
              why="the holder is not told: it writes late, as after an expiry, and c2's increment is lost"),
     Scenario("25b", "force-release-fenced", "as 25a, writes through FencedStore", "SAFE", force_release_fenced,
              why="force_release keeps the fencing counter: c2's token is larger, and the store rejects c1's write"),
+    Scenario("26a", "error-oom", "C, D, E answer -OOM (maxmemory 1, noeviction) while c2 tries", "SAFE",
+             error_oom, why="an error reply is a refusal: c2 has 0 votes, not 3"),
+    Scenario("26b", "error-readonly", "C, D, E demoted to replicas answer -READONLY while c2 tries", "SAFE",
+             error_readonly, why="an error reply is a refusal: c2 has 0 votes, not 3"),
 )  # fmt: skip
 
 
