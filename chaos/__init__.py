@@ -7,6 +7,8 @@ bottom up:
   process) and :class:`~chaos.history.History`, their merged, ordered form;
 * :mod:`chaos.checkers`: pure functions from a history to its violations and costs;
 * :mod:`chaos.proxy`: a loopback TCP proxy per client-to-master link (latency, blackhole);
+* :mod:`chaos.netns`: the kernel network: masters and clients in network namespaces, and
+  faults as nftables rules in the client's (drops either way, SYN drop, RST, loss);
 * :mod:`chaos.clock`: a master's wall clock under libfaketime (jumps and rates), and a
   client's (a rate for its whole life);
 * :mod:`chaos.workload`: what a client does (lock operations, the non-atomic

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import IO, Any
 
 from redlock import _proc
@@ -84,8 +85,18 @@ class Pending:
 class ClientProcess:
     """One client process; ``name`` is how histories and reports call it ("c1")."""
 
-    def __init__(self, name: str, workdir: pathlib.Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        workdir: pathlib.Path,
+        *,
+        env: dict[str, str] | None = None,
+        launcher: Sequence[str] = (),
+    ) -> None:
         self.name = name
+        #: An argv prefix the worker starts under (``ip netns exec NS``: it execs in place,
+        #: so the pid the harness signals is still the worker's).
+        self.launcher = list(launcher)
         #: Variables added to the process's environment (libfaketime for a faulty clock).
         self.env = dict(env or {})
         self.history_path = workdir / f"{name}.jsonl"
@@ -116,7 +127,7 @@ class ClientProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed by close())
         proc = subprocess.Popen(
-            [sys.executable, "-m", f"{__package__}.worker"],
+            [*self.launcher, sys.executable, "-m", f"{__package__}.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

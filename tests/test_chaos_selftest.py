@@ -192,3 +192,13 @@ def test_an_unsafe_scenario_catches_only_what_its_fault_cannot_explain() -> None
     assert (cell.caught, cell.robust) == (True, True)
     assert cell.overlap_ms == 0.0
     assert cell.overstated_ms > 7000
+
+
+@pytest.mark.parametrize("scenario", ["error-oom", "error-readonly"])
+def test_selftest_catches_an_error_reply_counted_as_a_grant(scenario: str, tmp_path: pathlib.Path) -> None:
+    """26a and 26b are the only scenarios where a master answers an error at all: without
+    them a client that took -OOM or -READONLY for a vote would pass the catalogue."""
+    argv = ["selftest", "--variants", "error-granted", "--scenarios", scenario, "--runs", "1", "--quick", "-q"]
+    assert main([*argv, "--seed", "3", "--out", str(tmp_path)]) == 0
+    [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
+    assert cell["caught"], cell
