@@ -1,6 +1,6 @@
 """Redlock against the physical floor, measured side by side in one run.
 
-    python benchmarks/bench.py [--quick] [--out benchmarks/out] [--only latency|contention|scale|telemetry ...]
+    python benchmarks/bench.py [--quick] [--out benchmarks/out] [--only latency|contention|scale|node|telemetry ...]
 
 Starts its own masters (redlock.servers) and prints p50/p99 for:
 
@@ -25,6 +25,9 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
   pool of C) on ONE master doing SET NX PX + the compare-and-delete script. Also the 5-master
   "send all, then read all" floor of client CPU (one thread, 5 raw redis-py connections), and
   the ratios and targets of issue 9. About a minute (20 s with --quick);
+* node: node-redlock (on ioredis) against the asyncio and sync clients on the same masters,
+  lock+unlock on distinct names at C = 1, 10, 100, 1000, three interleaved rounds each, with
+  the ratios (issue 22's targets); needs node and npm, else it says why and is skipped;
 * telemetry: acquire+release p50 (sync and asyncio, 5 masters) with OpenTelemetry absent,
   installed with no SDK configured (the API's no-op providers), and recording with the SDK
   (metrics into an in-memory reader, spans through a batch processor to an exporter that
@@ -38,7 +41,7 @@ same-CPU round trip and a cross-CPU one can differ several times.
 
 This file is the command line and the report; each section is a module beside it
 (bench_latency.py for latency and primitives, bench_contention.py, bench_scale.py,
-bench_telemetry.py), with what they share in _common.py.
+bench_telemetry.py, bench_node.py), with what they share in _common.py.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from typing import Any
 
 from bench_contention import contention_panel, contention_section, handoff_panel
 from bench_latency import latency_panel, latency_section, primitives_section
+from bench_node import node_panel, node_section
 from bench_scale import raise_fd_limit, scale_panel, scale_section
 from bench_telemetry import telemetry_panel, telemetry_section
 from redis.utils import HIREDIS_AVAILABLE
@@ -92,6 +96,8 @@ def chart(results: dict[str, Any], path: Path) -> None:
         panels.append(lambda ax: handoff_panel(ax, results["handoff"]))
     if "scale" in results:
         panels.append(lambda ax: scale_panel(ax, results["scale"]))
+    if "node" in results:
+        panels.append(lambda ax: node_panel(ax, results["node"]))
     if results.get("telemetry"):
         panels.append(lambda ax: telemetry_panel(ax, results["telemetry"]))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.4 * len(panels) + 0.6, 4.8), squeeze=False)
@@ -104,7 +110,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-SECTIONS = ("latency", "primitives", "contention", "scale", "telemetry")
+SECTIONS = ("latency", "primitives", "contention", "scale", "node", "telemetry")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -168,6 +174,8 @@ def run(
             results["contention"], results["handoff"] = contention_section(cluster, seconds)
         if "scale" in sections:
             results["scale"] = scale_section(cluster, scale_seconds, scale_warmup)
+        if "node" in sections:
+            results["node"] = node_section(cluster, out, 5 * scale_seconds / 3, scale_warmup, rounds=3)
         if "telemetry" in sections:
             results["telemetry"] = telemetry_section(cluster, *telemetry)
 
