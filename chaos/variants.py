@@ -147,11 +147,12 @@ def _nested_release_lets_go() -> None:
 
 
 def _error_is_granted() -> None:
-    # A driver that checks only "was there a reply?": -OOM, -READONLY... count as votes.
+    # A driver that checks only "was there a reply?": -OOM, -READONLY... count as votes. (The
+    # real client calls -READONLY, and a replica found at the handshake, MISCONFIGURED.)
     original = _core.Round.record
 
     def record(self: _core.Round, node: int, status: NodeStatus, detail: str = "", reply: object = None) -> None:
-        if status is NodeStatus.ERROR:
+        if status is NodeStatus.ERROR or status is NodeStatus.MISCONFIGURED:
             status = NodeStatus.GRANTED
         original(self, node, status, detail, reply)
 

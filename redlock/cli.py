@@ -180,11 +180,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
+class _OneLine(logging.Formatter):
+    """``redlock: warning: ...`` for a warning; errors keep the plain ``redlock: ...`` form."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        word = "warning: " if record.levelno == logging.WARNING else ""
+        return f"redlock: {word}{record.getMessage()}"
+
+
 def main_entry() -> NoReturn:
     """The ``redlock`` console script."""
-    # The library logs a lost lock when it happens (exec reports it again on exit); in a
-    # process of our own, say so in the same one-line form as our errors.
-    logging.basicConfig(level=logging.WARNING, format="redlock: %(message)s")
+    # The library logs a lost lock when it happens (exec reports it again on exit) and a
+    # master in trouble; in a process of our own, one line each, and a warning says it is one
+    # (the command may well succeed: a minority down is no failure).
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLine())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         code = main()
         sys.stdout.flush()

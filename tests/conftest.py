@@ -588,25 +588,12 @@ SERVER_FIXTURES = frozenset(
         "quick_scenario",
     }
 )
-_SERVER_MARKERS = ("servers", "chaos", "docker", "tls", "matrix")
-
-#: Tests that start servers in a subprocess, in a module that another branch is changing:
-#: marked here until the `servers` marker can be put on them there.
-_SERVERS_ELSEWHERE = frozenset(
-    {
-        "tests/test_packaging.py::test_redlock_chaos_runs_a_scenario_outside_the_checkout_without_matplotlib",
-        "tests/test_packaging.py::test_bench_without_matplotlib_writes_its_figures_and_says_so_once",
-    }
-)
+_SERVER_MARKERS = ("servers", "chaos", "docker", "tls", "matrix", "wheel")
 
 
 def _starts_servers(item: pytest.Item) -> bool:
     fixtures = set(getattr(item, "fixturenames", ()))
-    return (
-        bool(fixtures & SERVER_FIXTURES)
-        or any(item.get_closest_marker(name) for name in _SERVER_MARKERS)
-        or item.nodeid.split("[")[0] in _SERVERS_ELSEWHERE
-    )
+    return bool(fixtures & SERVER_FIXTURES) or any(item.get_closest_marker(name) for name in _SERVER_MARKERS)
 
 
 _refusing: list[str] = []

@@ -98,6 +98,7 @@ def _key(masters: LocalMasters, key: str) -> bytes | None:
     return value if value is None or isinstance(value, bytes) else str(value).encode()
 
 
+@pytest.mark.servers
 def test_blackhole_times_out_then_late_requests_land(link: Rig) -> None:
     network, masters, client = link
     master = masters[0]
@@ -118,6 +119,7 @@ def test_blackhole_times_out_then_late_requests_land(link: Rig) -> None:
     assert _key(masters, "late") == b"1"
 
 
+@pytest.mark.servers
 def test_simplex_loss_either_way(link: Rig) -> None:
     network, masters, client = link
     master = masters[0]
@@ -138,6 +140,7 @@ def test_simplex_loss_either_way(link: Rig) -> None:
     assert _key(masters, "lost") is None
 
 
+@pytest.mark.servers
 def test_syn_drop_blocks_new_connections_only(link: Rig) -> None:
     network, masters, client = link
     master = masters[0]
@@ -150,6 +153,7 @@ def test_syn_drop_blocks_new_connections_only(link: Rig) -> None:
         sock.close()
 
 
+@pytest.mark.servers
 def test_reset_refuses_connects_and_resets_live_ones(link: Rig) -> None:
     network, masters, client = link
     master = masters[0]
@@ -163,6 +167,7 @@ def test_reset_refuses_connects_and_resets_live_ones(link: Rig) -> None:
         sock.close()
 
 
+@pytest.mark.servers
 def test_total_loss_and_a_wrong_percentage(link: Rig) -> None:
     network, masters, client = link
     master = masters[0]
@@ -176,6 +181,7 @@ def test_total_loss_and_a_wrong_percentage(link: Rig) -> None:
         _connect(master.host, master.port)
 
 
+@pytest.mark.servers
 def test_half_open_write_gets_reset(link: Rig) -> None:
     network, masters, client = link
     master = masters[0]
@@ -264,6 +270,7 @@ def test_topologies(nodes: int, seed: int) -> None:
         netns.topology("ring", nodes, clients, rng)
 
 
+@pytest.mark.servers
 def test_kernel_scenario_runs_in_namespaces(kernel: None, tmp_path: pathlib.Path) -> None:
     from chaos.runner import Params, run_scenario  # noqa: PLC0415
     from chaos.scenarios import find  # noqa: PLC0415

@@ -194,6 +194,7 @@ def test_an_unsafe_scenario_catches_only_what_its_fault_cannot_explain() -> None
     assert cell.overstated_ms > 7000
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("scenario", ["error-oom", "error-readonly"])
 def test_selftest_catches_an_error_reply_counted_as_a_grant(scenario: str, tmp_path: pathlib.Path) -> None:
     """26a and 26b are the only scenarios where a master answers an error at all: without

@@ -444,6 +444,7 @@ def test_without_opentelemetry_the_library_works_and_prints_nothing(
     assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
 
 
+@pytest.mark.servers
 def test_without_opentelemetry_what_a_master_says_is_still_judged(tmp_path: pathlib.Path) -> None:
     env = without_modules(tmp_path / "shadow", checkout_env(), "opentelemetry")
     code = f"""
@@ -458,7 +459,7 @@ def test_without_opentelemetry_what_a_master_says_is_still_judged(tmp_path: path
         print("ok")
     """
     done = run_python(code, env)
-    assert (done.returncode, done.stdout) == (0, "ok\n")
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
     assert done.stderr.count("maxmemory-policy allkeys-lru") == 3, done.stderr
 
 

@@ -3,7 +3,7 @@
 Only the protocol's mistakes apply here: the simulator drives the flows as the ``Lock``
 does, but not the ``Lock`` object itself, so the two variants that break how one ``Lock``
 is shared by threads (``shared-joins-holding``, ``nested-release-lets-go``) are left to
-the real self-test. One mutation is the simulator's own: an error reply counted as a grant.
+the real self-test.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from redlock import _core, _flows, _kinds, _lock, _scripts
-from redlock.exceptions import NodeStatus
 
 from .. import variants as real
 from .model import MODELLED, _release
@@ -42,15 +41,6 @@ MODELLED[real._DELETE_BLINDLY.sha] = _delete_blindly
 assert MODELLED[_scripts.RELEASE.sha] is _release
 
 
-def _error_counts_as_granted() -> None:
-    record = _core.Round.record
-
-    def granted(self: _core.Round, node: int, status: NodeStatus, detail: str = "", reply: object = None) -> None:
-        record(self, node, NodeStatus.GRANTED if status is NodeStatus.ERROR else status, detail, reply)
-
-    _core.Round.record = granted  # type: ignore[method-assign]
-
-
 #: Everything a variant may patch, saved before and put back after.
 _PATCHED: tuple[tuple[Any, str], ...] = (
     (_lock, "acquire_flow"),
@@ -74,9 +64,8 @@ class SimVariant:
     patch: Any
 
 
-SIM_VARIANTS: tuple[SimVariant, ...] = (
-    *(SimVariant(v.name, v.mistake, v.patch) for v in real.VARIANTS if v.name not in _LOCK_OBJECT_ONLY),
-    SimVariant("error-granted", "an error reply (-OOM) counted as a grant", _error_counts_as_granted),
+SIM_VARIANTS: tuple[SimVariant, ...] = tuple(
+    SimVariant(v.name, v.mistake, v.patch) for v in real.VARIANTS if v.name not in _LOCK_OBJECT_ONLY
 )
 
 

@@ -118,10 +118,13 @@ def resp(reply: Reply) -> bytes:
     raise TypeError(f"no RESP for {reply!r}")
 
 
-_INFO = (
-    b"# Server\r\nredis_version:7.0.0\r\nrun_id:sim\r\nredis_mode:standalone\r\n"
-    b"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
-)
+def _info(run_id: str) -> bytes:
+    """What a master says of itself at a client's handshake: a standalone master with no
+    replicas, its run_id its own (a new one per start, as a real server's)."""
+    return (
+        b"# Server\r\nredis_version:7.0.0\r\nrun_id:%s\r\nredis_mode:standalone\r\n"
+        b"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n" % run_id.encode()
+    )
 
 
 @dataclass(eq=False)
@@ -189,7 +192,7 @@ class Master:
         if name == "PING":
             return b"PONG"
         if name == "INFO":
-            return _INFO
+            return _info(f"sim-{self.name}-{self.incarnation}")
         if name == "SCRIPT":
             source = args[2].decode()
             from redlock._scripts import Script  # noqa: PLC0415  (rare: once per connection)
