@@ -7,6 +7,8 @@ bottom up:
   process) and :class:`~chaos.history.History`, their merged, ordered form;
 * :mod:`chaos.checkers`: pure functions from a history to its violations and costs;
 * :mod:`chaos.proxy`: a loopback TCP proxy per client-to-master link (latency, blackhole);
+* :mod:`chaos.netns`: the kernel network: masters and clients in network namespaces, and
+  faults as nftables rules in the client's (drops either way, SYN drop, RST, loss);
 * :mod:`chaos.clock`: a master's wall clock under libfaketime (jumps and rates), and a
   client's (a rate for its whole life);
 * :mod:`chaos.workload`: what a client does (lock operations, the non-atomic
@@ -15,13 +17,21 @@ bottom up:
   that a scenario can SIGSTOP it, and the harness's handle on it;
 * :mod:`chaos.cluster`: masters, resource server, proxies, clocks and clients of one run,
   all stopped at its end;
+* :mod:`chaos.powerloss`: a power cut for a master (its files keep only what it fsynced),
+  through an ``LD_PRELOAD`` shim compiled on first use;
 * :mod:`chaos.nemesis`: the faults (kill, restart, power loss, pause, clock, network,
   client pause), each recorded as a window;
 * :mod:`chaos.runner` and :mod:`chaos.scenarios`: the catalogue of scenarios with the
   verdict theory predicts, and running one to a judged result;
+* :mod:`chaos.schedule` and :mod:`chaos.explore`: seeded random schedules of composed faults
+  (pure data), and playing one against a live workload (``explore``, ``replay``);
+* :mod:`chaos.sweep`: where the boundary lies between safe and unsafe, one parameter at a
+  time, with Wilson intervals;
 * :mod:`chaos.report` and :mod:`chaos.timeline`: the table and the PNG timeline;
 * :mod:`chaos.variants` and :mod:`chaos.selftest`: deliberately broken clients, and
   whether the catalogue catches each of them;
+* :mod:`chaos.sim`: the deterministic simulator (``python -m chaos sim``): the real flows
+  and connection policy against simulated masters, network and clocks, on simulated time;
 * ``python -m chaos`` (:mod:`chaos.__main__`): list, run, selftest, report, exit status.
 """
 

@@ -42,6 +42,7 @@ from redlock.servers import RedisServerNotFound
 
 from .clock import LibfaketimeNotFound
 from .explore import ExploreConfig, explore, replay
+from .netns import NetworkKind, choose_network
 from .powerloss import CompilerNotFound
 from .report import details, text_table, write_summary
 from .runner import Params, ScenarioResult, run_scenario
@@ -77,8 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quick", action="store_true", help="short TTLs and durations (CI)")
     run.add_argument("--no-plot", action="store_true", help="skip the PNG timelines")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    _add_network_argument(run)
     add_selftest_arguments(commands.add_parser("selftest", help="would the catalogue catch a broken client?"))
     _add_explore_parsers(commands)
+    # Everything after "sim" is chaos.sim.cli's to parse (it needs no redis-server).
+    commands.add_parser("sim", help="deterministic simulation (python -m chaos sim --help)", add_help=False)
     return parser
 
 
@@ -99,6 +103,7 @@ def _add_explore_parsers(commands: Any) -> None:
     explore.add_argument("--out", default="chaos-explore", help="directory for summary.json, timeline.png, violations/")
     explore.add_argument("--no-plot", action="store_true", help="skip the PNG timeline")
     explore.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    _add_network_argument(explore)
     replay = commands.add_parser("replay", help="play the fault schedule saved around a violation again")
     replay.add_argument("file", help="a violations/violation-N.json of an explore run")
     replay.add_argument("--out", default="chaos-replay", help="directory for the replay's files")
@@ -113,6 +118,27 @@ def _add_explore_parsers(commands: Any) -> None:
     sweep.add_argument("--out", default="chaos-sweep", help="directory for sweep.json and sweep.png")
     sweep.add_argument("--no-plot", action="store_true", help="skip the PNG curve")
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _add_network_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--network",
+        choices=("kernel", "proxy"),
+        default=None,
+        help="where network faults act: network namespaces and nftables (kernel; the default where "
+        "namespaces can be made) or a userspace proxy; delays always use the proxy",
+    )
+
+
+def _network(args: argparse.Namespace) -> NetworkKind:
+    """The network asked for, or the default; a fallback is said once, on one line."""
+    network, reason = choose_network(args.network)
+    if reason is not None:
+        if args.network == "kernel":
+            print(f"warning: --network kernel: {reason}", file=sys.stderr)
+        else:
+            print(f"note: {reason}", file=sys.stderr)
+    return network
 
 
 def _list() -> int:
@@ -169,10 +195,14 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"timelines skipped: matplotlib is not installed; {install_hint('chaos')}", file=sys.stderr)
         plot = False
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
-    params = Params(seed=seed, quick=args.quick, duration=args.duration, nodes=args.nodes)
+    params = Params(seed=seed, quick=args.quick, duration=args.duration, nodes=args.nodes, network=_network(args))
     mode = "quick" if args.quick else "full"
     command = shlex.join([*PROG.split(), *argv])
-    print(f"seed {seed}, {mode} mode, {args.nodes} masters, output in {args.out}", file=sys.stderr, flush=True)
+    print(
+        f"seed {seed}, {mode} mode, {args.nodes} masters, {params.network} network, output in {args.out}",
+        file=sys.stderr,
+        flush=True,
+    )
     started = time.monotonic()
     results: list[ScenarioResult] = []
     try:
@@ -250,6 +280,7 @@ def _explore(args: argparse.Namespace) -> int:
             nodes=args.nodes,
             clients=args.clients,
             ttl=args.ttl,
+            network=_network(args),
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -309,6 +340,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["sim"]:
+        from .sim.cli import main as sim_main  # noqa: PLC0415
+
+        return sim_main(arguments[1:])
     try:
         args = _parser().parse_args(arguments)
     except SystemExit as exc:

@@ -24,44 +24,24 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import IO, Any
+
+from redlock import _proc
 
 from .worker import PARENT_ENV
 
-__all__ = ["ClientError", "ClientProcess", "Pending", "process_state", "wait_for_state"]
+__all__ = ["ClientError", "ClientProcess", "Pending"]
 
 # The directory that holds the chaos package: the worker must import the same code.
 _ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
 _EXIT_GRACE = 3.0
+#: How long a SIGSTOP or SIGCONT may take to show in /proc, generously (a busy machine).
+_SIGNAL_TAKES = 10.0
 
 
 class ClientError(RuntimeError):
     """A client process failed: it raised, exited, or did not answer in time."""
-
-
-def process_state(pid: int) -> str | None:
-    """The one-letter state of ``pid`` from /proc ("T" when stopped); None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            text = stat.read()
-    except OSError:
-        return None
-    # The command name is in parentheses and may itself contain spaces or parentheses.
-    return text[text.rindex(")") + 2 :].split(" ", 1)[0]
-
-
-def wait_for_state(pid: int, *, stopped: bool, timeout: float = 10.0) -> bool:
-    """Wait until ``pid`` is stopped (or running again); False on timeout or if it is gone."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = process_state(pid)
-        if state is None:
-            return False
-        if (state in "Tt") == stopped:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.002)
 
 
 class _Registry:
@@ -105,8 +85,18 @@ class Pending:
 class ClientProcess:
     """One client process; ``name`` is how histories and reports call it ("c1")."""
 
-    def __init__(self, name: str, workdir: pathlib.Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        workdir: pathlib.Path,
+        *,
+        env: dict[str, str] | None = None,
+        launcher: Sequence[str] = (),
+    ) -> None:
         self.name = name
+        #: An argv prefix the worker starts under (``ip netns exec NS``: it execs in place,
+        #: so the pid the harness signals is still the worker's).
+        self.launcher = list(launcher)
         #: Variables added to the process's environment (libfaketime for a faulty clock).
         self.env = dict(env or {})
         self.history_path = workdir / f"{name}.jsonl"
@@ -137,7 +127,7 @@ class ClientProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed by close())
         proc = subprocess.Popen(
-            [sys.executable, "-m", f"{__package__}.worker"],
+            [*self.launcher, sys.executable, "-m", f"{__package__}.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -166,7 +156,8 @@ class ClientProcess:
         if proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
-        if process_state(proc.pid) in ("T", "t"):
+        found = _proc.stat(proc.pid)
+        if found is not None and found.stopped:
             proc.kill()
 
     def close(self, deadline: float | None = None) -> None:
@@ -204,17 +195,17 @@ class ClientProcess:
         """SIGSTOP the process and wait until it is stopped."""
         os.kill(self.pid, signal.SIGSTOP)
         self.paused = True
-        wait_for_state(self.pid, stopped=True)
+        _proc.wait_for_stop(self.pid, stopped=True, timeout=_SIGNAL_TAKES)
 
     def resume(self) -> None:
         """SIGCONT, whoever stopped it (the harness, or the client itself)."""
         os.kill(self.pid, signal.SIGCONT)
         self.paused = False
-        wait_for_state(self.pid, stopped=False)
+        _proc.wait_for_stop(self.pid, stopped=False, timeout=_SIGNAL_TAKES)
 
     def wait_stopped(self, timeout: float = 10.0) -> None:
         """Wait until the process has stopped itself (a ``pause`` on a command)."""
-        if not wait_for_state(self.pid, stopped=True, timeout=timeout):
+        if not _proc.wait_for_stop(self.pid, stopped=True, timeout=timeout):
             raise ClientError(f"client {self.name} did not stop within {timeout}s; {self._log_tail()}")
         self.paused = True
 

@@ -4,8 +4,11 @@ A :class:`Cluster` owns:
 
 * N masters (:class:`redlock.servers.LocalMasters`), called A, B, C, ... in reports;
 * the protected resource: one more redis-server (``LocalMasters(1)``) that no fault touches;
-* optionally a :class:`~chaos.proxy.ProxyLoop` with one :class:`~chaos.proxy.Link` per
-  client and master, for network faults and taps;
+* optionally a network to fault: a :class:`~chaos.proxy.ProxyLoop` with one
+  :class:`~chaos.proxy.Link` per client and master (delays, taps), or a
+  :class:`~chaos.netns.Network` (``network="kernel"``): every master, the resource server
+  and every client in a network namespace of its own, faults as nftables rules; the
+  harness then reaches the servers through their unix sockets, outside every fault;
 * optionally a :class:`~chaos.clock.ClockControl` on chosen masters (libfaketime);
 * optionally a :class:`~chaos.powerloss.Disk` under every master, for power cuts;
 * the client processes (:class:`~chaos.clients.ClientProcess`).
@@ -33,6 +36,7 @@ from redlock.servers import ENV_VAR, LocalMaster, LocalMasters, Persistence, Red
 
 from .clients import ClientProcess
 from .clock import ClockControl, client_env
+from .netns import Network, NetworkKind
 from .powerloss import Disk
 from .proxy import Link, ProxyLoop
 from .workload import direct_client
@@ -75,6 +79,7 @@ class Cluster:
         persistence: Persistence = "none",
         clocked: Sequence[int] = (),
         proxies: bool = False,
+        network: NetworkKind = "proxy",
         power_loss: bool = False,
         progress: Callable[[str], None] | None = None,
     ) -> None:
@@ -83,10 +88,15 @@ class Cluster:
         self.workdir = pathlib.Path(tempfile.mkdtemp(prefix="chaos-run-"))
         self._progress = progress or (lambda _message: None)
         self._stack = contextlib.ExitStack()
+        #: The network that faults act on: "kernel", "proxy", or None without network faults.
+        self.network_kind: NetworkKind | None = network if proxies else None
+        #: With the kernel network: the namespaces (closed last, after every process).
+        self.network: Network | None = None
+        kernel = self.network_kind == "kernel"
         binary = harness_server()
-        self.masters = LocalMasters(nodes, persistence=persistence, binary=binary)
+        self.masters = LocalMasters(nodes, persistence=persistence, binary=binary, unix_socket=kernel)
         self._stack.callback(self.masters.stop)
-        self.resource = LocalMasters(1, binary=binary)
+        self.resource = LocalMasters(1, binary=binary, unix_socket=kernel)
         self._stack.callback(self.resource.stop)
         self.clocks: dict[int, ClockControl] = {}
         for index in clocked:
@@ -119,14 +129,28 @@ class Cluster:
 
     def start(self) -> None:
         self._progress(f"starting {self.nodes} masters ({self.persistence}) and the resource server")
+        if self.network_kind == "kernel":
+            self._make_network()
         self.masters.start()
         self.resource.start()
-        if self._proxies_wanted:
+        if self._proxies_wanted and self.network_kind == "proxy":
             self.proxies = ProxyLoop()
             self._stack.callback(self.proxies.close)
 
+    def _make_network(self) -> None:
+        network = Network()
+        # Closed by close() after the stack, so after every process that runs inside.
+        self.network = network
+        for index, master in enumerate(self.masters):
+            endpoint = network.add(self.label(index))
+            master.netns, master.host = endpoint.namespace, endpoint.address
+        endpoint = network.add("resource")
+        self.resource[0].netns, self.resource[0].host = endpoint.namespace, endpoint.address
+        self._progress(f"kernel network: namespaces {network.tag}-*, addresses of {network.hub}'s bridge")
+
     def close(self) -> None:
-        """Stop every client, master and server, close every socket; idempotent."""
+        """Stop every client, master and server, close every socket, delete the network
+        namespaces; idempotent."""
         try:
             self.stop_clients()
             for direct in self._direct:
@@ -137,8 +161,12 @@ class Cluster:
                 with contextlib.suppress(OSError):
                     control.reset()
         finally:
-            self._stack.close()
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            try:
+                self._stack.close()
+            finally:
+                if self.network is not None:
+                    self.network.close()
+                shutil.rmtree(self.workdir, ignore_errors=True)
 
     def stop_clients(self) -> None:
         """End every client process (they flush their histories and close their
@@ -163,7 +191,13 @@ class Cluster:
 
     @property
     def resource_url(self) -> str:
+        """The harness's way to the resource (a unix socket on the kernel network)."""
         return self.resource[0].url
+
+    def address(self, index: int) -> tuple[str, int]:
+        """Master ``index``'s address as clients reach it."""
+        master = self.masters[index]
+        return master.host, master.port
 
     def direct(self, index: int) -> redis.Redis:
         """A client straight to master ``index`` (no proxy), for the harness's own looks."""
@@ -190,7 +224,9 @@ class Cluster:
         rates = clock_rates or {}
         started: list[ClientProcess] = []
         for name in names:
-            client = ClientProcess(name, self.workdir, env=client_env(rates[name]) if name in rates else None)
+            launcher = self.network.add(name).launcher if self.network is not None else []
+            env = client_env(rates[name]) if name in rates else None
+            client = ClientProcess(name, self.workdir, env=env, launcher=launcher)
             self.clients[name] = client
             client.spawn()
             started.append(client)
@@ -198,11 +234,14 @@ class Cluster:
         for offset, client in enumerate(started):
             if self.proxies is not None:
                 urls = [self._link(client.name, i).url for i in range(self.nodes)]
+            elif self.network is not None:
+                urls = [master.tcp_url for master in self.masters]
             else:
                 urls = self.masters.urls
+            resource = self.resource[0].tcp_url if self.network is not None else self.resource_url
             config = {
                 "urls": urls,
-                "resource_url": self.resource_url,
+                "resource_url": resource,
                 "redlock": redlock_options,
                 "fencing": fencing,
                 "seed": seed * 1000 + offset,
@@ -225,9 +264,8 @@ class Cluster:
         try:
             return self.links[(client, index)]
         except KeyError:
-            raise RuntimeError(
-                f"no proxy link {client}-{self.label(index)}: this scenario runs without proxies"
-            ) from None
+            why = "on the kernel network" if self.network is not None else "without proxies"
+            raise RuntimeError(f"no proxy link {client}-{self.label(index)}: this scenario runs {why}") from None
 
     def history_paths(self) -> list[pathlib.Path]:
         return [c.history_path for c in self.clients.values() if c.history_path.exists()]

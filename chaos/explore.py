@@ -31,18 +31,20 @@ import math
 import pathlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from redlock import _proc
 from redlock.servers import Persistence
 
 from .checkers import TokenRegression, Verdict, check_all, percentile
-from .clients import ClientError, ClientProcess, Pending, process_state
+from .clients import ClientError, ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, Event, History
+from .netns import NetworkKind
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
-from .schedule import CLIENT_KINDS, FaultOp, FaultSet, Schedule, generate
+from .schedule import FaultOp, FaultSet, Schedule, generate
 
 __all__ = [
     "ExploreConfig",
@@ -63,6 +65,10 @@ _WINDOW_AFTER = 0.5
 _PLOT_SPAN = 60.0
 
 
+# Link kinds that slow packets down: the kernel here has no netem, so only the proxy can.
+_DELAY_KINDS = ("link-delay", "one-way")
+
+
 @dataclass(frozen=True)
 class ExploreConfig:
     """What an explore run plays: the fault set, the workload and the schedule's seed."""
@@ -75,6 +81,8 @@ class ExploreConfig:
     names: int = 3
     ttl: float = 1.0
     interval: float = 0.7
+    #: Where blackholes act; delays ("link-delay", "one-way") always need the proxy.
+    network: NetworkKind = "proxy"
 
     def __post_init__(self) -> None:
         for name, low in (("duration", 0.0), ("ttl", 0.05), ("interval", 0.01)):
@@ -165,49 +173,23 @@ class _Player:
     def _alive(self, slot: str) -> ClientProcess | None:
         with self._lock:
             client = self.slots.get(slot)
-        if client is None or process_state(client.pid) in (None, "Z"):
+        if client is None or not _proc.running(client.pid):
             return None
         return client
 
     def _start(self, index: int, op: FaultOp) -> None:
-        nemesis = self.nemesis
+        action = _NEMESIS_ACTIONS.get(op.kind)  # (FaultOp refuses a kind that is not in the table)
+        if action is None:
+            raise ValueError(f"fault kind {op.kind!r} is played by the simulator only (python -m chaos sim)")
         name = ""
-        if op.kind in CLIENT_KINDS or op.client is not None:
-            client = self._alive(op.client or "")
+        if op.client is not None:
+            client = self._alive(op.client)
             if client is None:
                 # Its slot is still being refilled after a client-kill: nothing to hit.
                 self.skipped += 1
                 return
             name = client.name
-        faults: list[str] = []
-        masters = op.masters
-        if op.kind == "kill":
-            empty = self.config.faults.persistence != "aof-always"
-            faults = [nemesis.kill(i, restart_wipe=empty) for i in masters]
-        elif op.kind == "restart":
-            for i in masters:
-                nemesis.crash_restart(i, wipe=True)
-        elif op.kind == "power-loss":
-            # The disk keeps what was fsynced (chaos.powerloss); back after the op's length.
-            faults = [nemesis.power_off(i) for i in masters]
-        elif op.kind == "pause-master":
-            faults = [nemesis.pause_master(i) for i in masters]
-        elif op.kind == "clock-jump":
-            faults = [nemesis.clock_jump(i, op.value) for i in masters]
-        elif op.kind == "clock-rate":
-            faults = [nemesis.clock_rate(i, op.value) for i in masters]
-        elif op.kind == "link-delay":
-            faults = [nemesis.latency(name, masters[0], to_server=op.value, to_client=op.value / 2)]
-        elif op.kind == "blackhole":
-            faults = [nemesis.blackhole(name, masters[0])]
-        elif op.kind == "one-way":
-            faults = [nemesis.latency(name, masters[0], to_server=0.0, to_client=op.value)]
-        elif op.kind == "client-pause":
-            faults = [nemesis.pause_client(name, f"SIGSTOP {op.end - op.start:.2f}s")]
-        elif op.kind == "client-kill":
-            slot = op.target
-            faults = [nemesis.kill_client_until(name, lambda: self._replace(slot))]
-        self._open[index] = faults
+        self._open[index] = action(self, op, name)
 
     def _stop(self, index: int) -> None:
         for fault in self._open.pop(index, []):
@@ -244,6 +226,53 @@ class _Player:
         thread.start()
 
 
+# --- what the nemesis does for each kind of fault ------------------------------------------------
+#
+# One action per kind of chaos.schedule.FAULT_KINDS (a test checks that each kind has one):
+# given the player, the op and the name of the client process it hits (links and clients),
+# it starts the op's fault and returns the nemesis's handles of it, which the op's stop ends.
+
+_Action = Callable[[_Player, FaultOp, str], list[str]]
+
+
+def _kill(player: _Player, op: FaultOp, client: str) -> list[str]:
+    empty = player.config.faults.persistence != "aof-always"
+    return [player.nemesis.kill(i, restart_wipe=empty) for i in op.masters]
+
+
+def _restart(player: _Player, op: FaultOp, client: str) -> list[str]:
+    for i in op.masters:
+        player.nemesis.crash_restart(i, wipe=True)
+    return []  # over once restarted: nothing for the stop to end
+
+
+def _kill_client(player: _Player, op: FaultOp, client: str) -> list[str]:
+    slot = op.target
+    return [player.nemesis.kill_client_until(client, lambda: player._replace(slot))]
+
+
+_NEMESIS_ACTIONS: Mapping[str, _Action] = {
+    "kill": _kill,
+    "restart": _restart,
+    # The disk keeps what was fsynced (chaos.powerloss); back after the op's length.
+    "power-loss": lambda player, op, client: [player.nemesis.power_off(i) for i in op.masters],
+    "pause-master": lambda player, op, client: [player.nemesis.pause_master(i) for i in op.masters],
+    "clock-jump": lambda player, op, client: [player.nemesis.clock_jump(i, op.value) for i in op.masters],
+    "clock-rate": lambda player, op, client: [player.nemesis.clock_rate(i, op.value) for i in op.masters],
+    "link-delay": lambda player, op, client: [
+        player.nemesis.latency(client, op.masters[0], to_server=op.value, to_client=op.value / 2)
+    ],
+    "blackhole": lambda player, op, client: [player.nemesis.blackhole(client, op.masters[0])],
+    "one-way": lambda player, op, client: [
+        player.nemesis.latency(client, op.masters[0], to_server=0.0, to_client=op.value)
+    ],
+    "client-pause": lambda player, op, client: [
+        player.nemesis.pause_client(client, f"SIGSTOP {op.end - op.start:.2f}s")
+    ],
+    "client-kill": _kill_client,
+}
+
+
 def _finish_all(pending: Sequence[Pending]) -> None:
     for waiting in pending:
         # A killed client's loop never answers: its history says what it did.
@@ -267,6 +296,7 @@ def _scenario(config: ExploreConfig, schedule: Schedule) -> Scenario:
         all_clocked=faults.clocked,
         power_loss="power-loss" in faults.kinds,
         proxies=faults.proxied,
+        delays=any(kind in _DELAY_KINDS for kind in faults.kinds),
         loop=True,
     )
 
@@ -431,7 +461,9 @@ def explore(
     out.mkdir(parents=True, exist_ok=True)
     schedule = config.schedule() if schedule is None else schedule
     (out / "schedule.json").write_text(json.dumps(schedule.to_dict(), indent=1), encoding="utf-8")
-    params = Params(seed=config.seed, quick=True, duration=schedule.duration, nodes=config.nodes)
+    params = Params(
+        seed=config.seed, quick=True, duration=schedule.duration, nodes=config.nodes, network=config.network
+    )
     result = run_scenario(_scenario(config, schedule), params, out, progress=progress, plot=False)
     assert result.history_path is not None
     history = History.from_dicts(json.loads(result.history_path.read_text(encoding="utf-8"))["events"])
@@ -440,6 +472,7 @@ def explore(
     summary = _summary(config, schedule, result, history, violations) if result.verdict is not None else {}
     windows = _save_windows(config, schedule, violations, out / "violations")
     summary["windows"] = [str(p) for p in windows]
+    summary["network"] = result.network
     (out / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False), encoding="utf-8")
     if plot and result.verdict is not None:
         _plot(config, summary, history, t0=t0, violations=violations, out=out)

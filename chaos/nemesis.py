@@ -18,20 +18,50 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 
+import redis
+
 import redlock
 
 from .cluster import Cluster
 from .history import ForceReleased, Recorder
+from .netns import FaultKind
 from .powerloss import FileLoss
 from .proxy import Link
 
-__all__ = ["Nemesis"]
+__all__ = ["ERROR_REPLIES", "Nemesis"]
 
 _POWER_CUT = "SIGKILL; its files keep only what it fsynced"
 #: Who force-releases, in the history.
 OPERATOR = "operator"
 #: The operator's one call runs on fresh connections: its round must outlast their connects.
 _OPERATOR_NODE_TIMEOUT = 0.5
+
+
+def _oom(master: redis.Redis) -> Callable[[], None]:
+    # Over maxmemory under noeviction, every command that may grow memory is refused, a
+    # SET NX on a key that exists too: the check comes before the command runs.
+    master.config_set("maxmemory-policy", "noeviction")
+    master.config_set("maxmemory", "1")
+
+    def undo() -> None:
+        master.config_set("maxmemory", "0")
+
+    return undo
+
+
+def _readonly(master: redis.Redis) -> Callable[[], None]:
+    # Demoted to a replica of a port on its own loopback where nothing listens: it never
+    # syncs, so it keeps its keys, as a replica cut off from its new master does.
+    master.replicaof("127.0.0.1", 1)
+
+    def undo() -> None:
+        master.replicaof("NO", "ONE")
+
+    return undo
+
+
+#: How to make a master answer writes with each error reply; each returns its undo.
+ERROR_REPLIES: dict[str, Callable[[redis.Redis], Callable[[], None]]] = {"OOM": _oom, "READONLY": _readonly}
 
 
 class Nemesis:
@@ -143,6 +173,12 @@ class Nemesis:
         master.pause()
         return self._begin("pause", self._label(index), "SIGSTOP", master.resume)
 
+    def error_replies(self, index: int, error: str) -> str:
+        """Make master ``index`` answer every write with an error reply (:data:`ERROR_REPLIES`:
+        ``OOM``, ``READONLY``); :meth:`end` makes it a writable master again."""
+        undo = ERROR_REPLIES[error](self.cluster.direct(index))
+        return self._begin("error-reply", self._label(index), f"-{error} to every write", undo)
+
     def _reapply_clock(self, index: int) -> None:
         control = self.cluster.clocks.get(index)
         if control is not None:
@@ -165,9 +201,15 @@ class Nemesis:
     # -- network --
 
     def partition(self, client: str, reach: Sequence[int]) -> str:
-        """Cut ``client`` off from every master not in ``reach`` (blackholed links: its
-        connects succeed, nothing comes back); :meth:`end` heals, dropping held bytes."""
+        """Cut ``client`` off from every master not in ``reach``; :meth:`end` heals.
+
+        On the proxy: blackholed links (connects succeed, nothing comes back), and the heal
+        drops what they held. On the kernel network: packets dropped both ways (connects
+        time out), and the heal lets TCP deliver what it still retransmits."""
         cut = [i for i in range(self.cluster.nodes) if i not in reach]
+        detail = f"reaches {self.cluster.labels(reach)} only"
+        if self.cluster.network is not None:
+            return self._kernel("partition", client, cut, "blackhole", detail)
         links = [self.cluster.link(client, i) for i in cut]
         for link in links:
             link.blackhole()
@@ -176,13 +218,61 @@ class Nemesis:
             for link in links:
                 link.heal(reset=True)
 
-        return self._begin("partition", client, f"reaches {self.cluster.labels(reach)} only", heal)
+        return self._begin("partition", client, detail, heal)
+
+    def views(self, reach: dict[str, Sequence[int]]) -> list[str]:
+        """Partition every client of ``reach`` to its own view (:func:`chaos.netns.topology`
+        makes Jepsen's); returns one fault per client that lost a master."""
+        return [
+            self.partition(client, masters)
+            for client, masters in reach.items()
+            if len(set(masters)) < self.cluster.nodes
+        ]
 
     def blackhole(self, client: str, index: int) -> str:
-        """Stop one link; :meth:`end` heals it and delivers what it held (late requests)."""
+        """Stop one link; :meth:`end` heals it and delivers what it held (late requests:
+        the proxy's held bytes, or TCP's retransmissions on the kernel network)."""
+        if self.cluster.network is not None:
+            return self._kernel("blackhole", client, [index], "blackhole", "")
         link = self.cluster.link(client, index)
         link.blackhole()
         return self._begin("blackhole", link.name, "", link.heal)
+
+    def link_fault(self, client: str, indexes: Sequence[int], kind: FaultKind, *, percent: float = 0.0) -> str:
+        """A kernel network fault (:data:`chaos.netns.FAULT_KINDS`) on ``client``'s links to
+        ``indexes``, as one fault; :meth:`end` removes it."""
+        detail = f"{percent:g}% of packets" if kind == "loss" else ""
+        return self._kernel(kind, client, indexes, kind, detail, percent=percent)
+
+    def half_open(self, client: str, index: int) -> str:
+        """Leave ``client``'s connections to master ``index`` half-open: drop the link,
+        restart the master empty behind it; :meth:`end` heals, and the client's next write
+        on an old connection is answered with RST (the master knows none of them)."""
+        fault = self._kernel("half-open", client, [index], "blackhole", "drop, restart empty, heal")
+        master = self.cluster.master(index)
+        self._reapply_clock(index)
+        master.restart(wipe=True)
+        return fault
+
+    def _kernel(
+        self, kind: str, client: str, indexes: Sequence[int], rule: FaultKind, detail: str, *, percent: float = 0.0
+    ) -> str:
+        network = self.cluster.network
+        if network is None:
+            raise RuntimeError(f"a {kind} fault needs the kernel network: this scenario runs on the proxy")
+        target = client if len(indexes) != 1 else f"{client}-{self._label(indexes[0])}"
+        # The rules' id is the recorder's fault id, known only once it is begun.
+        holder: list[str] = []
+
+        def heal() -> None:
+            network.remove(client, holder[0])
+
+        fault = self._begin(kind, target, detail or f"to {self.cluster.labels(indexes)}", heal)
+        holder.append(fault)
+        for index in indexes:
+            address, port = self.cluster.address(index)
+            network.apply(client, fault, rule, address, port, percent=percent)
+        return fault
 
     def latency(self, client: str, index: int, to_server: float, to_client: float = 0.0) -> str:
         """Delay one link; :meth:`end` removes the delay."""

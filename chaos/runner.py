@@ -40,6 +40,7 @@ from .clients import ClientProcess
 from .cluster import Cluster
 from .history import FaultWindow, History, Recorder, merge_files
 from .nemesis import Nemesis
+from .netns import NetworkKind
 from .workload import RESOURCE_PREFIX, direct_client
 
 __all__ = [
@@ -72,6 +73,9 @@ class Params:
     duration: float | None = None
     nodes: int = 5
     variant: str | None = None
+    #: Where network faults act: "kernel" (namespaces and nftables) or "proxy"; scenarios
+    #: that delay or hold packets run on the proxy whatever this says.
+    network: NetworkKind = "proxy"
 
     @property
     def loop_duration(self) -> float:
@@ -103,6 +107,7 @@ class Params:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"seed": self.seed, "quick": self.quick, "duration": self.loop_duration}
         data["nodes"] = self.nodes
+        data["network"] = self.network
         if self.variant is not None:
             data["variant"] = self.variant
         return data
@@ -139,6 +144,8 @@ class Scenario:
     #: A disk model under every master (chaos.powerloss), for power cuts.
     power_loss: bool = False
     proxies: bool = False
+    #: Its network faults delay or hold packets, which only the proxy can (no netem here).
+    delays: bool = False
     #: Uses --duration (a free-running workload) rather than a fixed script.
     loop: bool = False
     #: Check afterwards that no lock key is left on any master.
@@ -297,6 +304,8 @@ class ScenarioResult:
     plot_path: pathlib.Path | None = None
     error: str | None = None
     events: int = 0
+    #: Where its network faults acted: "kernel", "proxy", or None (it had none).
+    network: NetworkKind | None = None
 
     @property
     def expected(self) -> str:
@@ -319,6 +328,7 @@ class ScenarioResult:
             "observed": self.observed,
             "passed": self.passed,
             "params": self.params.to_dict(),
+            "network": self.network,
             "elapsed": self.elapsed,
             "checks": [c.to_dict() for c in self.checks],
             "metrics": self.metrics,
@@ -394,6 +404,7 @@ def run_scenario(
         if scenario.clocked
         else (),
         proxies=scenario.proxies,
+        network="proxy" if scenario.delays else params.network,
         power_loss=scenario.power_loss,
         progress=say,
     ) as cluster:
@@ -436,6 +447,7 @@ def run_scenario(
         metrics=run.metrics,
         error=error,
         events=len(history),
+        network=cluster.network_kind,
     )
     result.history_path = out / f"{scenario.slug}.json"
     _write_history(result, history)

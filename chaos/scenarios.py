@@ -252,6 +252,45 @@ def _long_ttl(run: Run) -> float:
     return 3 * run.params.ttl
 
 
+# --- 26: masters that answer with an error reply ----------------------------------------
+
+
+def _error_replies(run: Run, error: str) -> None:
+    """c1 holds the lock on every master; then C, D, E answer every write with ``error``
+    and c2 tries: A, B say no (c1's key), C, D, E refuse with an error. An error is a
+    refusal, so c2 has no vote at all; a client that took one for a grant would count 3."""
+    ttl = _long_ttl(run)
+    c1, c2 = run.clients(["c1", "c2"])
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if not run.expect(got["ok"], "c1 acquires on every master", _error(got)):
+        return
+    c1.call("read", name=LOCK)
+    erring = sorted({*run.overlap, *run.right})
+    faults = [run.nemesis.error_replies(i, error) for i in erring]
+    try:
+        tried = c2.call("acquire", name=LOCK, ttl=ttl, timeout=0.5)
+        if tried["ok"]:
+            c2.call("read", name=LOCK)
+            c1.call("write", name=LOCK)
+            c2.call("write", name=LOCK)
+        run.expect(not tried["ok"], f"c2 is refused while {run.cluster.labels(erring)} answer -{error}")
+    finally:
+        for fault in faults:
+            run.nemesis.end(fault)
+    run.metric("c2_acquired", bool(tried["ok"]))
+    if not tried["ok"]:
+        c1.call("write", name=LOCK)
+    c1.call("release", name=LOCK)
+
+
+def error_oom(run: Run) -> None:
+    _error_replies(run, "OOM")
+
+
+def error_readonly(run: Run) -> None:
+    _error_replies(run, "READONLY")
+
+
 def restart_empty(run: Run) -> None:
     ttl = _long_ttl(run)
     held = _c1_holds(run, ttl)
@@ -1017,7 +1056,7 @@ CATALOGUE: tuple[Scenario, ...] = (
              clock_within_drift, clocked=True, proxies=True,
              why="C's key outlives c1's validity: the drift allowance covers the rate"),
     Scenario("12", "pause-during-acquire", "K5: c1 stopped between sending SETs and reading replies", "SAFE",
-             pause_during_acquire, proxies=True,
+             pause_during_acquire, proxies=True, delays=True,
              why="validity counts from before the SETs: c1's late OKs leave it nothing"),
     Scenario("13a", "holder-pause", "K1: holder stopped past its validity, then writes", "UNSAFE",
              holder_pause, kinds=("lost-update",),
@@ -1031,15 +1070,16 @@ CATALOGUE: tuple[Scenario, ...] = (
              "UNSAFE", holder_pause_past_delay, kinds=("lost-update",),
              why="a delay only postpones the next holder: a longer pause still loses c2's increment"),
     Scenario("14", "link-faults", "latency and blackholes on 1-2 links", "SAFE", link_faults, loop=True,
-             proxies=True, leftovers=True,
+             proxies=True, delays=True, leftovers=True,
              why="late and lost requests: still safe, and every key set by a failed attempt is undone"),
-    Scenario("15", "split-vote", "three clients split the vote", "SAFE", split_vote, proxies=True,
+    Scenario("15", "split-vote", "three clients split the vote", "SAFE", split_vote, proxies=True, delays=True,
              why="nobody gets a majority at first; random retry delays pick a winner"),
     Scenario("16", "late-extend", "an expired holder extends after another acquired and released", "SAFE",
              late_extend, why="extend never revives a key that is gone"),
     Scenario("17", "stale-release", "an expired holder releases while another holds", "SAFE", stale_release,
              why="release deletes only its own token: c2 keeps the lock, and c3 is refused"),
     Scenario("18", "slow-replies", "every reply to c1 comes 300 ms late", "SAFE", slow_replies, proxies=True,
+             delays=True,
              why="validity counts from before the requests: c1 stops believing before its keys expire"),
     Scenario("19", "failed-acquire-rollback", "c2's attempt is granted by a minority only", "SAFE",
              failed_acquire_rollback, proxies=True,
@@ -1075,6 +1115,10 @@ CATALOGUE: tuple[Scenario, ...] = (
              why="the holder is not told: it writes late, as after an expiry, and c2's increment is lost"),
     Scenario("25b", "force-release-fenced", "as 25a, writes through FencedStore", "SAFE", force_release_fenced,
              why="force_release keeps the fencing counter: c2's token is larger, and the store rejects c1's write"),
+    Scenario("26a", "error-oom", "C, D, E answer -OOM (maxmemory 1, noeviction) while c2 tries", "SAFE",
+             error_oom, why="an error reply is a refusal: c2 has 0 votes, not 3"),
+    Scenario("26b", "error-readonly", "C, D, E demoted to replicas answer -READONLY while c2 tries", "SAFE",
+             error_readonly, why="an error reply is a refusal: c2 has 0 votes, not 3"),
 )  # fmt: skip
 
 

@@ -24,6 +24,11 @@ Fault kinds and what they do to their target (a master A.., a link ``c1-A``, a c
 * ``client-pause``: SIGSTOP a client process (a GC pause);
 * ``client-kill``: SIGKILL a client process; a new one takes its slot after the fault.
 
+:data:`FAULT_KINDS` is the one table of them that the schedule, the command line and the
+player (:mod:`chaos.explore`, whose nemesis actions a test checks against it) read, and
+:func:`fault_kind` refuses a kind that it does not list: a misspelt kind fails instead of
+playing a schedule that injects nothing.
+
 Safety classes. A SAFE schedule keeps every assumption of the algorithm: a killed master
 keeps its data (``appendfsync always``) and stays down longer than the ttl (the delayed
 restart; either alone keeps the locks safe, but the fencing counters need the data), clocks run fast by less than the
@@ -42,40 +47,116 @@ import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal
 
 from redlock import quorum_size
 
 from .cluster import master_label
 
 __all__ = [
-    "CLIENT_KINDS",
-    "DOWN_KINDS",
     "FAULT_KINDS",
     "FAULT_SETS",
-    "LINK_KINDS",
-    "MASTER_KINDS",
+    "FaultKind",
     "FaultOp",
     "FaultSet",
     "Schedule",
+    "fault_kind",
     "generate",
     "masters_down",
     "resolve_fault_set",
 ]
-
-MASTER_KINDS = ("kill", "restart", "power-loss", "pause-master", "clock-jump", "clock-rate")
-LINK_KINDS = ("link-delay", "blackhole", "one-way")
-CLIENT_KINDS = ("client-pause", "client-kill")
-FAULT_KINDS = MASTER_KINDS + LINK_KINDS + CLIENT_KINDS
-#: Faults during which a master answers nobody (the SAFE bound counts them).
-DOWN_KINDS = ("kill", "restart", "power-loss", "pause-master")
-CLOCK_KINDS = ("clock-jump", "clock-rate")
 
 # How long the restart of a master takes to count as over: one fault per target at a time.
 _INSTANT = 0.5
 # The end of a run is fault-free this long (as a share of the ttl, at least a second), so
 # that the run ends healed and the last holders finish.
 _TAIL_TTLS = 2.0
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """One kind of fault (module docstring): what it hits and how the schedule treats it."""
+
+    name: str
+    #: What it hits: one or more masters (``A,C``), a link (``c1-A``) or a client slot (``c1``).
+    target: Literal["master", "link", "client"]
+    #: Whether the SAFE set plays it: it keeps every assumption of the algorithm there.
+    safe: bool
+    #: A master answers nobody meanwhile: the SAFE bound on masters down counts it.
+    down: bool = False
+    #: It moves a master's clock, so the masters run under libfaketime.
+    clock: bool = False
+    #: Only the simulator (chaos.sim) plays it: no real-process nemesis action, and no set of
+    #: the real explore draws it.
+    simulated: bool = False
+
+    def magnitudes(self, safe: bool, ttl: float, rng: random.Random) -> tuple[float, float]:
+        """How long a fault of this kind lasts and its value, for a set that is ``safe``.
+
+        The thresholds (module docstring): a restart after more than the ttl, a clock rate
+        within the 1 % allowance, against a restart well within the ttl, a jump past it, a
+        rate of 5 % and more, and a pause longer than the validity.
+        """
+        kind = self.name
+        if kind == "kill":
+            # Safe: the delayed restart (down longer than the ttl). Unsafe: back early, empty.
+            return (rng.uniform(1.2, 2.0) * ttl if safe else rng.uniform(0.05, 0.5) * ttl), 0.0
+        if kind == "restart":
+            return _INSTANT, 0.0
+        if kind == "power-loss":
+            # Back within the ttl with what everysec had synced: up to a second's grants gone.
+            return rng.uniform(0.1, 0.5) * ttl, 0.0
+        if kind == "pause-master":
+            return rng.uniform(0.2, 1.5) * ttl, 0.0
+        if kind == "clock-jump":
+            return rng.uniform(0.5, 1.5) * ttl, rng.uniform(1.2, 3.0) * ttl
+        if kind == "clock-rate":
+            rate = rng.uniform(1.0, 1.005) if safe else rng.uniform(1.05, 1.5)
+            return rng.uniform(1.0, 3.0) * ttl, rate
+        if kind == "link-delay":
+            return rng.uniform(0.3, 1.5), rng.uniform(0.05, 0.3)
+        if kind == "blackhole":
+            return rng.uniform(0.2, 1.5), 0.0
+        if kind == "one-way":
+            return rng.uniform(0.3, 1.0), rng.uniform(0.2, 0.8)
+        if kind == "client-pause":
+            # Unsafe: longer than any validity, so that the paused holder's write is stale.
+            return (rng.uniform(0.2, 2.0) * ttl if safe else rng.uniform(1.2, 2.5) * ttl), 0.0
+        if kind == "client-kill":
+            # How long the slot stays empty before a new client takes it.
+            return rng.uniform(0.2, 1.0), 0.0
+        if kind == "error-replies":
+            return rng.uniform(0.2, 1.0) * ttl, 0.0
+        raise ValueError(f"unknown fault kind {kind!r}")
+
+
+_KINDS = (
+    FaultKind("kill", "master", safe=True, down=True),
+    FaultKind("restart", "master", safe=False, down=True),
+    FaultKind("power-loss", "master", safe=False, down=True),
+    FaultKind("pause-master", "master", safe=True, down=True),
+    FaultKind("clock-jump", "master", safe=False, clock=True),
+    FaultKind("clock-rate", "master", safe=True, clock=True),
+    FaultKind("link-delay", "link", safe=True),
+    FaultKind("blackhole", "link", safe=True),
+    FaultKind("one-way", "link", safe=True),
+    FaultKind("client-pause", "client", safe=True),
+    FaultKind("client-kill", "client", safe=True),
+    # A master that answers writes with an error (-OOM, -READONLY, ...): a refusal, never a grant.
+    FaultKind("error-replies", "master", safe=True, simulated=True),
+)
+
+#: Every fault kind by name, in the order the command line lists them.
+FAULT_KINDS: Mapping[str, FaultKind] = MappingProxyType({kind.name: kind for kind in _KINDS})
+
+
+def fault_kind(name: str) -> FaultKind:
+    """The kind called ``name``; ValueError naming it if there is none."""
+    try:
+        return FAULT_KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown fault kind {name!r}; the kinds are {', '.join(FAULT_KINDS)}") from None
 
 
 @dataclass(frozen=True)
@@ -98,13 +179,17 @@ class FaultSet:
     def expected(self) -> str:
         return "SAFE" if self.safe else "UNSAFE"
 
+    def __post_init__(self) -> None:
+        for kind in self.kinds:
+            fault_kind(kind)
+
     @property
     def clocked(self) -> bool:
-        return any(k in CLOCK_KINDS for k in self.kinds)
+        return any(FAULT_KINDS[k].clock for k in self.kinds)
 
     @property
     def proxied(self) -> bool:
-        return any(k in LINK_KINDS for k in self.kinds)
+        return any(FAULT_KINDS[k].target == "link" for k in self.kinds)
 
     @property
     def persistence(self) -> str:
@@ -136,16 +221,7 @@ class FaultSet:
         )
 
 
-_SAFE_KINDS = (
-    "kill",
-    "pause-master",
-    "clock-rate",
-    "link-delay",
-    "blackhole",
-    "one-way",
-    "client-pause",
-    "client-kill",
-)
+_SAFE_KINDS = tuple(name for name, kind in FAULT_KINDS.items() if kind.safe and not kind.simulated)
 
 FAULT_SETS: dict[str, FaultSet] = {
     s.name: s
@@ -190,10 +266,17 @@ class FaultOp:
     target: str
     value: float = 0.0
 
+    def __post_init__(self) -> None:
+        fault_kind(self.kind)
+
+    @property
+    def fault(self) -> FaultKind:
+        return FAULT_KINDS[self.kind]
+
     @property
     def masters(self) -> tuple[int, ...]:
         """The masters' indexes: of a master fault (``A,C`` is 0, 2) or a link (``c1-C``)."""
-        if self.kind in CLIENT_KINDS:
+        if self.fault.target == "client":
             return ()
         labels = self.target.rsplit("-", 1)[-1]
         return tuple(_label_index(label) for label in labels.split(","))
@@ -201,9 +284,9 @@ class FaultOp:
     @property
     def client(self) -> str | None:
         """The client slot of a link or client fault."""
-        if self.kind in CLIENT_KINDS:
+        if self.fault.target == "client":
             return self.target
-        if self.kind in LINK_KINDS:
+        if self.fault.target == "link":
             return self.target.rsplit("-", 1)[0]
         return None
 
@@ -215,10 +298,13 @@ class FaultOp:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FaultOp:
-        kind = str(data["kind"])
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {kind!r}")
-        return cls(float(data["start"]), float(data["end"]), kind, str(data["target"]), float(data.get("value", 0.0)))
+        return cls(
+            float(data["start"]),
+            float(data["end"]),
+            str(data["kind"]),
+            str(data["target"]),
+            float(data.get("value", 0.0)),
+        )
 
 
 def _label_index(label: str) -> int:
@@ -287,48 +373,11 @@ class Schedule:
 
 def masters_down(ops: Iterable[FaultOp], at: float) -> set[int]:
     """The masters that a down-kind fault of ``ops`` holds at moment ``at``."""
-    return {m for op in ops if op.kind in DOWN_KINDS and op.start <= at < op.end for m in op.masters}
+    return {m for op in ops if op.fault.down and op.start <= at < op.end for m in op.masters}
 
 
 def _tail(ttl: float) -> float:
     return max(1.0, _TAIL_TTLS * ttl)
-
-
-def _length_and_value(kind: str, safe: bool, ttl: float, rng: random.Random) -> tuple[float, float]:
-    """How long a fault of ``kind`` lasts and its magnitude, for a set that is ``safe``.
-
-    The thresholds (module docstring): a restart after more than the ttl, a clock rate
-    within the 1 % allowance, against a restart well within the ttl, a jump past it, a
-    rate of 5 % and more, and a pause longer than the validity.
-    """
-    if kind == "kill":
-        # Safe: the delayed restart (down longer than the ttl). Unsafe: back early, empty.
-        return (rng.uniform(1.2, 2.0) * ttl if safe else rng.uniform(0.05, 0.5) * ttl), 0.0
-    if kind == "restart":
-        return _INSTANT, 0.0
-    if kind == "power-loss":
-        # Back within the ttl with what everysec had synced: up to a second's grants gone.
-        return rng.uniform(0.1, 0.5) * ttl, 0.0
-    if kind == "pause-master":
-        return rng.uniform(0.2, 1.5) * ttl, 0.0
-    if kind == "clock-jump":
-        return rng.uniform(0.5, 1.5) * ttl, rng.uniform(1.2, 3.0) * ttl
-    if kind == "clock-rate":
-        rate = rng.uniform(1.0, 1.005) if safe else rng.uniform(1.05, 1.5)
-        return rng.uniform(1.0, 3.0) * ttl, rate
-    if kind == "link-delay":
-        return rng.uniform(0.3, 1.5), rng.uniform(0.05, 0.3)
-    if kind == "blackhole":
-        return rng.uniform(0.2, 1.5), 0.0
-    if kind == "one-way":
-        return rng.uniform(0.3, 1.0), rng.uniform(0.2, 0.8)
-    if kind == "client-pause":
-        # Unsafe: longer than any validity, so that the paused holder's write is stale.
-        return (rng.uniform(0.2, 2.0) * ttl if safe else rng.uniform(1.2, 2.5) * ttl), 0.0
-    if kind == "client-kill":
-        # How long the slot stays empty before a new client takes it.
-        return rng.uniform(0.2, 1.0), 0.0
-    raise ValueError(f"unknown fault kind {kind!r}")
 
 
 def _check(name: str, value: float, low: float) -> None:
@@ -372,7 +421,7 @@ def generate(
         if now >= horizon:
             break
         kind = rng.choice(faults.kinds)
-        length, value = _length_and_value(kind, faults.safe, ttl, rng)
+        length, value = fault_kind(kind).magnitudes(faults.safe, ttl, rng)
         end = now + length
         if end > horizon:
             continue
@@ -390,9 +439,9 @@ def generate(
 
 def _resources(op: FaultOp) -> list[str]:
     """What a fault occupies: its masters, its link or its client."""
-    if op.kind in MASTER_KINDS:
+    if op.fault.target == "master":
         return [f"master:{m}" for m in op.masters]
-    return [op.target if op.kind in LINK_KINDS else f"client:{op.target}"]
+    return [op.target if op.fault.target == "link" else f"client:{op.target}"]
 
 
 def _pick_target(
@@ -414,17 +463,18 @@ def _pick_target(
     def free(resource: str) -> bool:
         return busy.get(resource, -math.inf) <= start
 
-    if kind in CLIENT_KINDS:
+    target = fault_kind(kind).target
+    if target == "client":
         options = [slot for slot in slots if free(f"client:{slot}")]
         return rng.choice(options) if options else None
-    if kind in LINK_KINDS:
+    if target == "link":
         links = [f"{slot}-{master_label(i)}" for slot in slots for i in range(nodes)]
         options = [link for link in links if free(link)]
         return rng.choice(options) if options else None
     bound = nodes - quorum_size(nodes)
     size = rng.randint(1, bound if safe else quorum_size(nodes))
     masters = [i for i in range(nodes) if free(f"master:{i}")]
-    if safe and kind in DOWN_KINDS:
+    if safe and fault_kind(kind).down:
         room = bound - max(len(masters_down(ops, at)) for at in _rises(ops, start, end))
         masters = [i for i in masters if not _down_in(ops, i, start, end)]
         size = min(size, room)
@@ -436,8 +486,8 @@ def _pick_target(
 def _rises(ops: Sequence[FaultOp], start: float, end: float) -> list[float]:
     """The moments of [start, end) at which the count of masters down can rise: the count
     only rises when a fault starts, so these cover every moment of the span."""
-    return [start] + [op.start for op in ops if op.kind in DOWN_KINDS and start < op.start < end]
+    return [start] + [op.start for op in ops if op.fault.down and start < op.start < end]
 
 
 def _down_in(ops: Sequence[FaultOp], master: int, start: float, end: float) -> bool:
-    return any(op.kind in DOWN_KINDS and master in op.masters and op.start < end and start < op.end for op in ops)
+    return any(op.fault.down and master in op.masters and op.start < end and start < op.end for op in ops)

@@ -19,8 +19,9 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from redlock import _flows, _kinds, _lock, _scripts
+from redlock import _core, _flows, _kinds, _lock, _scripts
 from redlock._core import Command, Flow, Result, Round
+from redlock.exceptions import NodeStatus
 
 __all__ = ["VARIANTS", "Variant", "apply", "find"]
 
@@ -161,6 +162,19 @@ def _nested_release_lets_go() -> None:
     _lock.LockState._counted_down = counted_down  # type: ignore[method-assign]
 
 
+def _error_is_granted() -> None:
+    # A driver that checks only "was there a reply?": -OOM, -READONLY... count as votes. (The
+    # real client calls -READONLY, and a replica found at the handshake, MISCONFIGURED.)
+    original = _core.Round.record
+
+    def record(self: _core.Round, node: int, status: NodeStatus, detail: str = "", reply: object = None) -> None:
+        if status is NodeStatus.ERROR or status is NodeStatus.MISCONFIGURED:
+            status = NodeStatus.GRANTED
+        original(self, node, status, detail, reply)
+
+    _core.Round.record = record  # type: ignore[method-assign]
+
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("quorum-half", "quorum N//2 instead of N//2+1: two disjoint 'majorities'", _half_quorum),
     Variant(
@@ -177,6 +191,7 @@ VARIANTS: tuple[Variant, ...] = (
         "a Lock shared by threads lets a second thread into a busy holding, without the masters",
         _shared_joins_holding,
     ),
+    Variant("error-granted", "an error reply (-OOM, -READONLY...) counted as a grant", _error_is_granted),
     Variant(
         "nested-release-lets-go", "a reentrant Lock's nested release releases the masters", _nested_release_lets_go
     ),

@@ -11,6 +11,7 @@ The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 from redlock._client import Election, Lock, Redlock, Semaphore
 from redlock._core import quorum_size, semaphore_quorum, validity_left
 from redlock._flows import LockInfo, MasterInfo
+from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock._version import __version__ as __version__
 from redlock.exceptions import (
     AcquireTimeout,
@@ -33,6 +34,7 @@ __all__ = [
     "ClientClosed",
     "Election",
     "ExtendUnconfirmed",
+    "Finding",
     "Lock",
     "LockAlreadyHeld",
     "LockInfo",
@@ -41,6 +43,7 @@ __all__ = [
     "LockNotHeld",
     "MasterInfo",
     "MasterMisconfigured",
+    "MasterReport",
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
@@ -48,6 +51,9 @@ __all__ = [
     "RedlockError",
     "ReleaseUnconfirmed",
     "Semaphore",
+    "Severity",
+    "TopologyReport",
+    "Verdict",
     "quorum_size",
     "semaphore_quorum",
     "validity_left",

@@ -16,9 +16,11 @@ from redlock._lock import (
     LockState,
     PermitView,
     Turn,
+    _masters_text,
     semaphore_options,
 )
 from redlock._sync import Driver
+from redlock._topology import TopologyReport
 from redlock.exceptions import LockLost
 
 
@@ -52,6 +54,11 @@ class Redlock(ClusterConfig):
     * ``meter_provider=None``, ``tracer_provider=None``: where the client's OpenTelemetry
       metrics and spans go (the ``[otel]`` extra; see docs/operations.md): by default the
       global providers, which do nothing until the application configures an SDK.
+    * ``strict=False``: at each connection's handshake the client reads what the master says
+      about itself (``INFO``) and refuses (status ``MISCONFIGURED``) a cluster node, a
+      replica, or the same server under a second address; risks (replicas attached, an
+      evicting ``maxmemory-policy``, fencing without an append-only file) are logged as
+      warnings. ``strict=True`` refuses those too. See :meth:`check`.
     """
 
     client_class = "redis.Redis"
@@ -189,6 +196,24 @@ class Redlock(ClusterConfig):
         lock._adopt(token)
         lock.release()
 
+    def check(self, *, fencing: bool = False) -> TopologyReport:
+        """Whether the masters are fit for Redlock: a report per master, and a verdict.
+
+        Asks every master what it is (``INFO``, on its connection, or in the handshake of a
+        new one: a master waiting to reconnect is tried now), judges what it says as every
+        handshake is judged, and times a PING on each. Each
+        :class:`MasterReport` has the address, whether it answered (or why not), the server and
+        its version, role, mode, run_id, replicas, ``maxmemory`` and its policy, whether it
+        keeps an append-only file, TLS, unix socket, the PING's latency and the
+        :class:`Finding` list. The verdict (:class:`Verdict`) is ``fit``, ``warnings`` or
+        ``unfit`` (a master refused, or fewer than a quorum usable). ``fencing=True`` judges
+        the masters for fencing tokens (persistence), as a fenced lock of this client does.
+        A master that may not run ``INFO`` (an ACL user) is reported with its facts unknown.
+        Each round waits up to ``connect_timeout + node_timeout`` per master.
+        """
+        flow, report = self._check(fencing)
+        return self._driver.run(flow, report)
+
     def close(self) -> None:
         """Close every connection; Locks of this client cannot be used afterwards."""
         self._driver.close()
@@ -200,7 +225,7 @@ class Redlock(ClusterConfig):
         self.close()
 
     def __repr__(self) -> str:
-        return f"<Redlock {len(self.masters)} masters: {', '.join(self.master_names)}>"
+        return f"<Redlock {_masters_text(self.masters)}: {', '.join(self.master_names)}>"
 
 
 class Lock(LockState[Redlock]):
@@ -257,11 +282,11 @@ class Lock(LockState[Redlock]):
             self._end_turn(me)
 
     def release(self) -> None:
-        """Delete our token on every master; LockLost if a majority no longer held it.
+        """Delete our token on every master; LockLost if a majority answered it was gone.
 
-        LockLost too when no majority answered at all (masters down or hung): the token is
-        then kept, our keys may block others until they expire, and release() may be retried.
-        A nested hold of a reentrant Lock is only counted down, with no traffic.
+        ReleaseUnconfirmed when no majority answered in time (masters down, hung or slow):
+        the token is then kept, our keys may block others until they expire, and release()
+        may be retried. A nested hold of a reentrant Lock is only counted down, with no traffic.
         """
         with self._gate:
             if self._counted_down(threading.current_thread()):
@@ -359,7 +384,8 @@ class Election(ElectionState[Lock]):
         campaigner stands by until the cluster is back). With a timeout: False if another
         leads until it runs out, QuorumUnavailable if a majority of masters could not be
         reached. MasterMisconfigured at once when so many masters refuse our credentials,
-        permissions or TLS that no majority is possible (waiting would not help). Nothing
+        permissions or TLS, or are unfit for Redlock, that no majority is possible (waiting
+        would not help). Nothing
         of a failed campaign is left on the masters.
         """
         if self.is_leader:

@@ -333,3 +333,5 @@ class DriverSettings:
     wake_on_release: bool
     #: A connection idle this long is checked with a PING before it carries a command.
     health_check_interval: float = math.inf
+    #: Every warning about a master is a refusal (see redlock._topology).
+    strict: bool = False

@@ -43,9 +43,20 @@ retried with exponential backoff; meanwhile rounds get the last failure at once 
 waiting for their deadline (clean-ups try at once anyway).
 
 Configuration errors are not outages: a wrong password (``WRONGPASS``/``NOAUTH``), a
-missing ACL permission (``NOPERM``), an untrusted TLS certificate or a reply that is not
-RESP make the master :attr:`~redlock.NodeStatus.MISCONFIGURED`, which the lock flows turn
-into :class:`~redlock.MasterMisconfigured` when no majority is left.
+missing ACL permission (``NOPERM``), an untrusted TLS certificate, a reply that is not
+RESP, a replica's ``READONLY`` or a cluster node's ``MOVED``/``ASK``/``CROSSSLOT`` make the
+master :attr:`~redlock.NodeStatus.MISCONFIGURED`, which the lock flows turn into
+:class:`~redlock.MasterMisconfigured` when no majority is left.
+
+So does what a master says about itself at the handshake (``INFO``), judged by the rules of
+:mod:`redlock._topology`. A cluster node, a replica, or the same server as another master
+(its ``run_id``) is *refused*: every round waiting for it learns why, and later rounds are
+told at once, without sending, while clean-ups still go (they take our keys back, and the
+handshake carried the queued commands). The connection stays up: once a second at most, a
+round that finds it refused asks ``INFO`` again on it, and a master that has changed (a
+replica promoted) is back at once, with no reconnect churn. A risk (replicas attached, an
+evicting ``maxmemory-policy``, fencing without an append-only file) is logged once per
+connection and handed to :attr:`Connections.on_finding`; with ``strict`` each is a refusal.
 
 **Native commands.** A command with native forms (a lock's release and extend: see
 :class:`~redlock._core.NativeForm`) goes to each master in the form it runs: the built-in
@@ -87,6 +98,13 @@ from redlock._facts import (
     releases_natively,
     with_commands,
 )
+from redlock._topology import (
+    Finding,
+    Severity,
+    judged_at_handshake,
+    master_findings,
+    refusal_detail,
+)
 from redlock.exceptions import ClientClosed, NodeStatus
 
 logger = logging.getLogger("redlock")
@@ -102,8 +120,23 @@ CLOSED = "the client was closed"
 RECONNECT_BACKOFF_FIRST = 0.025
 RECONNECT_BACKOFF_MAX = 1.0
 
-#: Error replies that say the client is not allowed, rather than that the master is down.
-_MISCONFIGURED_PREFIXES = ("WRONGPASS", "NOAUTH", "NOPERM", "ERR AUTH", "ERR invalid password", "ERR Client sent AUTH")
+#: Error replies that say the client is not allowed, or that the server is no standalone
+#: master (a replica, a cluster node), rather than that the master is down: waiting and
+#: retrying will not change them.
+_MISCONFIGURED_PREFIXES = (
+    "WRONGPASS",
+    "NOAUTH",
+    "NOPERM",
+    "ERR AUTH",
+    "ERR invalid password",
+    "ERR Client sent AUTH",
+    "READONLY",
+    "MOVED ",
+    "ASK ",
+    "CROSSSLOT",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+)
 
 
 def encode(args: Sequence[str | bytes | int]) -> bytes:
@@ -422,6 +455,16 @@ class Link:
     native: frozenset[str] = frozenset()
     #: False once the master refused to load our scripts on the current connection.
     scripting: bool = True
+    #: The earlier master whose run_id this one answered with (the same server), if any.
+    same_as: str | None = None
+    #: Why the current connection's master is refused for what it said, or None.
+    refusal: str | None = None
+    #: When a round that finds it refused asks INFO again.
+    recheck_at: float = 0.0
+    #: The codes of the findings logged and reported on the current connection.
+    told: set[str] = field(default_factory=set)
+    #: Judges what the master just said about itself (its INFO); may refuse it.
+    judge: Callable[[Link, float], None] | None = field(default=None, repr=False)
 
     # --- rounds -----------------------------------------------------------------------------
 
@@ -456,8 +499,9 @@ class Link:
         limit = 2 * MAX_IN_FLIGHT if round_.cleanup else MAX_IN_FLIGHT
         hung = self.looks_hung(now)
         if owed >= limit or (hung and not round_.cleanup):
-            round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
-            self._report(NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered")
+            hung_for = f"hung: no reply for {now - self.in_flight[0].sent_at:.1f}s" if hung else "hung: too far behind"
+            round_.record(self.node, NodeStatus.TIMEOUT, hung_for)
+            self._report(NodeStatus.TIMEOUT, hung_for)
             return Submit.SKIPPED
         if self.state is State.READY and not self.in_flight and now - self.last_active >= self.check_after_idle:
             # Idle this long, the connection may be one a load balancer or NAT forgot (no
@@ -474,7 +518,11 @@ class Link:
             if hung:
                 # A clean-up still goes (it takes our keys back once the master answers), but
                 # nobody waits for a master known to be hung: its outcome is known now.
-                round_.record(self.node, NodeStatus.TIMEOUT, f"hung: {owed} earlier replies unanswered; sent anyway")
+                round_.record(
+                    self.node,
+                    NodeStatus.TIMEOUT,
+                    f"hung: no reply for {now - self.in_flight[0].sent_at:.1f}s (sent anyway)",
+                )
             return Submit.SEND
         self.backlog.append(InFlight(round_.command, round_, now))
         if self.state is State.CONNECTING or self.state is State.PROBING or self.state is State.LEARNING:
@@ -526,6 +574,8 @@ class Link:
         self.native = frozenset()
         self.scripting = True
         self.last_active = now
+        self.same_as = self.refusal = None
+        self.told.clear()
         commands: list[Command] = []
         for step in command_handshake(self.credentials):
             self.in_flight.append(InFlight(step.command, None, now, step))
@@ -630,19 +680,49 @@ class Link:
         if report:
             self._report(status, detail)
         self.failures += 1
-        delay = min(RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_FIRST * 2 ** (self.failures - 1))
+        # (The exponent is capped: clean-ups retry at once whatever the back-off, so a master
+        # refusing our password may count a thousand failures, and 2.0**1024 overflows.)
+        delay = min(RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_FIRST * 2 ** min(self.failures - 1, 30))
         self.state = State.BACKING_OFF
         self.retry_at = now + delay
         self.last_failure = (status, detail)
         self.generation += 1
 
+    def _judgement_due(self) -> bool:
+        """Whether the handshake's INFO has yet to answer on this connection."""
+        return any(entry.step is not None and entry.step.learn is not None for entry in self.in_flight)
+
+    def refuse(self, detail: str, now: float) -> None:
+        """What the master said makes it unfit for Redlock (see the module docstring)."""
+        if self.refusal is None:
+            # The rounds already sent (the queue written behind the handshake) count it
+            # refused too, their replies dropped; but a clean-up's reply is what happened
+            # (one server under two addresses: which of them deleted our key), and counts.
+            for entry in self.in_flight:
+                round_ = entry.round
+                if round_ is not None and not round_.cleanup and round_.awaits(self.node):
+                    round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
+        self.refusal = detail
+        self.recheck_at = now + RECONNECT_BACKOFF_MAX
+        self._report(NodeStatus.MISCONFIGURED, detail)
+
+    def recheck(self, now: float) -> Command | None:
+        """INFO again, on this connection, to be judged as at the handshake; None when the
+        master owes replies for so long that another question would only pile up."""
+        if self.looks_hung(now):
+            return None
+        self.recheck_at = now + RECONNECT_BACKOFF_MAX
+        self.in_flight.append(InFlight(INFO_STEP.command, None, now, INFO_STEP))
+        return INFO_STEP.command
+
     def _report(self, status: NodeStatus, detail: str) -> None:
         if status is not self.reported:
             self.reported = status
-            logger.warning("master %s is %s: %s", self.name, status.value, detail)
+            logger.warning("master %s %s: %s", self.name, _TROUBLE[status], detail)
 
     def _recovered(self) -> None:
-        logger.info("master %s answers again (it was %s)", self.name, self.reported.value if self.reported else "")
+        was = _TROUBLE_BEFORE.get(self.reported, "had trouble") if self.reported else "had trouble"
+        logger.info("master %s answers again (it %s)", self.name, was)
         self.reported = None
 
     # --- replies ------------------------------------------------------------------------------
@@ -702,6 +782,12 @@ class Link:
         if step is not None:
             if step.learn is not None:
                 self.facts = step.learn(reply)
+                if self.judge is not None:
+                    self.judge(self, now)
+            if self.refusal is not None or (self.reported is NodeStatus.MISCONFIGURED and self._judgement_due()):
+                # Refused for what it says (or, after a refusal, not judged again yet): it
+                # is not back, though it answers.
+                return _NO_REACTION
             self.failures = 0  # a master that answers is no longer a reason to back off
             if self.reported is not None:
                 self._recovered()
@@ -769,6 +855,21 @@ class Link:
         commands: list[Command] = []
         self._write(again, form, commands)
         return Reaction(resend=tuple(commands))
+
+
+#: A master's trouble, as a log line says it ("master 10.0.0.3:6379 does not answer in time").
+_TROUBLE = {
+    NodeStatus.UNREACHABLE: "is unreachable",
+    NodeStatus.TIMEOUT: "does not answer in time",
+    NodeStatus.ERROR: "answers with errors",
+    NodeStatus.MISCONFIGURED: "is misconfigured",
+}
+_TROUBLE_BEFORE = {
+    NodeStatus.UNREACHABLE: "was unreachable",
+    NodeStatus.TIMEOUT: "did not answer in time",
+    NodeStatus.ERROR: "answered with errors",
+    NodeStatus.MISCONFIGURED: "was misconfigured",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -901,8 +1002,16 @@ class Connections:
         node_timeout: float,
         connect_timeout: float,
         health_check_interval: float = math.inf,
+        strict: bool = False,
     ) -> None:
         self.connect_timeout = connect_timeout
+        #: Every warning about a master is a refusal.
+        self.strict = strict
+        #: A fenced lock was made on this client: masters without an append-only file are
+        #: warned about (refused, if strict).
+        self.fencing = False
+        #: Told of every warning and refusal found at a handshake (the client's telemetry).
+        self.on_finding: Callable[[int, Finding], None] | None = None
         # Four timeouts in a row without a reply: not a slow answer any more.
         self.hung_after = 4 * node_timeout
         #: A health check unanswered for a whole request timeout: the connection is gone.
@@ -911,6 +1020,8 @@ class Connections:
             Link(node, name, credentials[node], self.hung_after, check_after_idle=health_check_interval)
             for node, name in enumerate(names)
         ]
+        for link in self.links:
+            link.judge = self._judge
         self.subscribers = [Subscriber(node, credentials[node]) for node in range(len(names))]
         #: Who waits for which release; the drivers make the events.
         self.waiters: Waiters[Any] = Waiters()
@@ -918,6 +1029,10 @@ class Connections:
     def submit(self, round_: Round, node: int, now: float) -> Write | Connect | None:
         """Take ``round_``'s command for master ``node``: what to do now, if anything."""
         link = self.links[node]
+        if link.refusal is not None and link.state is State.READY and not round_.cleanup:
+            round_.record(node, NodeStatus.MISCONFIGURED, link.refusal)
+            recheck = link.recheck(now) if now >= link.recheck_at else None
+            return None if recheck is None else Write("command", node, encode(recheck.args))
         action = link.submit(round_, now)
         if action is Submit.SEND:
             if round_.command.native and link.native:
@@ -954,11 +1069,77 @@ class Connections:
         """What each master said about itself on its current command connection."""
         return [link.facts for link in self.links]
 
+    def same_servers(self) -> list[str | None]:
+        """For each master, the earlier one it turned out to be the same server as, if any."""
+        return [link.same_as for link in self.links]
+
+    # --- what the masters are (see redlock._topology) ---------------------------------------
+
+    def _judge(self, link: Link, now: float) -> None:
+        """``link``'s master has just said what it is: warn about its risks, refuse it if unfit."""
+        link.same_as = self._same_server_as(link)
+        findings = judged_at_handshake(
+            master_findings(link.facts, fencing=self.fencing, strict=self.strict, same_as=link.same_as)
+        )
+        for finding in findings:
+            self._tell(link, finding)
+        detail = refusal_detail(findings)
+        if detail is not None:
+            link.refuse(detail, now)
+        else:
+            link.refusal = None  # (it is back: the reply that brought this says so)
+
+    def _same_server_as(self, link: Link) -> str | None:
+        """The master already known under the run_id ``link``'s master answered with.
+
+        The first address to answer keeps the server; each later one is the duplicate.
+        (A run_id of a connection lost since still names that server: it changes only when
+        the server restarts.)
+        """
+        run_id = link.facts.run_id
+        if run_id is None:
+            return None
+        for other in self.links:
+            if other is not link and other.same_as is None and other.facts.run_id == run_id:
+                return other.name
+        return None
+
+    def _tell(self, link: Link, finding: Finding) -> None:
+        if finding.code in link.told:
+            return  # once per connection, however often it is asked again
+        link.told.add(finding.code)
+        # A refusal is logged as the master turning misconfigured, once per change of state.
+        if finding.severity is Severity.WARNING:
+            logger.warning("master %s: %s", link.name, finding.message)
+        if self.on_finding is not None:
+            self.on_finding(link.node, finding)
+
+    def use_fencing(self, now: float) -> None:
+        """A fenced lock was made on this client: the masters connected already are judged
+        again (later ones are, at their handshake), now that their persistence matters."""
+        if self.fencing:
+            return
+        self.fencing = True
+        for link in self.links:
+            if link.state is State.READY and link.facts.answered:
+                self._judge(link, now)  # (a handshake under way is judged when its INFO answers)
+
+    def rejudge(self, now: float) -> list[Write]:
+        """Ask every connected master what it is again (``check()``: its answers are judged
+        before the replies to what is sent next)."""
+        writes = []
+        for link in self.links:
+            command = link.recheck(now) if link.state is State.READY else None
+            if command is not None:
+                writes.append(Write("command", link.node, encode(command.args)))
+        return writes
+
     def time_out(self, round_: Round) -> None:
         """The round's time is up: each master it still waits for failed to answer (one it
         no longer needs, in a decided round, stays "not awaited")."""
         if round_.settled:
             return
+        waited = round_.timeout + (round_.patience if round_.overtime else 0.0)
         for node in round_.pending:
             state = self.links[node].state
             waited_for = (
@@ -968,7 +1149,7 @@ class Connections:
                 if state is State.PROBING
                 else "reply"
             )
-            round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {round_.timeout}s")
+            round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {waited:.2f}s")
 
     def overtime(self, round_: Round, deadline: float) -> float | None:
         return overtime_deadline(self.links, round_, self.connect_timeout, deadline)

@@ -330,8 +330,9 @@ class Round:
 
     @property
     def misconfigured(self) -> bool:
-        """So many masters refuse us for configuration (credentials, ACL, TLS) that no
-        majority is possible until someone fixes it: retrying would not help."""
+        """So many masters refuse us for configuration (credentials, ACL, TLS; a replica, a
+        cluster node) that no majority is possible until someone fixes it: retrying would
+        not help."""
         return self.count(NodeStatus.MISCONFIGURED) > len(self.node_names) - self.quorum
 
     def ordered_outcomes(self) -> tuple[NodeOutcome, ...]:
@@ -365,7 +366,7 @@ class Result:
     granted: int
     deadline: float = 0.0
     quorum_unreachable: bool = False
-    #: Too many masters refuse our credentials, permissions or TLS for any majority.
+    #: Too many masters refuse us (credentials, permissions, TLS) or are unfit for any majority.
     misconfigured: bool = False
     #: For a failed extend or release: a majority answered that our token is gone.
     token_gone: bool = False

@@ -8,14 +8,19 @@ lowest layer that does I/O.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
 from redlock._config import DriverSettings, MasterAddress
 from redlock._connection import CLOSED, Connect, Connections, Kind, Write
 from redlock._core import Round
+from redlock._facts import MasterFacts
+from redlock._topology import Finding
 from redlock.exceptions import ClientClosed
 
 #: TCP keepalive on every connection to a master: the first probe after this many seconds
@@ -98,6 +103,7 @@ class DriverBase(Generic[ConnectionT]):
             node_timeout=self._node_timeout,
             connect_timeout=self._connect_timeout,
             health_check_interval=settings.health_check_interval,
+            strict=settings.strict,
         )
         #: close() was called: no new operations; clean-ups under way still run.
         self._closed = False
@@ -206,6 +212,40 @@ class DriverBase(Generic[ConnectionT]):
         if self._closed:
             return []
         return self._policy.connection_states()
+
+    # --- what the masters are (see redlock._topology) ---------------------------------------
+
+    def _guarded(self) -> AbstractContextManager[object]:
+        """Held around a look at the policy from outside the driver's own events (the sync
+        driver's lock: its threads change the policy as replies arrive)."""
+        return contextlib.nullcontext()
+
+    def report_findings(self, callback: Callable[[int, Finding], None]) -> None:
+        """Tell ``callback(master, finding)`` of every warning and refusal found at a handshake."""
+        with self._guarded():
+            self._policy.on_finding = callback
+
+    def note_fencing(self) -> None:
+        """A fenced lock was made: masters without an append-only file are warned about."""
+        with self._guarded():
+            self._policy.use_fencing(self._clock())
+
+    def rejudge(self) -> None:
+        """Ask every connected master what it is again, ahead of what is sent next.
+
+        ClientClosed once closed: ``check()`` starts here, and its first round, which looks
+        now like a clean-up, would otherwise run on a closed client.
+        """
+        self._raise_if_closed()
+        with self._guarded():
+            for write in self._policy.rejudge(self._clock()):
+                self._carry_out(write)
+
+    def topology(self) -> tuple[list[MasterFacts], list[str | None], bool]:
+        """What each master said at its current connection's handshake, which earlier master
+        each one is the same server as, and whether fencing is in use."""
+        with self._guarded():
+            return self._policy.facts(), self._policy.same_servers(), self._policy.fencing
 
     def _overtime(self, round_: Round, deadline: float) -> float | None:
         """A round's timeout passed at ``deadline``: until when it still waits, if at all."""

@@ -34,6 +34,7 @@ from redlock._flows import (
     rollback_flow,
 )
 from redlock._kinds import kind_of
+from redlock._topology import TopologyReport, check_flow, topology_report
 from redlock._version import __version__
 from redlock.exceptions import (
     AcquireTimeout,
@@ -101,6 +102,10 @@ def identity_of(token: str | None) -> str | None:
     return token[random_part + 1 :]
 
 
+def _masters_text(masters: Sequence[object]) -> str:
+    return f"{len(masters)} master{'' if len(masters) == 1 else 's'}"
+
+
 class ClusterConfig:
     """A Redlock client's checked settings; the base of both public Redlock classes."""
 
@@ -126,6 +131,7 @@ class ClusterConfig:
         clock: _config.Clock = time.monotonic,
         meter_provider: MeterProvider | None = None,
         tracer_provider: TracerProvider | None = None,
+        strict: bool = False,
     ) -> None:
         self.node_timeout = _config.check_seconds("node_timeout", node_timeout)
         self.clock_drift_factor = _config.check_drift_factor(clock_drift_factor)
@@ -138,9 +144,18 @@ class ClusterConfig:
             else _config.check_seconds("health_check_interval", health_check_interval, allow_zero=True)
         )
         self.wake_on_release = _config.check_flag("wake_on_release", wake_on_release)
+        self.strict = _config.check_flag("strict", strict)
         _config.check_callable("clock", clock)
         accepted = loaded_class(self.client_class)
         self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self.client_kind)
+        if len(self.masters) < 3:
+            # Legal (a single master is the classic single-node lock), but rarely meant: with
+            # two, the quorum is both, so either master down stops every lock.
+            logger.warning(
+                "Redlock on %s: %s; Redlock tolerates masters down only from three on (N//2 of N)",
+                _masters_text(self.masters),
+                "no master may fail" if len(self.masters) == 2 else "a single point of failure",
+            )
         self.clock = clock
         self.rng = random.Random()
         _telemetry.check_providers(meter_provider, tracer_provider)
@@ -153,6 +168,8 @@ class ClusterConfig:
             meter_provider=meter_provider,
             tracer_provider=tracer_provider,
         )
+        if self._telemetry is not None:
+            self._driver.report_findings(self._telemetry.master_finding)
 
     def _start_driver(self) -> None:
         self._driver = self.driver_class(
@@ -163,8 +180,25 @@ class ClusterConfig:
                 self.clock,
                 self.wake_on_release,
                 self.health_check_interval,
+                self.strict,
             )
         )
+
+    def _check(self, fencing: object) -> tuple[Flow, Callable[[Result], TopologyReport]]:
+        """The flow of ``check()`` and what turns its result into the report, for both clients."""
+        fenced = _config.check_flag("fencing", fencing)
+        # Fresh answers: the masters connected already say again what they are, judged
+        # before the first PING's replies.
+        self._driver.rejudge()
+        # A diagnostic: a slow answer is worth more than a false "unreachable", so each round
+        # waits for a connect and a reply.
+        flow = check_flow(self.master_names, self.connect_timeout + self.node_timeout)
+
+        def report(result: Result) -> TopologyReport:
+            facts, same_as, in_use = self._driver.topology()
+            return topology_report(result, self.masters, facts, same_as, fencing=fenced or in_use, strict=self.strict)
+
+        return flow, report
 
     @property
     def master_names(self) -> tuple[str, ...]:
@@ -189,6 +223,10 @@ class ClusterConfig:
         fenced = _config.check_flag("fencing", fencing)
         if fenced and (names or permits):
             raise ValueError("fencing is for a lock on one name: a semaphore or a multi-name lock has no fencing token")
+        if fenced:
+            # Fencing tokens need counters that survive a restart: masters without an
+            # append-only file are warned about from now on.
+            self._driver.note_fencing()
         return LockSpec(
             key=key,
             ttl=seconds,
@@ -507,7 +545,8 @@ class LockState(Generic[ClusterT]):
         if result.misconfigured:
             raise self._error(
                 MasterMisconfigured,
-                f"too many masters refuse our credentials, permissions or TLS for a majority on {self.name!r}",
+                f"no majority is possible for {self.name!r}: too many masters refuse our credentials, "
+                "permissions or TLS, or are unfit for Redlock (see each master's reason)",
                 result,
             )
         if result.quorum_unreachable:
@@ -573,7 +612,13 @@ class LockState(Generic[ClusterT]):
         lost_while_held = lease.lost
         if not result.ok and not unconfirmed and not lost_while_held:
             self._notice_loss(lease, "release_refused", "its release found our token gone from a majority")
-        retry = "; this Lock keeps the token, so release() can be retried" if unconfirmed else ""
+        # (An election's Lock carries its identity; its user calls resign(), not release().)
+        retry_call = (
+            "the election keeps the token, so resign()"
+            if self._options.identity
+            else "this Lock keeps the token, so release()"
+        )
+        retry = f"; {retry_call} can be retried" if unconfirmed else ""
         if lost_while_held and not lease.loss_reported:
             lease.loss_reported = True
             raise self._error(

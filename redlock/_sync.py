@@ -135,6 +135,9 @@ class Driver(DriverBase["_Socket"]):
     def _abandon(self, conn: _Socket) -> None:
         conn.abandon()
 
+    def _guarded(self) -> threading.Lock:
+        return self._lock
+
     # --- running flows ----------------------------------------------------------------------
 
     def run(

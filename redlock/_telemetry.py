@@ -39,9 +39,11 @@ the clients that report to it, since an observable instrument is registered once
 
 Logs (the ``redlock`` logger; it has a NullHandler, so nothing is printed unless the
 application configures logging): WARNING when auto-extension finds a lock lost
-(``redlock._lock``; INFO when the caller gets LockLost for it anyway) and when a master turns
-misconfigured, unreachable or hung (``redlock._connection``, once per change of state), INFO
-when it answers again, DEBUG for every round.
+(``redlock._lock``; INFO when the caller gets LockLost for it anyway), when a master turns
+misconfigured, unreachable or hung (``redlock._connection``, once per change of state), and
+when a master's handshake shows a risk to the locks (replicas, an evicting memory policy,
+fencing without an append-only file: once per connection, also counted as
+``redlock.master.findings``); INFO when it answers again, DEBUG for every round.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from redlock._config import Clock, MasterAddress
 from redlock._core import Flow, Result, Round
 from redlock._extras import install_hint
 from redlock._kinds import ALL_STEPS
+from redlock._topology import Finding
 from redlock.exceptions import NodeOutcome, NodeStatus
 
 try:
@@ -237,6 +240,11 @@ class Instruments:
         self.request = duration("redlock.master.request.duration", "Duration of one command on one master")
         self.errors = meter.create_counter(
             "redlock.master.errors", unit="{error}", description="Masters that failed a round, by how"
+        )
+        self.findings = meter.create_counter(
+            "redlock.master.findings",
+            unit="{finding}",
+            description="Risks and refusals found in what a master said at a connection's handshake",
         )
         #: Clients and held locks, for the observable instruments; weak, so that reporting
         #: keeps nothing alive.
@@ -507,6 +515,15 @@ class ClientTelemetry:
         if "error.type" in attributes:
             span.set_status(Status(StatusCode.ERROR, f"{operation.operation}: {attributes['redlock.outcome']}"))
         span.end(end_time=ended_ns)
+
+    def master_finding(self, node: int, finding: Finding) -> None:
+        """A warning or refusal about master ``node``, found at a connection's handshake."""
+        attributes = {
+            **self._masters[node],
+            "redlock.finding": finding.code,
+            "redlock.finding.severity": finding.severity.value,
+        }
+        _reporter.queue.append((self.instruments.findings.add, (1, attributes)))
 
     def lock_lost(self, cause: str) -> None:
         _reporter.queue.append((self.instruments.lost.add, (1, {"redlock.lost.cause": cause})))

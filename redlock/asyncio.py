@@ -29,8 +29,10 @@ from redlock._lock import (
     LockState,
     PermitView,
     Turn,
+    _masters_text,
     semaphore_options,
 )
+from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
@@ -52,6 +54,7 @@ __all__ = [
     "ClientClosed",
     "Election",
     "ExtendUnconfirmed",
+    "Finding",
     "Lock",
     "LockAlreadyHeld",
     "LockInfo",
@@ -60,6 +63,7 @@ __all__ = [
     "LockNotHeld",
     "MasterInfo",
     "MasterMisconfigured",
+    "MasterReport",
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
@@ -67,6 +71,9 @@ __all__ = [
     "RedlockError",
     "ReleaseUnconfirmed",
     "Semaphore",
+    "Severity",
+    "TopologyReport",
+    "Verdict",
 ]
 
 
@@ -188,9 +195,20 @@ class Redlock(ClusterConfig):
         lock._adopt(token)
         await lock.release()
 
+    async def check(self, *, fencing: bool = False) -> TopologyReport:
+        """See :meth:`redlock.Redlock.check`."""
+        flow, report = self._check(fencing)
+        return await self._driver.run(flow, report)
+
     async def aclose(self) -> None:
         """Close every connection; Locks of this client cannot be used afterwards."""
         await self._driver.close()
+
+    def __enter__(self) -> None:
+        _use_async_with(self)
+
+    def __exit__(self, *exc_info: object) -> None:  # (never reached: __enter__ refuses)
+        _use_async_with(self)
 
     async def __aenter__(self) -> Redlock:
         return self
@@ -199,7 +217,7 @@ class Redlock(ClusterConfig):
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"<redlock.asyncio.Redlock {len(self.masters)} masters: {', '.join(self.master_names)}>"
+        return f"<redlock.asyncio.Redlock {_masters_text(self.masters)}: {', '.join(self.master_names)}>"
 
 
 class Lock(LockState[Redlock]):
@@ -290,6 +308,12 @@ class Lock(LockState[Redlock]):
             self._cancelled_body = True
             self._body.cancel(f"redlock: lock {self.name!r} was lost")
 
+    def __enter__(self) -> None:
+        _use_async_with(self)
+
+    def __exit__(self, *exc_info: object) -> None:  # (never reached: __enter__ refuses)
+        _use_async_with(self)
+
     async def __aenter__(self) -> Lock:
         if not await self.acquire(blocking=True, timeout=self._options.timeout):
             raise self._not_acquired_in_with()
@@ -336,6 +360,10 @@ class Semaphore(PermitView, Lock):
         return self
 
 
+def _use_async_with(used: object) -> None:
+    raise TypeError(f"a redlock.asyncio {type(used).__name__} is used with 'async with', not 'with'")
+
+
 class Election(ElectionState[Lock]):
     """The asyncio twin of :class:`redlock.Election`: the same methods, awaited.
 
@@ -372,6 +400,12 @@ class Election(ElectionState[Lock]):
             leader = await driver.run(observer.step(self._lock._cluster.clock()), observer.seen)
             if leader is not UNCHANGED:
                 yield leader
+
+    def __enter__(self) -> None:
+        _use_async_with(self)
+
+    def __exit__(self, *exc_info: object) -> None:  # (never reached: __enter__ refuses)
+        _use_async_with(self)
 
     async def __aenter__(self) -> Election:
         await self.campaign()

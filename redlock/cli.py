@@ -1,4 +1,5 @@
-"""The ``redlock`` command line: run a command under a lock, inspect locks, start local masters.
+"""The ``redlock`` command line: run a command under a lock, inspect locks, check the masters,
+start local masters.
 
 It sits on top of the public client (:class:`redlock.Redlock`) and of
 :mod:`redlock.servers`; nothing in the library imports it. Each command is a function from
@@ -8,42 +9,39 @@ unreachable, a bad URL or duration, the lock is held by someone else) never prin
 traceback. The codes are listed once, in :data:`EXIT_CODES`, which feeds ``--help``; the
 tests check docs/cli.md against it.
 
-``redlock exec`` runs its command in a process group of its own, so that a lost lock stops
-everything the command started (a shell's children too), not only its first process, and
-every signal forwarded to it reaches the whole group. When ``redlock`` runs in the
-foreground of a terminal, it hands the terminal to that group while the command runs, as a
-shell does for a job: keyboard signals and terminal input then go to the command directly.
-When the command stops (Ctrl-Z), ``exec`` stops its own job too, so that the shell gets
-control back and the lock is not extended for a stopped job; on continue it checks the
-lock before the command goes on. The command dies with ``exec`` (redlock/_lifeline.py):
-without ``exec`` nothing extends the lock. Everything from the command's first word on is
-the command's, options included. docs/cli.md tells all of this to users.
+``redlock exec`` runs its command in a process group of its own, handed the terminal as a
+shell hands it to a job, stopped if the lock is lost, and tied to ``exec`` so that it cannot
+outlive it: redlock/_supervisor.py does all of that and says how (redlock/_lifeline.py is the
+tie); this module acquires the lock around it and turns its outcome into an exit code.
+Everything from the command's first word on is the command's, options included. docs/cli.md
+tells all of this to users.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import enum
 import json
 import logging
 import math
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import IO, Any, NoReturn
+from typing import IO, NoReturn
 
 import redlock
 from redlock._client import Lock, Redlock
 from redlock._extras import redis_server_hint
 from redlock._flows import MasterInfo
-from redlock._lifeline import Guard, die_with_parent
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
+from redlock._supervisor import CannotRun, Interrupted, Supervisor
+from redlock._topology import MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     LockLost,
     LockNotAcquired,
@@ -83,14 +81,13 @@ DEFAULT_GRACE = 5.0
 #: "unreachable", so it waits longer per master than a lock operation does.
 DEFAULT_STATUS_TIMEOUT = 0.5
 
-_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
 
 class ExitCode(enum.IntEnum):
     """Exit codes of ``redlock``; ``exec`` otherwise exits with its command's own code.
 
-    69 and 75 are sysexits.h's EX_UNAVAILABLE and EX_TEMPFAIL; 76 sits next to them. Codes in
-    that range are rarely a command's own, so a script can tell ``exec``'s from the command's.
+    69, 75 and 78 are sysexits.h's EX_UNAVAILABLE, EX_TEMPFAIL and EX_CONFIG; 76 sits next to
+    them. Codes in that range are rarely a command's own, so a script can tell ``exec``'s from
+    the command's.
     """
 
     OK = 0
@@ -100,6 +97,7 @@ class ExitCode(enum.IntEnum):
     SERVERS_FAILED = 71
     NOT_ACQUIRED = 75
     LOST = 76
+    UNFIT = 78
     CANNOT_EXECUTE = 126
     NOT_FOUND = 127
     SIGNALLED = 128
@@ -107,8 +105,12 @@ class ExitCode(enum.IntEnum):
 
 #: Every exit code and its meaning, as ``--help`` and docs/cli.md list them.
 EXIT_CODES: tuple[tuple[str, str], ...] = (
-    ("0", "success; `status`: a quorum of masters agrees on one holder"),
-    ("1", "`status`: no holder has a quorum (the lock is free, or split)"),
+    ("0", "success; `status`: a quorum of masters agrees on one holder; `doctor`: the masters are fit for Redlock"),
+    (
+        "1",
+        "`status`: no holder has a quorum (the lock is free, or split); `doctor`: fit, with warnings "
+        "(risks to weigh, or a master that could not be reached)",
+    ),
     ("2", "usage error: a bad option, duration, name or master URL, or no masters given"),
     ("69", "quorum unavailable: fewer than a majority of masters could be reached"),
     ("71", "`servers`: the local masters could not be started"),
@@ -117,6 +119,11 @@ EXIT_CODES: tuple[tuple[str, str], ...] = (
         "76",
         "lock lost: `release` found the token gone from a majority; `exec`: the lock was lost "
         "while the command ran (the command was sent SIGTERM, then SIGKILL after `--grace`)",
+    ),
+    (
+        "78",
+        "`doctor`: a master is unfit for Redlock (a cluster node, a replica, one server under two "
+        "addresses, refusing our credentials; with `--strict`, any warning)",
     ),
     ("126", "`exec`: the command could not be executed"),
     ("127", "`exec`: the command was not found"),
@@ -133,18 +140,6 @@ class CliError(Exception):
         self.code = code
 
 
-class _Interrupted(BaseException):
-    """A terminating signal arrived while we were waiting (for the lock, or for Ctrl-C).
-
-    A BaseException like KeyboardInterrupt, so that the library's cleanup on interruption
-    (the rollback of an acquire in flight) runs for SIGTERM and SIGHUP too.
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 # --- the one place where exceptions become exit codes ---------------------------------------
 
 
@@ -158,7 +153,9 @@ def _exit_status(error: BaseException) -> tuple[int, str] | None:
         return ExitCode.NOT_ACQUIRED, str(error)
     if isinstance(error, LockLost):
         return ExitCode.LOST, str(error)
-    if isinstance(error, _Interrupted):
+    if isinstance(error, CannotRun):
+        return (ExitCode.NOT_FOUND if error.not_found else ExitCode.CANNOT_EXECUTE), str(error)
+    if isinstance(error, Interrupted):
         return ExitCode.SIGNALLED + error.signum, f"stopped by {signal.Signals(error.signum).name}"
     if isinstance(error, KeyboardInterrupt):
         return ExitCode.SIGNALLED + signal.SIGINT, "interrupted"
@@ -183,11 +180,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
+class _OneLine(logging.Formatter):
+    """``redlock: warning: ...`` for a warning; errors keep the plain ``redlock: ...`` form."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        word = "warning: " if record.levelno == logging.WARNING else ""
+        return f"redlock: {word}{record.getMessage()}"
+
+
 def main_entry() -> NoReturn:
     """The ``redlock`` console script."""
-    # The library logs a lost lock when it happens (exec reports it again on exit); in a
-    # process of our own, say so in the same one-line form as our errors.
-    logging.basicConfig(level=logging.WARNING, format="redlock: %(message)s")
+    # The library logs a lost lock when it happens (exec reports it again on exit) and a
+    # master in trouble; in a process of our own, one line each, and a warning says it is one
+    # (the command may well succeed: a minority down is no failure).
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLine())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         code = main()
         sys.stdout.flush()
@@ -259,7 +267,7 @@ def _build_parser() -> _Parser:
         type=_seconds(allow_zero=False),
         metavar="S",
         help=f"the most one master may take to answer (default {DEFAULT_NODE_TIMEOUT} s; "
-        f"status: {DEFAULT_STATUS_TIMEOUT} s)",
+        f"status and doctor: {DEFAULT_STATUS_TIMEOUT} s)",
     )
     holding = _Parser(add_help=False)
     holding.add_argument(
@@ -343,6 +351,8 @@ def _build_parser() -> _Parser:
     release.add_argument("--yes", action="store_true", help="with --force: do not ask for confirmation")
     release.add_argument("--json", action="store_true", help="with --force: print one JSON object")
     release.set_defaults(handler=_cmd_release)
+
+    _add_doctor(commands, cluster)
 
     servers = commands.add_parser(
         "servers",
@@ -646,337 +656,123 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return code
 
 
+# --- doctor -----------------------------------------------------------------------------------------
+
+
+def _add_doctor(commands: argparse._SubParsersAction[_Parser], cluster: _Parser) -> None:
+    doctor = commands.add_parser(
+        "doctor",
+        parents=[cluster],
+        help="whether the masters are fit for Redlock: what each one is, and what to fix",
+        description="Ask every master what it is (INFO) and time a PING on each, as Redlock.check() does, "
+        "and print each master, what was found about it, and the verdict. Exits 0 when the masters are "
+        "fit, 1 when fit with warnings, 78 when a master is unfit for Redlock (with --strict: any warning), "
+        "69 when fewer than a quorum could be used.",
+    )
+    doctor.add_argument("--json", action="store_true", help="print one JSON object instead of a report")
+    doctor.add_argument("--strict", action="store_true", help="judge as a client with strict=True: warnings unfit")
+    doctor.add_argument(
+        "--fencing", action="store_true", help="judge the masters for fencing tokens too (their persistence)"
+    )
+    doctor.set_defaults(handler=_cmd_doctor)
+
+
+def _doctor_exit(report: TopologyReport) -> ExitCode:
+    if any(master.refused for master in report.masters):
+        return ExitCode.UNFIT
+    if report.usable < report.quorum:
+        return ExitCode.UNAVAILABLE
+    return ExitCode.NOT_HELD if report.verdict is Verdict.WARNINGS else ExitCode.OK
+
+
+def _report_json(master: MasterReport) -> dict[str, object]:
+    """One master in the JSON output: the report's fields, the latency in milliseconds."""
+    shown: dict[str, object] = {field.name: getattr(master, field.name) for field in dataclasses.fields(master)}
+    del shown["latency"]
+    shown["error"] = master.error or None
+    shown["latency_ms"] = None if master.latency is None else round(master.latency * 1000, 3)
+    shown["findings"] = [
+        {"code": finding.code, "severity": finding.severity.value, "message": finding.message}
+        for finding in master.findings
+    ]
+    return shown
+
+
+def _said(value: object, shown: str | None = None) -> str:
+    return "unknown" if value is None else str(value) if shown is None else shown
+
+
+def _described(master: MasterReport) -> str:
+    """One line of what a master is; "unknown" for what it did not say."""
+    if not master.reachable:
+        return f"not reached: {master.error}"
+    aof = None if master.aof_enabled is None else ("on" if master.aof_enabled else "off")
+    parts = [
+        f"{_said(master.server)} {master.version or ''}".rstrip(),
+        f"{_said(master.mode)} {_said(master.role)}",
+        f"replicas {_said(master.connected_replicas)}",
+        f"maxmemory {_said(master.maxmemory, 'none' if master.maxmemory == 0 else None)}",
+        f"policy {_said(master.maxmemory_policy)}",
+        f"aof {_said(aof)}",
+    ]
+    if master.tls:
+        parts.append("tls")
+    if master.unix_socket:
+        parts.append("unix socket")
+    if master.latency is not None:
+        parts.append(f"ping {master.latency * 1000:.3f} ms")
+    return ", ".join(parts)
+
+
+def _verdict_line(report: TopologyReport, code: ExitCode) -> str:
+    refused = sum(master.refused for master in report.masters)
+    warnings = len(report.findings(Severity.WARNING))
+    usable = f"{report.usable} of {len(report.masters)} masters usable, quorum {report.quorum}"
+    return {
+        ExitCode.OK: f"fit: {usable}",
+        ExitCode.NOT_HELD: f"fit, with {warnings} warning(s) to weigh: {usable}",
+        ExitCode.UNFIT: f"unfit: {refused} master(s) refused; {usable}",
+        ExitCode.UNAVAILABLE: f"unfit: {usable}",
+    }[code]
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    urls = _master_urls(args)
+    timeout = args.node_timeout or DEFAULT_STATUS_TIMEOUT
+    with _usage_errors():
+        rl = Redlock(urls, node_timeout=timeout, strict=args.strict)
+    library = logging.getLogger("redlock")
+    level = library.level
+    # What the handshakes log as warnings, the report says in full: not twice.
+    library.setLevel(logging.ERROR)
+    try:
+        with rl:
+            report = rl.check(fencing=args.fencing)
+    finally:
+        library.setLevel(level)
+    code = _doctor_exit(report)
+    if args.json:
+        summary = {
+            "verdict": report.verdict.value,
+            "quorum": report.quorum,
+            "usable": report.usable,
+            "strict": report.strict,
+            "fencing": args.fencing,
+            "masters": [_report_json(master) for master in report.masters],
+        }
+        print(json.dumps(summary))
+        return code
+    print(f"{len(report.masters)} masters (quorum {report.quorum}):")
+    width = max(len(master.address) for master in report.masters)
+    for master in report.masters:
+        print(f"  {master.address.ljust(width)}  {_described(master)}")
+        for finding in master.findings:
+            print(f"    {finding.severity.value:<8} {finding.code}: {finding.message}")
+    print(_verdict_line(report, code))
+    return code
+
+
 # --- exec -------------------------------------------------------------------------------------------
-
-
-class _Terminal:
-    """The controlling terminal on stdin, if ``redlock`` has one, and what job control needs of it.
-
-    In a job-control shell each job is a process group, and the group in the terminal's
-    foreground gets the keyboard's signals (Ctrl-C, Ctrl-Z) and may read. ``exec`` runs its
-    command in a group of its own, so it acts for that group as a shell does for a job: it
-    hands the terminal over while the command runs, and when the command stops (Ctrl-Z), it
-    takes the terminal back and stops its own job, so that the shell it was started from
-    sees a stopped job and gets control back; on ``fg`` or ``bg`` it continues the command.
-    """
-
-    def __init__(self) -> None:
-        self.fd: int | None = None
-        #: Whether a job-control shell runs us as a job: a terminal of our session, and a
-        #: process group other than the session leader's (a shell without job control runs
-        #: its commands in its own group, and could not continue a stopped one).
-        self.job_control = False
-        try:
-            fd = sys.stdin.fileno()
-            # tcgetpgrp answers only for the controlling terminal of our session.
-            if os.isatty(fd) and os.tcgetpgrp(fd) > 0:
-                self.fd = fd
-                self.job_control = os.getpgrp() != os.getsid(0)
-        except (OSError, ValueError, AttributeError):
-            pass
-
-    def foreground(self) -> int | None:
-        if self.fd is None:
-            return None
-        try:
-            return os.tcgetpgrp(self.fd)
-        except OSError:
-            return None
-
-    def hand_to(self, pgid: int) -> None:
-        """Make ``pgid`` the foreground group, if ours is the foreground group now."""
-        if self.fd is not None and self.foreground() == os.getpgrp():
-            _set_foreground(self.fd, pgid)
-
-    def take_back(self, pgid: int) -> None:
-        """Make our group the foreground again, if ``pgid`` (the command's) has it."""
-        if self.fd is not None and self.foreground() == pgid:
-            _set_foreground(self.fd, os.getpgrp())
-
-
-def _set_foreground(fd: int, pgid: int) -> None:
-    # Taking the terminal back from the background raises SIGTTOU, which would stop us.
-    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-    try:
-        with contextlib.suppress(OSError):
-            os.tcsetpgrp(fd, pgid)
-    finally:
-        signal.signal(signal.SIGTTOU, previous)
-
-
-class _Supervisor:
-    """Runs the command for ``exec``: forwards signals to it, follows its job control, and
-    stops it if the lock is lost.
-
-    Signal handlers run in the main thread between bytecodes, so they take no lock; the
-    lock-lost callback runs in the library's extension thread.
-    """
-
-    def __init__(self, grace: float) -> None:
-        self.grace = grace
-        self.lock: Lock | None = None
-        self.child: subprocess.Popen[bytes] | None = None
-        self.lost = threading.Event()
-        self.lost_while_stopped = False
-        # While we wait for the lock, a terminating signal interrupts the wait (_Interrupted);
-        # once the lock is held it is forwarded to the command, or kept until it has started.
-        self._interruptible = True
-        self._pending: list[int] = []
-        self._stop_asked: int | None = None
-        self._stopper: threading.Thread | None = None
-        self._stop_lock = threading.Lock()
-        self._previous: dict[int, Any] = {}
-
-    @contextlib.contextmanager
-    def handling_signals(self) -> Iterator[None]:
-        for signum in (*_FORWARDED_SIGNALS, signal.SIGTSTP):
-            previous = signal.getsignal(signum)
-            # An ignored signal stays ignored, for us and for the command that inherits it
-            # (nohup, or a script's background job): whoever ignored it meant it.
-            if previous is signal.SIG_IGN:
-                continue
-            self._previous[signum] = previous
-            signal.signal(signum, self._on_signal)
-        try:
-            yield
-        finally:
-            for forwarded, handler in self._previous.items():
-                signal.signal(forwarded, handler)
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGTSTP:
-            child = self.child
-            if child is None or child.returncode is not None:
-                _stop_self(signum)  # waiting for the lock, or releasing it: as if we did not catch it
-            else:
-                # A stop for us is a stop for the command; we follow it once it has stopped
-                # (in _wait()), so that the lock is not extended for a stopped command.
-                self._stop_asked = signum
-                _signal_group(child, signum)
-            return
-        if self._interruptible:
-            self._interruptible = False  # a second signal must not cut the rollback short
-            raise _Interrupted(signum)
-        child = self.child
-        if child is None:
-            self._pending.append(signum)
-        elif child.returncode is None:
-            _signal_group(child, signum)
-
-    def hold(self) -> None:
-        """The lock is held: from now on signals are for the command."""
-        self._interruptible = False
-
-    def on_lost(self, lock: object) -> None:
-        """The library's lock-lost callback (from its extension thread): stop the command."""
-        self.lost.set()
-        child = self.child
-        if child is not None:
-            self._stop(child)
-
-    def run(self, argv: Sequence[str], env: dict[str, str]) -> int | None:
-        """Run the command to its end; its exit code, or None if the lock was lost before it started."""
-        if self._pending:
-            raise _Interrupted(self._pending[0])
-        if self.lost.is_set():
-            return None
-        try:
-            guard = Guard()
-        except OSError as error:
-            raise CliError(ExitCode.CANNOT_EXECUTE, f"exec: cannot start the guard process: {error}") from None
-        child: subprocess.Popen[bytes] | None = None
-        try:
-            try:
-                # A group of its own: the lost-lock SIGTERM and forwarded signals reach everything
-                # the command starts, and the command's job control stays its own. It dies with
-                # us (see redlock._lifeline): without us nothing extends the lock. The preexec_fn
-                # is safe beside the extension thread: it takes no lock, imports nothing and
-                # only makes system calls (prctl, getppid).
-                child = subprocess.Popen(
-                    argv,
-                    env=env,
-                    process_group=0,
-                    preexec_fn=die_with_parent(),  # noqa: PLW1509
-                )
-            except FileNotFoundError:
-                raise CliError(ExitCode.NOT_FOUND, f"exec: {argv[0]}: command not found") from None
-            except OSError as error:
-                raise CliError(ExitCode.CANNOT_EXECUTE, f"exec: {argv[0]}: {error.strerror or error}") from None
-            guard.watch(child.pid)
-            self.child = child
-            while self._pending:
-                _signal_group(child, self._pending.pop(0))
-            if self.lost.is_set():
-                self._stop(child)
-            returncode = self._wait(child)
-            with self._stop_lock:
-                stopper = self._stopper
-            if stopper is not None:
-                # The lock was lost: the rest of the command's group gets its grace and its
-                # SIGKILL before we exit, or it would work on unprotected after we are gone.
-                stopper.join()
-        finally:
-            # Only a command we saw to its end is let go; otherwise its group goes with us.
-            guard.done(kill_group=child is not None and child.returncode is None)
-        return returncode if returncode >= 0 else ExitCode.SIGNALLED - returncode
-
-    def _wait(self, child: subprocess.Popen[bytes]) -> int:
-        terminal = _Terminal()
-        terminal.hand_to(child.pid)
-        # The command may have touched the terminal before it was handed over and been
-        # stopped for it (SIGTTIN/SIGTTOU); it can go on now.
-        _signal_group(child, signal.SIGCONT)
-        # Unless a stop was asked for (Ctrl-Z as the command started): that SIGCONT may have
-        # undone it, and Linux then drops the stop's report, so it is asked again. Checked
-        # after the SIGCONT, so a handler running at any point before it is covered.
-        asked = self._stop_asked
-        if asked is not None:
-            _signal_group(child, asked)
-        stuck_since: float | None = None
-        try:
-            while True:
-                # WUNTRACED: a stopped command is reported too, not only a finished one.
-                # Polled, not blocking: see _unstick.
-                pid, status = os.waitpid(child.pid, os.WUNTRACED | os.WNOHANG)
-                if pid == 0:
-                    stuck_since = _unstick(child, stuck_since)
-                    time.sleep(_WAIT_POLL)
-                    continue
-                stuck_since = None
-                if not os.WIFSTOPPED(status):
-                    child.returncode = os.waitstatus_to_exitcode(status)
-                    return child.returncode
-                self._follow_stop(child, os.WSTOPSIG(status), terminal)
-        finally:
-            terminal.take_back(child.pid)
-
-    def _follow_stop(self, child: subprocess.Popen[bytes], signum: int, terminal: _Terminal) -> None:
-        """The command stopped: stop our own job too, as a shell's job would, and continue it after."""
-        asked, self._stop_asked = self._stop_asked, None
-        if not terminal.job_control and asked is None:
-            # No shell to give control back to, nor anyone who asked us to stop: the command
-            # was stopped from outside, and we hold its lock until it ends (see docs/cli.md).
-            return
-        terminal.take_back(child.pid)
-        if terminal.job_control:
-            # Our whole group, as the terminal would stop it: a pipeline's other commands too.
-            _stop_self(
-                signum if signum in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU) else signal.SIGSTOP, group=True
-            )
-        else:
-            _stop_self(signal.SIGSTOP)
-        # Continued (fg, bg, or SIGCONT). While we were stopped nothing extended the lock:
-        # if its validity ran out, the command must not go on as if it still held it.
-        assert self.lock is not None
-        if not self.lock.locked():
-            self.lost_while_stopped = True
-            self.lost.set()
-            self._stop(child)
-            return
-        terminal.hand_to(child.pid)
-        _signal_group(child, signal.SIGCONT)
-
-    def _stop(self, child: subprocess.Popen[bytes]) -> None:
-        with self._stop_lock:
-            if self._stopper is not None:
-                return
-            self._stopper = threading.Thread(
-                target=self._terminate, args=(child,), name="redlock-exec-stop", daemon=True
-            )
-            self._stopper.start()
-
-    def _terminate(self, child: subprocess.Popen[bytes]) -> None:
-        _signal_group(child, signal.SIGTERM)
-        # A stopped command could not act on its SIGTERM until continued.
-        _signal_group(child, signal.SIGCONT)
-        deadline = time.monotonic() + self.grace
-        # The whole group, not only its leader: a child of the command that ignores SIGTERM
-        # would otherwise go on working without the lock.
-        while _group_alive(child) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if _group_alive(child):
-            _signal_group(child, signal.SIGKILL)
-
-
-def _stop_self(signum: int, *, group: bool = False) -> None:
-    """Stop this process (or its whole group) by ``signum``; returns once continued."""
-    # A stop signal we catch would only call our handler again: its default action stops.
-    previous = signal.signal(signum, signal.SIG_DFL) if signum != signal.SIGSTOP else None
-    try:
-        if group:
-            os.killpg(os.getpgrp(), signum)
-        else:
-            os.kill(os.getpid(), signum)
-    finally:
-        if previous is not None:
-            signal.signal(signum, previous)
-
-
-def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
-    # The group outlives its leader while any of the command's children are left; once it
-    # is gone there is nothing to signal.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signum)
-
-
-#: How often exec looks at its command while it runs (its exit, its stops, a stuck vfork).
-_WAIT_POLL = 0.02
-#: How long a command may sit stopped-in-vfork before exec unsticks it.
-_STUCK_AFTER = 0.2
-
-
-def _proc_state(pid: int) -> tuple[str, int] | None:
-    """The one-letter state and the process group of ``pid`` (Linux /proc), None if unknown."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[0], int(fields[2])
-
-
-def _unstick(child: subprocess.Popen[bytes], since: float | None) -> float | None:
-    """Resolve a job stop that the command's leader can never report; the new ``since``.
-
-    A shell such as dash starts each command with vfork: until the child execs, the parent
-    sleeps uninterruptibly (state D). A Ctrl-Z landing in that window stops the child before
-    its exec, so the parent can neither go on nor stop: the job never reports stopped and
-    the terminal seems wedged (a shell waiting on such a job hangs the same way). Seen for
-    longer than _STUCK_AFTER, it is resolved as the terminal meant: SIGCONT lets the child
-    exec (and discards the stop the parent had pending), then the stop is sent again.
-    """
-    leader = _proc_state(child.pid)
-    if leader is None or leader[0] != "D":
-        return None
-    stopped = False
-    with contextlib.suppress(OSError):
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != child.pid:
-                member = _proc_state(int(entry))
-                if member is not None and member[1] == child.pid and member[0] in ("T", "t"):
-                    stopped = True
-                    break
-    if not stopped:
-        return None
-    now = time.monotonic()
-    if since is None:
-        return now
-    if now - since < _STUCK_AFTER:
-        return since
-    _signal_group(child, signal.SIGCONT)
-    time.sleep(_WAIT_POLL)  # time for the child to exec and the parent to leave vfork
-    _signal_group(child, signal.SIGTSTP)
-    return None
-
-
-def _group_alive(child: subprocess.Popen[bytes]) -> bool:
-    try:
-        os.killpg(child.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # a member we may not signal (it changed its user) still exists
-    return True
 
 
 def _exec_environment(name: str, lock: Lock) -> dict[str, str]:
@@ -992,7 +788,7 @@ def _exec_environment(name: str, lock: Lock) -> dict[str, str]:
 
 
 def _cmd_exec(args: argparse.Namespace) -> int:
-    supervisor = _Supervisor(args.grace)
+    supervisor = Supervisor(args.grace)
     with _client(args) as rl, supervisor.handling_signals():
         lock = _lock(rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost)
         supervisor.lock = lock
@@ -1001,7 +797,10 @@ def _cmd_exec(args: argparse.Namespace) -> int:
             if not lock.acquire(blocking=True, timeout=args.timeout):
                 raise _not_acquired(lock, args.timeout)
             supervisor.hold()
-            code = supervisor.run(args.argv, _exec_environment(args.name, lock))
+            returncode = supervisor.run(args.argv, _exec_environment(args.name, lock))
+            if returncode is not None:
+                # As a shell reports a command killed by signal N.
+                code = returncode if returncode >= 0 else ExitCode.SIGNALLED - returncode
         finally:
             # Every path releases, an interrupted one included; a failed release only
             # decides the exit code when nothing else went wrong first.
@@ -1043,7 +842,7 @@ def _stopped_by_signals() -> Iterator[None]:
         nonlocal fired
         if not fired:
             fired = True
-            raise _Interrupted(signum)
+            raise Interrupted(signum)
 
     terminating = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {signum: signal.signal(signum, interrupt) for signum in terminating}
@@ -1100,7 +899,7 @@ def _run_servers(args: argparse.Namespace, report: IO[str] | None) -> int:
                 report.close()
             while True:
                 time.sleep(3600)
-        except _Interrupted:
+        except Interrupted:
             # The way to stop them: a clean stop, not a failure.
             return ExitCode.OK
         finally:

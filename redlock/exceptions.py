@@ -6,9 +6,10 @@
     ├── LockNotAcquired               acquire could not get a majority in time
     │   ├── QuorumUnavailable         fewer than a majority of masters could be reached at all
     │   └── AcquireTimeout            also a TimeoutError: a blocking acquire ran out of time
-    ├── MasterMisconfigured           so many masters refuse our credentials, ACL permissions
-    │                                 or TLS that no majority is possible: raised at once,
-    │                                 even by a blocking acquire (retrying cannot help)
+    ├── MasterMisconfigured           so many masters refuse us (credentials, ACL permissions,
+    │                                 TLS) or are unfit for Redlock (a replica, a cluster
+    │                                 node, one server twice) that no majority is possible:
+    │                                 raised at once, even by a blocking acquire
     ├── LockLost                      a majority answered that our token is gone, or the
     │                                 validity ran out: the lock expired or was taken, the
     │                                 work may have run unprotected; locked() is False after
@@ -46,9 +47,12 @@ class NodeStatus(Enum):
     DENIED = "denied"  # the master answered no: another token holds the key, or ours is gone
     UNREACHABLE = "unreachable"  # connection refused, reset or closed
     TIMEOUT = "timeout"  # no answer within node_timeout (a hung or slow master)
-    ERROR = "error"  # the master answered with an error reply (OOM, READONLY, ...)
+    ERROR = "error"  # the master answered with an error reply (OOM, LOADING, BUSY, ...)
     #: the master refuses us for a reason waiting will not fix: wrong password (WRONGPASS,
-    #: NOAUTH), a missing ACL permission (NOPERM), an untrusted TLS certificate, not RESP
+    #: NOAUTH), a missing ACL permission (NOPERM), an untrusted TLS certificate, not RESP;
+    #: or it is no standalone master: a replica (READONLY), a cluster node (MOVED, ASK,
+    #: CROSSSLOT, CLUSTERDOWN), or so it said at connect (INFO: a replica, a cluster node,
+    #: the same server as another master; with strict=True, any risk found)
     MISCONFIGURED = "misconfigured"
     NOT_AWAITED = "not awaited"  # the round was decided before this master's reply was needed
 
@@ -130,10 +134,13 @@ class LockNotHeld(RedlockError, RuntimeError):
 
 
 class MasterMisconfigured(RedlockError):
-    """So many masters refuse our credentials, permissions or TLS that no majority is possible.
+    """So many masters refuse us, or are unfit for Redlock, that no majority is possible.
 
     Each master's refusal is in :attr:`outcomes` (status ``MISCONFIGURED``, with the master's
-    own reply, e.g. ``WRONGPASS ...`` or ``NOPERM ...``, or the TLS error). Where a master
+    own reply, e.g. ``WRONGPASS ...``, ``NOPERM ...``, a replica's ``READONLY ...`` or a
+    cluster node's ``MOVED ...``, or the TLS error), or what the master said about itself
+    at connect that makes it unfit (e.g. "it is a replica of 10.0.0.1:6379 (role:slave)
+    ...", "it is the same server as 10.0.0.2:6379 (run_id ...) ..."). Where a master
     runs no Lua for us (an ACL without ``@scripting``), what needs it (a multi-name lock, a
     semaphore, fencing, inspect) is refused so, and the reply says that it needs scripting.
     """

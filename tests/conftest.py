@@ -1,8 +1,9 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and the test tiers (the `pure` marker: the section at the end)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
@@ -56,6 +57,43 @@ def in_threads(work: Callable[[int], object], count: int, within: float = 120.0)
 
 
 # --- local Redis masters (redlock.servers) --------------------------------------------------
+#
+# The fixtures that give a test masters, and why there is more than one: they differ in who
+# owns the servers (shared by the session, or the test's own to fault), how they are reached
+# (a LocalMasters, or URLs that may be containers) and what the servers run.
+#
+#   masters            five local masters for the whole session, shared: no faults, keys of
+#                      your own. The default for a test that needs masters.
+#   fresh_masters      a factory of local masters that are the test's own to kill, pause and
+#                      restart, stopped at teardown.
+#   raw                plain redis-py clients on ``masters``, to look at keys directly.
+#   master_urls        the URLs of five shared masters: ``masters``', or with
+#                      REDLOCK_TEST_DOCKER=1 containers' (the tests that need URLs only).
+#   docker_masters     the URLs of five masters in containers; skips without Docker
+#                      (``master_urls`` uses it, and test_compose, which always does).
+#   matrix_cluster     ``masters`` for each server kind of REDLOCK_TEST_SERVERS: on the
+#                      default kind it is ``masters`` itself, elsewhere five of that kind.
+#   matrix_masters     ``fresh_masters`` on the server kind under test.
+#   tls_masters, mutual_tls_masters, unix_masters, acl_masters
+#                      three shared masters of the kind under test with one connection
+#                      set-up each: TLS, TLS with client certificates, a unix socket, ACLs.
+#
+# Module-local views and set-ups: test_cli's ``urls`` (``master_urls``, also exported as
+# $REDLOCK_MASTERS) and ``raw_at_urls``; test_chaos_proxy's ``master`` (masters[0]'s address);
+# test_docs' ``servers`` (seven of the docs' own, so that examples may use any key and leave
+# it held); test_chaos_clock's ``faked`` and test_chaos_powerloss's ``start`` (one master
+# under libfaketime, or on a disk that loses power).
+
+
+@contextlib.contextmanager
+def raw_clients(urls: Sequence[str], timeout: float = 2.0) -> Iterator[list[redis.Redis]]:
+    """Plain redis-py clients on ``urls``, closed on exit."""
+    clients = [redis.Redis.from_url(url, socket_timeout=timeout) for url in urls]
+    try:
+        yield clients
+    finally:
+        for client in clients:
+            client.close()
 
 
 class MastersFactory(Protocol):
@@ -91,10 +129,8 @@ def fresh_masters() -> Iterator[MastersFactory]:
 @pytest.fixture
 def raw(masters: LocalMasters) -> Iterator[list[redis.Redis]]:
     """Plain redis-py clients on the shared masters, to look at keys directly."""
-    clients = [redis.Redis.from_url(url, socket_timeout=2) for url in masters.urls]
-    yield clients
-    for client in clients:
-        client.close()
+    with raw_clients(masters.urls) as clients:
+        yield clients
 
 
 # --- clients of the public APIs ---------------------------------------------------------------
@@ -222,6 +258,9 @@ class BlockingRedlock:
     def force_release(self, name: str) -> redlock.LockInfo:
         return self._loop.run(self.inner.force_release(name))
 
+    def check(self, **kwargs: Any) -> redlock.TopologyReport:
+        return self._loop.run(self.inner.check(**kwargs))
+
     def close(self) -> None:
         self._loop.run(self.inner.aclose())
 
@@ -270,15 +309,19 @@ def master_urls(request: pytest.FixtureRequest) -> list[str]:
 # tests are deselected, and the run says so at its end: that is what the kind is, not a
 # broken install (Debian's kind serves TLS, and a matrix test checks that it does).
 
-import contextlib  # noqa: E402  (appended section)
+import atexit  # noqa: E402  (appended section)
 import functools  # noqa: E402  (appended section)
 import os  # noqa: E402  (appended section)
+import pathlib  # noqa: E402  (appended section)
+import shutil  # noqa: E402  (appended section)
+import tempfile  # noqa: E402  (appended section)
 from typing import cast  # noqa: E402  (appended section)
 
 from redlock.servers import (  # noqa: E402  (appended section)
     ENV_VAR,
     SERVER_KINDS,
     AclUser,
+    LocalMaster,
     RedisServerNotFound,
     ServerKind,
     find_redis_server,
@@ -360,6 +403,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(
                 f"{item.nodeid} is marked matrix but uses no server_kind fixture, so it would run on one server only"
             )
+        if item.get_closest_marker("pure") is not None:
+            raise pytest.UsageError(f"{item.nodeid}: the pure marker is given here, from the fixtures, not by hand")
+        if not _starts_servers(item):
+            item.add_marker(pytest.mark.pure)
     # Deselected, not skipped: a skip says something is missing that should be there, and in
     # CI none may skip; these are not meant to run here at all.
     kept, dropped = [], []
@@ -490,10 +537,97 @@ def acl_masters(server_binary: str) -> Iterator[LocalMasters]:
 
 
 @pytest.fixture(scope="session")
-def matrix_cluster(server_binary: str) -> Iterator[LocalMasters]:
+def matrix_cluster(request: pytest.FixtureRequest, server_kind: str, server_binary: str) -> Iterator[LocalMasters]:
     """Five shared masters of the server under test: ``masters`` for every kind of the matrix.
 
     Shared like ``masters``: no faults, keys of your own.
     """
+    if server_kind == DEFAULT_KIND:
+        # The same binary and the same rules as ``masters``: five more servers would only
+        # cost their start-up.
+        shared: LocalMasters = request.getfixturevalue("masters")
+        yield shared
+        return
     with LocalMasters(5, binary=server_binary) as started:
         yield started
+
+
+# --- tiers: `pytest -m pure` runs the tests that start no server ------------------------------
+#
+# The pure tier is the fast one: the core's flows against model masters (tests/model.py), the
+# chaos checkers on made-up histories, argument checks, parsers. A test is in it, by the
+# `pure` marker given at collection, unless it uses a fixture of SERVER_FIXTURES (directly
+# or through another fixture) or carries a marker that means servers: `servers` (it starts
+# them itself, in its body or in a subprocess), `chaos`, `docker`, `tls`, `matrix`. A wrong
+# guess is loud, not slow: while a pure test runs (its fixtures' set-up included), starting
+# a redis-server fails it, in this process (every start goes through LocalMaster._spawn) and
+# in its children (they find the binary through $REDLOCK_REDIS_SERVER, which then names one
+# that refuses to run).
+
+#: The fixtures that start servers or run a server binary: the masters fixtures above, the
+#: server matrix's (server_kind resolves a binary, server_binary is run by its users), and
+#: the modules' own that start masters (test_docs' servers, test_chaos_clock's faked,
+#: test_chaos_scenarios' harness and quick_scenario).
+SERVER_FIXTURES = frozenset(
+    {
+        "masters",
+        "fresh_masters",
+        "master_urls",
+        "docker_masters",
+        "matrix_cluster",
+        "matrix_masters",
+        "tls_masters",
+        "mutual_tls_masters",
+        "unix_masters",
+        "acl_masters",
+        "server_kind",
+        "server_binary",
+        "servers",
+        "faked",
+        "harness",
+        "quick_scenario",
+    }
+)
+_SERVER_MARKERS = ("servers", "chaos", "docker", "tls", "matrix", "wheel")
+
+
+def _starts_servers(item: pytest.Item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return bool(fixtures & SERVER_FIXTURES) or any(item.get_closest_marker(name) for name in _SERVER_MARKERS)
+
+
+_refusing: list[str] = []
+
+
+def _refusing_server() -> str:
+    """A redis-server that refuses to run, for the children of pure tests (made once)."""
+    if not _refusing:
+        directory = pathlib.Path(tempfile.mkdtemp(prefix="redlock-pure-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        path = directory / "redis-server"
+        path.write_text(
+            "#!/bin/sh\n"
+            'echo "a test of the pure tier ran redis-server: use a masters fixture, or mark it servers" >&2\n'
+            "exit 1\n"
+        )
+        path.chmod(0o755)
+        _refusing.append(str(path))
+    return _refusing[0]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if item.get_closest_marker("pure") is None:
+        yield
+        return
+
+    def refuse(self: LocalMaster) -> None:
+        pytest.fail(
+            f"{item.nodeid} is in the pure tier (it uses no masters fixture), yet it starts a redis-server:"
+            " use a masters fixture (tests/conftest.py lists them), or mark it servers"
+        )
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LocalMaster, "_spawn", refuse)
+        patch.setenv(ENV_VAR, _refusing_server())
+        yield

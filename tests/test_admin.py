@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 
 import redlock
 from redlock import LockInfo, LockLost, MasterInfo, NodeStatus
-from redlock._core import MAX_TTL, Command, Result, Round
+from redlock._core import MAX_TTL, Command, Request, Result, Round
 from redlock._flows import LockSpec, force_release_flow, inspect_flow, lock_info
 from redlock.servers import LocalMasters
 
 from .cli_helpers import closed_ports
 from .conftest import ClientFactory, eventually, unique
+from .model import drive
 
 NODES = tuple(f"m{i}" for i in range(5))
 
@@ -51,18 +52,22 @@ _reply = st.one_of(
 def test_lock_info_names_the_holder_only_with_a_quorum(replies: list[object], forced: bool) -> None:
     spec = _spec()
     flow = force_release_flow(spec) if forced else inspect_flow(spec)
-    round_ = next(flow)
-    assert isinstance(round_, Round)
-    assert round_.wait_for_all
-    for node, reply in enumerate(replies):
-        if reply is None:
-            round_.record(node, NodeStatus.TIMEOUT, "no reply")
-        else:
-            token, pttl = reply  # type: ignore[misc]
-            round_.record_reply(node, [1, token, pttl])
-    with pytest.raises(StopIteration) as stop:
-        flow.send(1.0)
-    info = lock_info(spec, stop.value.value)
+    rounds: list[Round] = []
+
+    def answer(round_: Request) -> float:
+        assert isinstance(round_, Round)
+        assert round_.wait_for_all
+        rounds.append(round_)
+        for node, reply in enumerate(replies):
+            if reply is None:
+                round_.record(node, NodeStatus.TIMEOUT, "no reply")
+            else:
+                token, pttl = reply  # type: ignore[misc]
+                round_.record_reply(node, [1, token, pttl])
+        return 1.0
+
+    info = lock_info(spec, drive(flow, answer))
+    assert len(rounds) == 1
     tokens = [r[0].decode() for r in replies if r is not None and r[0] is not None]  # type: ignore[index]
     assert info.reachable == sum(r is not None for r in replies)
     assert info.votes == max((tokens.count(t) for t in tokens), default=0)

@@ -43,6 +43,8 @@ CLIENTS = [redlock.Redlock, redlock.asyncio.Redlock]
         (NOWHERE, {"unavailable_timeout": -1}, ValueError, "unavailable_timeout"),
         (NOWHERE, {"wake_on_release": "yes"}, TypeError, "wake_on_release"),
         (NOWHERE, {"clock": 3}, TypeError, "clock"),
+        (NOWHERE, {"health_check_interval": -1}, ValueError, "health_check_interval"),
+        (NOWHERE, {"health_check_interval": "30s"}, TypeError, "health_check_interval"),
     ],
 )
 def test_bad_client_arguments(
@@ -130,3 +132,11 @@ def test_extend_with_a_bad_ttl_is_refused_before_traffic() -> None:
     lock = redlock.Redlock(NOWHERE).lock("x")
     with pytest.raises(ValueError, match="ttl"):
         lock.extend(ttl=-1)
+
+
+@pytest.mark.parametrize("make", CLIENTS)
+@pytest.mark.parametrize(("limit", "error"), [(None, TypeError), (0, ValueError), ("3", TypeError), (True, TypeError)])
+def test_a_semaphore_needs_a_limit_before_any_traffic(make: Any, limit: Any, error: type[Exception]) -> None:
+    rl = make(NOWHERE)
+    with pytest.raises(error, match="limit"):
+        rl.semaphore("x", limit=limit)

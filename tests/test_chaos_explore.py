@@ -19,6 +19,7 @@ import json
 import math
 import os
 import pathlib
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -26,15 +27,15 @@ from hypothesis import strategies as st
 
 from chaos.__main__ import main
 from chaos.checkers import check_all
-from chaos.explore import ExploreConfig, explore, find_violations, time_bins
+from chaos.explore import _NEMESIS_ACTIONS, ExploreConfig, explore, find_violations, time_bins
 from chaos.history import AcquireInvoked, AcquireReturned, History, ReleaseInvoked
 from chaos.schedule import (
-    CLIENT_KINDS,
-    DOWN_KINDS,
+    FAULT_KINDS,
     FAULT_SETS,
-    LINK_KINDS,
     FaultOp,
+    FaultSet,
     Schedule,
+    fault_kind,
     generate,
     masters_down,
     resolve_fault_set,
@@ -76,7 +77,7 @@ def test_every_fault_is_healed_before_the_end(
         assert 0 <= op.start < op.end <= duration - max(1.0, 2 * ttl) + 1e-3
         assert op.kind in FAULT_SETS[name].kinds
         assert all(0 <= m < n for m in op.masters)
-        if op.kind in CLIENT_KINDS or op.kind in LINK_KINDS:
+        if op.fault.target in ("client", "link"):
             assert op.client in {f"c{i + 1}" for i in range(k)}
     # Steps: every op starts once and stops once, the stop after the start.
     steps = schedule.steps()
@@ -93,7 +94,7 @@ def test_a_safe_schedule_keeps_the_assumptions(seed: int, duration: float, n: in
     for op in schedule.ops:
         # Checking at every start suffices: the count of masters down only rises there.
         assert len(masters_down(schedule.ops, op.start)) <= bound
-        if op.kind in DOWN_KINDS:
+        if op.fault.down:
             assert len(op.masters) <= bound
         if op.kind == "kill":
             assert op.end - op.start > ttl  # the delayed restart
@@ -108,9 +109,9 @@ def test_one_fault_per_target_at_a_time(seed: int, duration: float, name: str, n
     schedule = generate(seed, duration, FAULT_SETS[name], nodes=n, clients=k, interval=0.2)
 
     def holds(op: FaultOp) -> set[str]:
-        if op.kind in LINK_KINDS:
+        if op.fault.target == "link":
             return {op.target}
-        if op.kind in CLIENT_KINDS:
+        if op.fault.target == "client":
             return {f"client {op.target}"}
         return {f"master {m}" for m in op.masters}
 
@@ -151,6 +152,32 @@ def test_fault_sets_by_name_or_list() -> None:
         generate(1, 10.0, FAULT_SETS["safe"], nodes=2)
     with pytest.raises(ValueError, match="clients"):
         ExploreConfig(FAULT_SETS["safe"], clients=1)
+
+
+def test_an_unknown_fault_kind_is_refused_wherever_it_comes_from() -> None:
+    # A misspelt kind must fail, not play a schedule that injects nothing.
+    with pytest.raises(ValueError, match="unknown fault kind 'pause_master'"):
+        fault_kind("pause_master")
+    with pytest.raises(ValueError, match="unknown fault kind 'nap'"):
+        FaultOp(0.0, 1.0, "nap", "A")
+    with pytest.raises(ValueError, match="unknown fault kind 'nap'"):
+        FaultOp.from_dict({"start": 0.0, "end": 1.0, "kind": "nap", "target": "A"})
+    with pytest.raises(ValueError, match="unknown fault kind 'nap'"):
+        FaultSet.from_dict({"name": "mine", "kinds": ["kill", "nap"], "safe": True})
+
+
+def test_every_fault_kind_has_a_nemesis_action_and_a_magnitude() -> None:
+    real = {name for name, kind in FAULT_KINDS.items() if not kind.simulated}
+    assert set(_NEMESIS_ACTIONS) == real  # (the simulator's own kinds are played by chaos.sim)
+    # The SAFE set is the table's safe kinds, and a SAFE schedule keeps a master down only
+    # through the kinds the table says take one down.
+    assert set(FAULT_SETS["safe"].kinds) == {name for name in real if FAULT_KINDS[name].safe}
+    rng = random.Random(0)
+    for kind in FAULT_KINDS.values():
+        for safe in (True, False):
+            length, value = kind.magnitudes(safe, 1.0, rng)
+            assert length > 0
+            assert value >= 0
 
 
 # --- the Wilson interval (pure) ----------------------------------------------------------------
@@ -223,6 +250,7 @@ def test_bins_and_violations_of_a_synthetic_history() -> None:
 # --- smoke, real processes -------------------------------------------------------------------
 
 
+@pytest.mark.servers
 def test_explore_safe_smoke(tmp_path: pathlib.Path) -> None:
     config = ExploreConfig(FAULT_SETS["safe"], seed=3, duration=5.0, interval=0.4)
     outcome = explore(config, tmp_path)
@@ -255,6 +283,7 @@ def _saved_window(path: pathlib.Path) -> None:
     path.write_text(json.dumps(document))
 
 
+@pytest.mark.servers
 def test_replay_plays_a_saved_window_again(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     window = tmp_path / "violation-1.json"
     _saved_window(window)
@@ -268,6 +297,7 @@ def test_replay_plays_a_saved_window_again(tmp_path: pathlib.Path, capsys: pytes
     assert (tmp_path / "replay" / "violations" / "violation-1.json").exists()
 
 
+@pytest.mark.servers
 def test_sweep_smoke(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["sweep", "pause", "--values", "0.5", "2.0", "--trials", "1", "--seed", "2", "--out", str(tmp_path), "-q"]
     assert main(argv) == 0

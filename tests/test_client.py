@@ -343,6 +343,7 @@ def test_blocking_acquire_without_timeout_gives_up_on_a_dead_quorum(
     assert time.monotonic() - started < 10.0
 
 
+@pytest.mark.servers
 def test_refused_connections_cost_milliseconds_not_retries(client: ClientFactory) -> None:
     """No master runs on these ports: redis-py's own retries would take seconds."""
     with LocalMasters(1) as placeholder:

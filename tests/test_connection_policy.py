@@ -9,6 +9,7 @@ and drop nothing silently when a connection fails.
 from __future__ import annotations
 
 import hiredis
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -17,6 +18,7 @@ from redlock import _scripts
 from redlock._config import Credentials
 from redlock._connection import (
     MAX_IN_FLIGHT,
+    RECONNECT_BACKOFF_MAX,
     Connect,
     Connections,
     ProtocolViolation,
@@ -328,3 +330,46 @@ def test_a_master_that_will_not_say_still_serves_and_its_facts_stay_unknown() ->
     assert outcome.failure is None
     assert round_.outcomes[0].status is NodeStatus.GRANTED
     assert policy.facts()[0].answered is False
+
+
+def test_a_master_that_refuses_a_thousand_clean_ups_in_a_row_backs_off_no_longer_than_the_cap() -> None:
+    # Clean-ups connect whatever the back-off, so failures can pile up far beyond what the
+    # doubling needs; 2.0**1024 once overflowed.
+    policy = _policy(password="wrong")
+    for attempt in range(1100):
+        now = float(attempt)
+        connect = policy.submit(_round(attempt, cleanup=True), 0, now)
+        assert isinstance(connect, Connect)
+        policy.connected(connect, None, now)
+        parser = reply_parser()
+        parser.feed(b"-WRONGPASS invalid username-password pair\r\n")
+        assert policy.received("command", 0, parser, now).hang_up
+    link = policy.links[0]
+    assert link.failures == 1100
+    assert link.retry_at - 1099.0 == RECONNECT_BACKOFF_MAX
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"-READONLY You can't write against a read only replica.",
+        b"-MOVED 3999 127.0.0.1:6381",
+        b"-ASK 3999 127.0.0.1:6381",
+        b"-CROSSSLOT Keys in request don't hash to the same slot",
+        b"-CLUSTERDOWN Hash slot not served",
+    ],
+)
+def test_a_replica_or_cluster_node_answering_a_round_is_misconfigured_not_down(reply: bytes) -> None:
+    policy = _policy()
+    round_ = _round(1)
+    connect = policy.submit(round_, 0, 0.0)
+    assert isinstance(connect, Connect)
+    policy.connected(connect, None, 0.0)
+    parser = reply_parser()
+    parser.feed(_bulk(_INFO.replace(b"connected_slaves:1", b"connected_slaves:0")))
+    parser.feed(b"+OK\r\n" * len(_scripts.ALL) + reply + b"\r\n")
+    outcome = policy.received("command", 0, parser, 0.0)
+    assert not outcome.hang_up  # the connection is fine: the server is what it is
+    assert round_.outcomes[0].status is NodeStatus.MISCONFIGURED
+    assert round_.outcomes[0].detail == reply[1:].decode()
+    assert isinstance(policy.submit(_round(2), 0, 0.1), Write)  # asked again: it may have changed

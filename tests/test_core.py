@@ -1,8 +1,8 @@
 """Property tests of the pure core: quorum arithmetic, rounds, retry delays and the flows.
 
-No servers here. The flows are driven by a small in-memory model of masters that applies
-SET NX PX and the two scripts with expiry, the way a real master would, so that the
-decisions (hold, roll back, retry, give up) can be checked over thousands of cases.
+No servers here. The flows are driven by the model masters of tests/model.py, which apply
+SET NX PX and the scripts with expiry, the way a real master would, so that the decisions
+(hold, roll back, retry, give up) can be checked over thousands of cases.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
-from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from redlock import _core, _scripts
+from redlock import _core
+from redlock._connection import Waiters
 from redlock._core import (
     Command,
     Pause,
@@ -28,9 +28,20 @@ from redlock._core import (
     ttl_milliseconds,
     validity_left,
 )
-from redlock._flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, next_renewal, release_flow, renewal_flow
+from redlock._flows import (
+    Lease,
+    Tokens,
+    acquire_flow,
+    extend_flow,
+    next_renewal,
+    release_flow,
+    renewal_flow,
+    rollback_flow,
+)
 from redlock._kinds import FENCED
 from redlock.exceptions import NodeStatus
+
+from .model import ModelCluster
 
 statuses = st.sampled_from(list(NodeStatus))
 
@@ -189,106 +200,6 @@ def test_replies_map_to_granted_and_denied() -> None:
 
 
 # --- flows against a model of masters -------------------------------------------------------
-
-
-@dataclass
-class ModelMaster:
-    """A master as far as the flows can tell: keys with expiry, SET NX PX and our scripts."""
-
-    up: bool = True
-    keys: dict[str, tuple[str, float]] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-    #: The extend-order key: the token and number of the last extend applied, per lock.
-    applied_extends: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-    def apply(self, command: Command, now: float) -> object:
-        self.keys = {k: v for k, v in self.keys.items() if v[1] > now}
-        # The order key expires with its lock key (the script gives both the same ttl).
-        self.applied_extends = {k: v for k, v in self.applied_extends.items() if k in self.keys}
-        args = command.args
-        if args[0] == "SET":
-            return self.set_nx_px(str(args[1]), str(args[2]), int(args[5]), now)
-        script, keys, argv = command.script, args[3 : 3 + int(args[2])], args[3 + int(args[2]) :]
-        key = str(keys[0])
-        if script is _scripts.FENCED_ACQUIRE:
-            if self.set_nx_px(key, str(argv[0]), int(argv[1]), now) is None:
-                return 0
-            return [1, self.counters.get(str(keys[1]), 0)]
-        if script is _scripts.FENCE_RAISE:
-            self.counters[key] = max(self.counters.get(key, 0), int(argv[0]))
-            return 1
-        if self.keys.get(key, ("", 0.0))[0] != str(argv[0]):
-            return 0
-        if script in (_scripts.RELEASE, _scripts.RELEASE_AND_NOTIFY):
-            del self.keys[key]
-            self.applied_extends.pop(key, None)
-        else:
-            assert script is _scripts.EXTEND
-            token, number = str(argv[0]), int(argv[2])
-            last = self.applied_extends.get(key)
-            if last is not None and last[0] == token and last[1] >= number:
-                return 1  # a newer extend of this holding was applied already
-            self.applied_extends[key] = (token, number)
-            self.keys[key] = (token, now + int(argv[1]) / 1000)
-        return 1
-
-    def set_nx_px(self, key: str, token: str, ttl_ms: int, now: float) -> bytes | None:
-        if key in self.keys:
-            return None
-        self.keys[key] = (token, now + ttl_ms / 1000)
-        return b"OK"
-
-
-class ModelCluster:
-    """Runs flows against model masters; each round takes ``round_time`` seconds."""
-
-    def __init__(self, n: int, round_time: float = 0.001) -> None:
-        self.masters = [ModelMaster() for _ in range(n)]
-        self.now = 1000.0
-        self.round_time = round_time
-        self.rounds: list[Round] = []
-        self.paused = 0.0
-
-    def run(self, flow: _core.Flow) -> _core.Result:
-        try:
-            request = next(flow)
-            while True:
-                self.before_request()
-                if isinstance(request, Round):
-                    self.rounds.append(request)
-                    for node in request.targets:
-                        master = self.masters[node]
-                        if master.up:
-                            request.record_reply(node, master.apply(request.command, self.now))
-                        else:
-                            request.record(node, NodeStatus.UNREACHABLE)
-                    self.now += self.round_time
-                else:
-                    assert isinstance(request, Pause)
-                    assert request.seconds >= 0
-                    self.paused += request.seconds
-                    self.now += request.seconds
-                request = flow.send(self.now)
-        except StopIteration as stop:
-            result: _core.Result = stop.value
-            return result
-
-    def before_request(self) -> None:
-        """A hook for faults that depend on time."""
-
-    def spec(self, ttl: float = 1.0, unavailable_timeout: float = 1.0) -> LockSpec:
-        return LockSpec(
-            key="k",
-            ttl=ttl,
-            node_names=tuple(f"m{i}" for i in range(len(self.masters))),
-            node_timeout=0.05,
-            clock_drift_factor=0.01,
-            retry_delay=0.1,
-            unavailable_timeout=unavailable_timeout,
-        )
-
-    def holders(self, token: str) -> int:
-        return sum(1 for m in self.masters if m.keys.get("k", ("", 0.0))[0] == token and m.keys["k"][1] > self.now)
 
 
 cluster_shapes = st.integers(min_value=1, max_value=7).flatmap(
@@ -614,3 +525,79 @@ class MutualExclusion(RuleBasedStateMachine):
 
 TestMutualExclusion = MutualExclusion.TestCase
 TestMutualExclusion.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+
+
+@given(
+    st.lists(st.sampled_from(["mine", "other", "none"]), min_size=1, max_size=7),
+    st.lists(st.booleans(), min_size=7, max_size=7),
+    st.integers(min_value=1, max_value=3),
+)
+def test_a_rollback_deletes_every_token_of_ours_and_nothing_else(
+    holders: list[str], up: list[bool], tokens: int
+) -> None:
+    """What an interrupted acquire left (a key per attempt's token, on any masters) goes,
+    everywhere a master answers; another holder's key is never touched."""
+    cluster = ModelCluster(len(holders))
+    ours = [f"mine-{i}" for i in range(tokens)]
+    for node, (master, holder) in enumerate(zip(cluster.masters, holders, strict=True)):
+        master.up = up[node]
+        if holder == "mine":
+            master.keys["k"] = (ours[node % tokens], 1e9)
+        elif holder == "other":
+            master.keys["k"] = ("other", 1e9)
+    result = cluster.run(rollback_flow(cluster.spec(), ours))
+    assert len(cluster.rounds) == tokens  # one round per token, each waiting for every master
+    assert all(round_.wait_for_all and round_.cleanup for round_ in cluster.rounds)
+    for master, holder in zip(cluster.masters, holders, strict=True):
+        held = master.keys.get("k", ("", 0.0))[0]
+        if holder == "other":
+            assert held == "other"
+        elif master.up:
+            assert held == ""
+    last = cluster.rounds[-1]
+    assert result.granted == last.granted
+
+
+class _Event:
+    def __init__(self) -> None:
+        self.woken = False
+
+    def is_set(self) -> bool:
+        return self.woken
+
+    def set(self) -> None:
+        self.woken = True
+
+
+def test_a_release_wakes_the_longest_waiter_once_however_many_masters_announce_it() -> None:
+    waiters: Waiters[_Event] = Waiters()
+    first, second, elsewhere = _Event(), _Event(), _Event()
+    waiters.add("a", first)
+    waiters.add("a", second)
+    waiters.add("b", elsewhere)
+    for _ in range(5):  # one announcement per master that held the lock
+        waiters.released("a", b"token-1")
+    assert (first.woken, second.woken, elsewhere.woken) == (True, False, False)
+    waiters.released("a", b"token-2")  # the next release wakes the next waiter
+    assert second.woken
+    waiters.discard("a", first)
+    waiters.discard("a", second)
+    assert waiters.channels() == {"b"}
+    waiters.released("a", b"token-3")  # nobody waits there any more: nothing kept
+    assert waiters.channels() == {"b"}
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "discard", "release"]), st.integers(0, 3), st.integers(0, 4))))
+def test_waiters_never_wake_more_than_one_per_release(steps: list[tuple[str, int, int]]) -> None:
+    waiters: Waiters[_Event] = Waiters()
+    events = [_Event() for _ in range(4)]
+    for action, who, token in steps:
+        before = sum(event.woken for event in events)
+        if action == "add":
+            waiters.add("a", events[who])
+        elif action == "discard":
+            waiters.discard("a", events[who])
+        else:
+            waiters.released("a", str(token).encode())
+            assert sum(event.woken for event in events) - before <= 1
+        assert waiters.channels() <= {"a"}

@@ -1,25 +1,26 @@
 """Property tests of the semaphore and the multi-name lock in the pure core (no servers).
 
 Both are the lock's flows with other commands and, for the semaphore, another quorum. The
-flows run against model masters that apply the semaphore and multi-name scripts the way a
-real master does (with its own clock), while each attempt reaches a random subset of them.
+flows run against the model masters of tests/model.py, which apply the semaphore and
+multi-name scripts the way a real master does (with its own clock), while each attempt
+reaches a random subset of them (the others time out).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redlock import _core, _scripts
-from redlock._core import Command, Round
+from redlock import _core
+from redlock._core import Round
 from redlock._flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, release_flow
 from redlock._kinds import kind_of
-from redlock.exceptions import NodeStatus
+
+from .model import ModelCluster
 
 # --- the quorum -------------------------------------------------------------------------------
 
@@ -45,99 +46,12 @@ def test_semaphore_quorum_refuses_nonsense(nodes: int, limit: int) -> None:
         _core.semaphore_quorum(nodes, limit)
 
 
-# --- model masters ----------------------------------------------------------------------------
-
-
-@dataclass
-class Master:
-    """Keys with expiry (the multi-name lock) and sorted sets of permits (the semaphore)."""
-
-    keys: dict[str, tuple[str, float]] = field(default_factory=dict)
-    permits: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    def apply(self, command: Command, now: float) -> object:
-        self.keys = {k: v for k, v in self.keys.items() if v[1] > now}
-        args = command.args
-        count = int(args[2])
-        keys, argv = [str(k) for k in args[3 : 3 + count]], [str(a) for a in args[3 + count :]]
-        script, token = command.script, argv[0]
-        names = keys[:-1]  # the last key is the extend-order key
-        pool = self.permits.setdefault(keys[0], {})
-        if script is _scripts.MULTI_ACQUIRE:
-            held = [i for i, name in enumerate(names, start=1) if name in self.keys]
-            if held:
-                return [0, held[0]]
-            for name in names:
-                self.keys[name] = (token, now + int(argv[1]) / 1000)
-            return 1
-        if script is _scripts.MULTI_EXTEND:
-            if any(self.keys.get(name, ("",))[0] != token for name in names):
-                return 0
-            for name in names:
-                self.keys[name] = (token, now + int(argv[1]) / 1000)
-            return 1
-        if script is _scripts.MULTI_RELEASE:
-            mine = [name for name in names if self.keys.get(name, ("",))[0] == token]
-            for name in mine:
-                del self.keys[name]
-            return int(len(mine) == len(names))
-        for expired in [t for t, expiry in pool.items() if expiry < now]:
-            del pool[expired]
-        if script is _scripts.SEMAPHORE_ACQUIRE:
-            if len(pool) >= int(argv[2]):
-                return 0
-            pool[token] = now + int(argv[1]) / 1000
-            return 1
-        if script is _scripts.SEMAPHORE_EXTEND:
-            if token not in pool:
-                return 0
-            pool[token] = now + int(argv[1]) / 1000
-            return 1
-        assert script is _scripts.SEMAPHORE_RELEASE
-        return int(pool.pop(token, None) is not None)
-
-
-class Cluster:
-    """Runs flows; each round reaches only the masters in ``reach`` (the others time out)."""
-
-    def __init__(self, n: int) -> None:
-        self.masters = [Master() for _ in range(n)]
-        self.now = 1000.0
-        self.reach: set[int] = set(range(n))
-
-    def run(self, flow: _core.Flow) -> _core.Result:
-        try:
-            request = next(flow)
-            while True:
-                if isinstance(request, Round):
-                    for node in request.targets:
-                        if node in self.reach:
-                            request.record_reply(node, self.masters[node].apply(request.command, self.now))
-                        else:
-                            request.record(node, NodeStatus.TIMEOUT)
-                    self.now += 0.001
-                else:
-                    self.now += request.seconds
-                request = flow.send(self.now)
-        except StopIteration as stop:
-            result: _core.Result = stop.value
-            return result
-
-    def spec(self, *, limit: int = 0, names: tuple[str, ...] = (), ttl: float = 100.0) -> LockSpec:
-        return LockSpec(
-            key=names[0] if names else "pool",
-            ttl=ttl,
-            node_names=tuple(f"m{i}" for i in range(len(self.masters))),
-            node_timeout=0.05,
-            clock_drift_factor=0.01,
-            retry_delay=0.1,
-            unavailable_timeout=1.0,
-            kind=kind_of(names=names, limit=limit),
-        )
-
-    def acquire(self, spec: LockSpec, token: str) -> _core.Result:
-        tokens = Tokens(lambda: token)
-        return self.run(acquire_flow(spec, tokens, self.now, blocking=False, timeout=None, rng=random.Random(0)))
+def primitive_spec(
+    cluster: ModelCluster, *, limit: int = 0, names: tuple[str, ...] = (), ttl: float = 100.0
+) -> LockSpec:
+    """A semaphore ``pool`` of ``limit`` permits, or a lock on ``names``, on the cluster's
+    masters; nothing expires during a test unless it asks for a shorter ttl."""
+    return cluster.spec(key=names[0] if names else "pool", ttl=ttl, kind=kind_of(names=names, limit=limit))
 
 
 reaches = st.integers(min_value=3, max_value=7).flatmap(
@@ -151,8 +65,8 @@ reaches = st.integers(min_value=3, max_value=7).flatmap(
 @given(reaches, st.integers(min_value=1, max_value=4))
 def test_no_more_than_limit_hold_whatever_each_one_reaches(case: tuple[int, list[set[int]]], limit: int) -> None:
     n, attempts = case
-    cluster = Cluster(n)
-    spec = cluster.spec(limit=limit)
+    cluster = ModelCluster(n)
+    spec = primitive_spec(cluster, limit=limit)
     held = 0
     for number, reach in enumerate(attempts):
         cluster.reach = reach
@@ -166,13 +80,13 @@ def test_no_more_than_limit_hold_whatever_each_one_reaches(case: tuple[int, list
 
 def test_a_plain_majority_lets_one_too_many_in() -> None:
     """The counterexample behind the quorum: four holders with 3 of 5 votes, limit 3."""
-    cluster = Cluster(5)
-    spec = cluster.spec(limit=3)
+    cluster = ModelCluster(5)
+    spec = primitive_spec(cluster, limit=3)
     plain = dataclasses.replace(spec, forced_quorum=3)
     spread = [{(h * 3 + j) % 5 for j in range(3)} for h in range(4)]
     outcomes = {}
     for name, which in (("own", spec), ("plain", plain)):
-        cluster = Cluster(5)
+        cluster = ModelCluster(5)
         held = 0
         for number, reach in enumerate(spread):
             cluster.reach = reach
@@ -182,8 +96,8 @@ def test_a_plain_majority_lets_one_too_many_in() -> None:
 
 
 def test_semaphore_extend_never_revives_and_release_needs_its_quorum() -> None:
-    cluster = Cluster(5)
-    spec = cluster.spec(limit=2, ttl=1.0)
+    cluster = ModelCluster(5)
+    spec = primitive_spec(cluster, limit=2, ttl=1.0)
     assert cluster.acquire(spec, "me").ok
     lease = Lease("me", cluster.now + 0.9)
     for master in cluster.masters[:2]:
@@ -207,12 +121,12 @@ def test_no_name_has_two_holders_and_a_failure_sets_nothing(
     case: tuple[int, list[set[int]]], sets: list[set[str]]
 ) -> None:
     n, attempts = case
-    cluster = Cluster(n)
+    cluster = ModelCluster(n)
     holders: dict[str, str] = {}
     for number, (reach, names) in enumerate(zip(attempts, sets, strict=False)):
         cluster.reach = reach
         token = f"t{number}"
-        result = cluster.acquire(cluster.spec(names=tuple(sorted(names))), token)
+        result = cluster.acquire(primitive_spec(cluster, names=tuple(sorted(names))), token)
         if result.ok:
             assert not names & holders.keys(), f"{token} holds {names} beside {holders}"
             holders.update(dict.fromkeys(names, token))
@@ -224,22 +138,17 @@ def test_no_name_has_two_holders_and_a_failure_sets_nothing(
 
 
 def test_multi_lock_waits_for_the_name_most_masters_found_held() -> None:
-    cluster = Cluster(5)
-    spec = cluster.spec(names=("a", "b", "c"))
+    cluster = ModelCluster(5)
+    spec = primitive_spec(cluster, names=("a", "b", "c"))
     for master in cluster.masters[:3]:
         master.keys["c"] = ("other", 1e9)
     for master in cluster.masters[3:]:
         master.keys["b"] = ("other", 1e9)
     flow = acquire_flow(spec, Tokens(lambda: "me"), cluster.now, blocking=True, timeout=1.0, rng=random.Random(0))
-    round_ = next(flow)
-    assert isinstance(round_, Round)
-    for node in round_.targets:
-        round_.record_reply(node, cluster.masters[node].apply(round_.command, cluster.now))
-    request = flow.send(cluster.now)
-    while isinstance(request, Round):  # the rollback of the two masters that had room: none
-        for node in request.targets:
-            request.record_reply(node, cluster.masters[node].apply(request.command, cluster.now))
-        request = flow.send(cluster.now)
+    request = next(flow)
+    assert isinstance(request, Round)
+    while isinstance(request, Round):  # the attempt, and a rollback where a master had room (none here)
+        request = flow.send(cluster.answer(request))
     assert isinstance(request, _core.Pause)
     assert request.wake_on == "c"
     flow.close()

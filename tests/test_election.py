@@ -25,7 +25,7 @@ import redlock
 import redlock.asyncio
 from redlock import LockLost, QuorumUnavailable
 from redlock._config import MAX_IDENTITY_BYTES, check_identity
-from redlock._core import Pause, Result, Round
+from redlock._core import Pause, Request, Round
 from redlock._election import UNCHANGED, Observer, default_observe_interval
 from redlock._flows import LockSpec
 from redlock._kinds import FENCED
@@ -34,6 +34,7 @@ from redlock.exceptions import NodeStatus
 from redlock.servers import LocalMasters
 
 from .conftest import BlockingRedlock, ClientFactory, MastersFactory, eventually, unique
+from .model import drive
 
 WAIT = 30.0
 
@@ -82,17 +83,18 @@ def observe_step(
 ) -> tuple[object, Pause | None]:
     """One step of ``observer``: woken at ``wake_at`` (None: when its pause ends), and the
     first ``holders`` masters holding ``token``; what it reported, and how it paused."""
-    flow = observer.step(now)
-    request = next(flow)
-    pause = None
-    if isinstance(request, Pause):
-        pause = request
-        request = flow.send(now + request.seconds if wake_at is None else wake_at)
-    assert isinstance(request, Round)
-    _inspect_reply(request, token, holders)
-    with pytest.raises(StopIteration) as stop:
-        flow.send(now)
-    result: Result = stop.value.value
+    requests: list[Request] = []
+
+    def answer(request: Request) -> float:
+        requests.append(request)
+        if isinstance(request, Pause):
+            return now + request.seconds if wake_at is None else wake_at
+        _inspect_reply(request, token, holders)
+        return now
+
+    result = drive(observer.step(now), answer)
+    assert [type(request) for request in requests] in ([Round], [Pause, Round])  # a pause at most, then a look
+    pause = requests[0] if isinstance(requests[0], Pause) else None
     return observer.seen(result), pause
 
 

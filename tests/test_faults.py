@@ -1,8 +1,8 @@
 """The client against faults of the connection kind, on real masters, for both APIs.
 
-Masters that close idle connections, masters that stop answering while they owe replies,
-a client closed while it renews a lock: each test sets the fault up for real and checks
-what is left on the masters afterwards.
+Masters that stop answering while they owe replies, a client closed while it renews a lock
+(masters that close idle connections: tests/test_resets.py): each test sets the fault up for
+real and checks what is left on the masters afterwards.
 """
 
 from __future__ import annotations
@@ -18,28 +18,6 @@ from redlock import LockLost, QuorumUnavailable, ReleaseUnconfirmed, _scripts
 from redlock._core import order_key
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
-
-
-def test_connections_closed_by_idle_masters_are_replaced(client: ClientFactory, matrix_masters: MastersFactory) -> None:
-    """Redis's ``timeout`` setting closes idle connections; the next round must reconnect
-    them rather than write into a dead socket and count those masters as failed."""
-    masters = matrix_masters(3)
-    raw = [redis.Redis.from_url(url) for url in masters.urls]
-    for master in raw:
-        master.config_set("timeout", 1)
-    rl = client(masters.urls, wake_on_release=False)
-    lock = rl.lock(unique(), ttl=30.0)
-
-    def only_raw_connected() -> bool:  # each master closed our client's connection to it
-        return all(len(master.client_list()) == 1 for master in raw)
-
-    assert lock.acquire(blocking=False)
-    assert eventually(only_raw_connected)
-    lock.release()  # would be LockLost if the dead connections were written to
-    assert [master.exists(lock.name) for master in raw] == [0, 0, 0]
-    assert eventually(only_raw_connected)
-    assert lock.acquire(blocking=False)
-    lock.release()
 
 
 def test_a_master_owing_many_replies_still_gets_the_rollbacks(

@@ -18,12 +18,13 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "redlock"
 #: Lowest first; a module may import only from its own layer or the ones before it. Within
 #: a layer, modules do not import each other (checked too).
 LAYERS: list[tuple[str, ...]] = [
-    ("exceptions", "_scripts", "_extras", "_version", "_lifeline", "_testing_tls"),
+    ("exceptions", "_scripts", "_extras", "_version", "_lifeline", "_testing_tls", "_proc"),
     ("_core",),  # the protocol's vocabulary: arithmetic, commands, rounds, results
     ("_kinds",),  # what each kind of lock sends, and its quorum
     ("_flows",),  # the lock flows and the lease
     ("_urls", "_facts"),  # URLs read; what a master says at connect
     ("_config",),  # checks, addresses, credentials, the drivers' settings
+    ("_topology",),  # whether the masters are what Redlock needs: the rules, check()'s report
     ("_connection",),  # the connection policy
     ("_driver",),  # what both drivers do alike: the lowest layer with I/O
     ("_telemetry",),
@@ -31,13 +32,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("_election",),
     ("_sync", "_aio"),
     ("_client", "asyncio"),
-    ("fencing", "servers", "__init__"),
+    ("fencing", "servers", "_supervisor", "__init__"),
     ("cli", "demo"),
     ("__main__",),
 ]
 
 #: The core and the policy never do I/O, and never read a clock: time and replies are inputs.
-PURE = ("_core", "_kinds", "_flows", "_urls", "_facts", "_connection")
+PURE = ("_core", "_kinds", "_flows", "_urls", "_facts", "_topology", "_connection")
 IO_MODULES = frozenset({"socket", "select", "selectors", "asyncio", "subprocess", "time", "os", "io", "ssl.socket"})
 
 

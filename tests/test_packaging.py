@@ -152,6 +152,7 @@ def test_python_dash_m_chaos_from_the_checkout() -> None:
     assert "restart-empty" in done.stdout
 
 
+@pytest.mark.servers
 def test_redlock_chaos_runs_a_scenario_outside_the_checkout_without_matplotlib(tmp_path: pathlib.Path) -> None:
     # The installed command, from elsewhere (its client processes must find the installed
     # package too), with matplotlib missing: the verdicts, no pictures, said once.
@@ -342,6 +343,7 @@ def test_the_built_wheel_works_installed_alone(tmp_path: pathlib.Path) -> None:
 # --- the benchmark and the demo without their optional parts ------------------------------------
 
 
+@pytest.mark.servers
 def test_bench_without_matplotlib_writes_its_figures_and_says_so_once(tmp_path: pathlib.Path) -> None:
     env = without_modules(tmp_path / "shadow", os.environ, "matplotlib")
     out = tmp_path / "out"

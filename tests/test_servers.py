@@ -18,6 +18,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from redlock import _proc
 from redlock.servers import ENV_VAR, LocalMasters, RedisServerNotFound, find_redis_server
 
 # The fresh_masters fixture of conftest.py: fresh_masters(n=5, **kwargs) -> LocalMasters.
@@ -28,19 +29,6 @@ def client(url: str, timeout: float = 1.0) -> redis.Redis:
     # No retries: redis-py's default retries with backoff would turn an expected failure
     # into seconds of waiting.
     return redis.Redis.from_url(url, socket_timeout=timeout, retry=Retry(NoBackoff(), 0))
-
-
-def is_gone(pid: int) -> bool:
-    """Whether pid no longer runs; a zombie (exited, not reaped by its new parent) counts."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2] == "Z"
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -84,7 +72,7 @@ def test_kill_refuses_connections_and_clears_pid(fresh_masters: MastersFactory) 
     master.kill()
     assert master.pid is None
     assert not master.running
-    assert is_gone(pid)
+    assert not _proc.running(pid)
     with client(master.url) as r, pytest.raises(redis.ConnectionError):
         r.ping()
     master.kill()  # idempotent
@@ -172,7 +160,7 @@ def test_stop_of_a_paused_master(fresh_masters: MastersFactory) -> None:
     pids = cluster.pids
     cluster[0].pause()
     cluster.stop()
-    assert all(pid is not None and is_gone(pid) for pid in pids)
+    assert all(pid is not None and not _proc.running(pid) for pid in pids)
 
 
 def test_stop_leaves_no_process_and_no_dir(fresh_masters: MastersFactory) -> None:
@@ -194,16 +182,18 @@ def test_stop_leaves_no_process_and_no_dir(fresh_masters: MastersFactory) -> Non
         cluster.start()
 
 
+@pytest.mark.servers
 def test_context_manager_under_base_dir(tmp_path: pathlib.Path) -> None:
     with LocalMasters(1, base_dir=tmp_path) as cluster:
         assert cluster.dir.parent == tmp_path
         assert cluster[0].dir.is_relative_to(tmp_path)
         pid = cluster[0].pid
     assert pid is not None
-    assert is_gone(pid)
+    assert not _proc.running(pid)
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.servers
 def test_failed_start_reports_the_log_and_leaves_nothing(tmp_path: pathlib.Path) -> None:
     with (
         pytest.raises(RuntimeError, match=r"(?s)exited.*Bad directive"),
@@ -267,6 +257,7 @@ def test_bad_arguments_name_the_argument(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.servers
 def test_sigkilled_parent_leaves_no_orphans(tmp_path: pathlib.Path) -> None:
     script = textwrap.dedent(
         """
@@ -284,11 +275,12 @@ def test_sigkilled_parent_leaves_no_orphans(tmp_path: pathlib.Path) -> None:
         line = parent.stdout.readline()
         pids = [int(pid) for pid in line.split()]
         assert len(pids) == 2, line
-        assert not any(is_gone(pid) for pid in pids)
+        assert all(_proc.running(pid) for pid in pids)
         parent.kill()
-    assert wait_until(lambda: all(is_gone(pid) for pid in pids), timeout=5.0)
+    assert wait_until(lambda: all(not _proc.running(pid) for pid in pids), timeout=5.0)
 
 
+@pytest.mark.servers
 def test_module_entry_prints_urls_and_stops_on_ctrl_c() -> None:
     with subprocess.Popen(
         [sys.executable, "-m", "redlock.servers", "-n", "2"],
@@ -314,9 +306,10 @@ def test_module_entry_prints_urls_and_stops_on_ctrl_c() -> None:
             if entry.poll() is None:
                 entry.kill()
     # The entry reaped its servers, and they were its children: not even zombies remain.
-    assert all(is_gone(pid) for pid in pids)
+    assert all(not _proc.running(pid) for pid in pids)
 
 
+@pytest.mark.servers
 def test_exit_without_stop_cleans_up(tmp_path: pathlib.Path) -> None:
     script = textwrap.dedent(
         """
@@ -335,5 +328,5 @@ def test_exit_without_stop_cleans_up(tmp_path: pathlib.Path) -> None:
     )
     pids = [int(pid) for pid in done.stdout.split()]
     assert len(pids) == 2, done
-    assert all(is_gone(pid) for pid in pids)
+    assert all(not _proc.running(pid) for pid in pids)
     assert list(tmp_path.iterdir()) == []

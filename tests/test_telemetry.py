@@ -272,6 +272,23 @@ def test_a_wrong_password_is_outcome_misconfigured(
     assert all("is misconfigured" in message and "WRONGPASS" in message for message in warnings)
 
 
+EVICTING = ("--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru")
+
+
+def test_what_a_master_says_at_its_handshake_is_counted_once_per_connection(
+    client: ClientFactory, fresh_masters: MastersFactory, otel: Telemetry
+) -> None:
+    cluster = fresh_masters(3, extra_args=EVICTING)
+    rl = client(cluster.urls, **otel.providers)
+    with rl.lock(unique(), timeout=3):
+        pass
+    rl.check()  # asks every master again: nothing new to count
+    _telemetry.flush()
+    findings = otel.points("redlock.master.findings", redlock__finding="evicts-keys")
+    assert sorted(point.attributes["server.port"] for point in findings) == sorted(ports(cluster))
+    assert {(point.attributes["redlock.finding.severity"], point.value) for point in findings} == {("warning", 1)}
+
+
 def test_an_operation_cut_short_is_outcome_error(
     client: ClientFactory, masters: LocalMasters, otel: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -425,6 +442,25 @@ def test_without_opentelemetry_the_library_works_and_prints_nothing(
     """
     done = run_python(code, env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
+
+
+@pytest.mark.servers
+def test_without_opentelemetry_what_a_master_says_is_still_judged(tmp_path: pathlib.Path) -> None:
+    env = without_modules(tmp_path / "shadow", checkout_env(), "opentelemetry")
+    code = f"""
+        import logging, redlock
+        from redlock.servers import LocalMasters
+
+        logging.basicConfig(format="%(message)s")
+        with LocalMasters(3, extra_args={EVICTING!r}) as cluster, redlock.Redlock(cluster.urls) as rl:
+            with rl.lock("no-otel:{unique()}", timeout=3):
+                pass
+            assert rl.check().verdict is redlock.Verdict.WARNINGS
+        print("ok")
+    """
+    done = run_python(code, env)
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
+    assert done.stderr.count("maxmemory-policy allkeys-lru") == 3, done.stderr
 
 
 def test_the_global_providers_are_the_default(masters: LocalMasters) -> None:

@@ -123,8 +123,7 @@ def inside(stage: str, checkout: str) -> int:
             checks.run("a lock cycle on local masters", lambda: _lock_cycle(urls))
             checks.run("an asyncio lock cycle", lambda: _async_lock_cycle(urls))
             checks.run("a lock cycle through `redlock exec`", lambda: _cli_lock_cycle(urls))
-        # `redlock doctor` goes here once it exists (another change builds it): run it from this
-        # venv against these masters, in the bare stage too, and check its verdict and exit status.
+        checks.run("`redlock doctor` finds the local masters fit", lambda: _doctor(urls))
         if stage != "bare":
             import importlib.metadata  # noqa: PLC0415
 
@@ -229,6 +228,14 @@ def _cli_lock_cycle(urls: list[str]) -> None:
     _run([redlock_script, "exec", "--masters", masters, "smoke:cli", "--", sys.executable, "-c", probe])
     status = _spawn([redlock_script, "status", "--masters", masters, "smoke:cli"])
     _expect(status.returncode == 1, f"`redlock status` exited {status.returncode}, not 1 (free): {status.stderr}")
+
+
+def _doctor(urls: list[str]) -> None:
+    redlock_script = pathlib.Path(sys.prefix) / "bin" / "redlock"
+    done = _spawn([redlock_script, "doctor", "--json", "--masters", ",".join(urls)])
+    _expect(done.returncode == 0, f"`redlock doctor` exited {done.returncode}, not 0 (fit): {done.stderr}")
+    report = json.loads(done.stdout)
+    _expect(report["verdict"] == "fit", f"`redlock doctor` said {report['verdict']!r}, not 'fit'")
 
 
 def _clients(urls: list[str]) -> None:

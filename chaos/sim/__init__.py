@@ -1,0 +1,9 @@
+"""Deterministic simulation of Redlock: the library's real flows and connection policy,
+simulated masters, network and clocks, one thread, simulated time (``python -m chaos sim``).
+
+Modules, bottom up: :mod:`chaos.sim.model` (what a master does with each command),
+:mod:`chaos.sim.world` (event loop, masters, network, clients), :mod:`chaos.sim.trial`
+(a fault schedule against the explore workload, judged by :mod:`chaos.checkers`),
+:mod:`chaos.sim.search` (trials by seed, hypothesis search and shrinking, sweeps, the
+self-test) and :mod:`chaos.sim.cli`. See docs/simulation.md.
+"""

@@ -1,0 +1,270 @@
+"""What a master does with each command the lock sends: SET NX PX and every Lua script of
+:mod:`redlock._scripts`, modelled in Python once, here.
+
+Where it sits: below the simulated masters (:mod:`chaos.sim.world`), which feed it the
+commands they parse off the wire, and the pure tests (``tests/test_core.py``,
+``tests/test_core_primitives.py``), which feed it :class:`~redlock._core.Command` objects.
+It reads no clock: every call takes the master's own time (seconds of its wall clock),
+which is what Redis expires keys by, so a simulated clock that jumps or runs fast expires
+keys early exactly as a real one does.
+
+Scripts are found by their SHA-1, as a master finds them, so a script that a broken client
+(:mod:`chaos.variants`) puts in place of the real one must be modelled here too: an unknown
+script is an error reply, never a silent guess.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from redlock import _scripts
+from redlock._core import Command, ErrorReply
+
+__all__ = ["MODELLED", "Keyspace", "Reply"]
+
+#: A reply as the client's parser would give it: b"OK", None, an int, bytes, a list, or an
+#: ErrorReply.
+Reply = object
+
+Arg = str | bytes | int
+
+
+def _text(arg: Arg) -> str:
+    return arg.decode() if isinstance(arg, bytes) else str(arg)
+
+
+@dataclass
+class Keyspace:
+    """One master's keys: ``keys[name] = (value, expires_at)`` in the master's seconds
+    (``math.inf``: no expiry). A value is a string, or a dict for the semaphore's sorted
+    set (token -> expiry score in ms) and its extend-order hash."""
+
+    keys: dict[str, tuple[object, float]] = field(default_factory=dict)
+
+    def copy(self) -> Keyspace:
+        return Keyspace({k: (dict(v) if isinstance(v, dict) else v, t) for k, (v, t) in self.keys.items()})
+
+    def get(self, key: str, now: float) -> object:
+        entry = self.keys.get(key)
+        if entry is None:
+            return None
+        if entry[1] <= now:  # Redis expires lazily on access: the same as expiring on time
+            del self.keys[key]
+            return None
+        return entry[0]
+
+    def set(self, key: str, value: object, now: float, ttl_ms: float | None = None) -> None:
+        self.keys[key] = (value, math.inf if ttl_ms is None else now + int(ttl_ms) / 1000)
+
+    def delete(self, key: str) -> int:
+        return int(self.keys.pop(key, None) is not None)
+
+    def pexpire(self, key: str, ttl_ms: float, now: float) -> int:
+        value = self.get(key, now)
+        if value is None:
+            return 0
+        self.set(key, value, now, ttl_ms)
+        return 1
+
+    def pttl(self, key: str, now: float) -> int:
+        if self.get(key, now) is None:
+            return -2
+        expires = self.keys[key][1]
+        return -1 if math.isinf(expires) else math.floor((expires - now) * 1000)
+
+    def holder(self, key: str, now: float) -> str | None:
+        value = self.get(key, now)
+        return value if isinstance(value, str) else None
+
+    # --- commands -----------------------------------------------------------------------------
+
+    def command(self, command: Command, now: float) -> Reply:
+        """Apply a command object as the flows build it."""
+        return self.apply(command.args, now)
+
+    def apply(self, args: Sequence[Arg], now: float) -> Reply:
+        """Apply one command (its arguments as sent) at the master's time ``now``."""
+        name = _text(args[0]).upper()
+        if name == "SET":
+            key, value = _text(args[1]), _text(args[2])
+            options = [_text(a).upper() for a in args[3:]]
+            if "NX" in options and self.get(key, now) is not None:
+                return None
+            ttl = int(args[3 + options.index("PX") + 1]) if "PX" in options else None
+            self.set(key, value, now, ttl)
+            return b"OK"
+        if name in ("EVALSHA", "EVAL"):
+            sha = _text(args[1]) if name == "EVALSHA" else _scripts.Script(_text(args[1])).sha
+            model = MODELLED.get(sha)
+            if model is None:
+                return ErrorReply("NOSCRIPT No matching script." if name == "EVALSHA" else "ERR unmodelled script")
+            count = int(args[2])
+            keys = [_text(k) for k in args[3 : 3 + count]]
+            argv = [_text(a) for a in args[3 + count :]]
+            return model(self, keys, argv, now)
+        if name == "GET":
+            found = self.holder(_text(args[1]), now)
+            return None if found is None else found.encode()
+        if name == "DEL":
+            return sum(self.delete(_text(k)) for k in args[1:])
+        return ErrorReply(f"ERR unknown command '{name}'")
+
+
+Model = Callable[[Keyspace, list[str], list[str], float], Reply]
+
+
+def _release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    if ks.holder(keys[0], now) != argv[0]:
+        return 0
+    if len(keys) > 1:
+        ks.delete(keys[1])
+    return ks.delete(keys[0])
+
+
+def _extend_order_applied(ks: Keyspace, order: str, token: str, number: int, now: float) -> bool:
+    """Whether a newer (or this) extend of the holding of ``token`` was applied already."""
+    last = ks.holder(order, now)
+    mark = token + ":"
+    return last is not None and last.startswith(mark) and int(last[len(mark) :]) >= number
+
+
+def _extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    token, ttl, number = argv[0], int(argv[1]), int(argv[2])
+    if ks.holder(keys[0], now) != token:
+        return 0
+    if _extend_order_applied(ks, keys[1], token, number, now):
+        return 1
+    ks.set(keys[1], f"{token}:{number}", now, ttl)
+    return ks.pexpire(keys[0], ttl, now)
+
+
+def _fenced_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    if ks.get(keys[0], now) is not None:
+        return 0
+    ks.set(keys[0], argv[0], now, int(argv[1]))
+    counter = ks.holder(keys[1], now)
+    return [1, int(counter or 0)]
+
+
+def _fence_raise(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    if int(ks.holder(keys[0], now) or 0) < int(argv[0]):
+        ks.set(keys[0], argv[0], now)
+    return 1
+
+
+def _inspect(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    holder = ks.holder(keys[0], now)
+    return [1, None if holder is None else holder.encode(), ks.pttl(keys[0], now)]
+
+
+def _force_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    reply = _inspect(ks, keys, argv, now)
+    ks.delete(keys[0])
+    ks.delete(keys[1])
+    return reply
+
+
+def _multi_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    names = keys[:-1]
+    for i, name in enumerate(names, start=1):
+        if ks.get(name, now) is not None:
+            return [0, i]
+    for name in names:
+        ks.set(name, argv[0], now, int(argv[1]))
+    return 1
+
+
+def _multi_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    names = keys[:-1]
+    if ks.holder(names[0], now) == argv[0]:
+        ks.delete(keys[-1])
+    held = 0
+    for name in names:
+        if ks.holder(name, now) == argv[0]:
+            ks.delete(name)
+            held += 1
+    return int(held == len(names))
+
+
+def _multi_extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    names, token, ttl, number = keys[:-1], argv[0], int(argv[1]), int(argv[2])
+    if any(ks.holder(name, now) != token for name in names):
+        return 0
+    if _extend_order_applied(ks, keys[-1], token, number, now):
+        return 1
+    ks.set(keys[-1], f"{token}:{number}", now, ttl)
+    for name in names:
+        ks.pexpire(name, ttl, now)
+    return 1
+
+
+def _permits(ks: Keyspace, key: str, now: float) -> dict[str, float]:
+    value = ks.get(key, now)
+    return value if isinstance(value, dict) else {}
+
+
+def _keep(ks: Keyspace, keys: list[str], sets: tuple[dict[str, float], dict[str, float]], ttl: int, now: float) -> None:
+    """Write the semaphore's set and hash back, their backstop expiry at least ``ttl``."""
+    backstop = max(ks.pttl(keys[0], now), ttl)
+    for key, value in zip(keys, sets, strict=False):
+        ks.set(key, value, now, backstop)
+
+
+def _semaphore_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    ms = math.floor(now * 1000)
+    pool, order = _permits(ks, keys[0], now), _permits(ks, keys[1], now)
+    limit = int(argv[2])
+    if len(pool) >= limit:
+        for token in [t for t, score in pool.items() if score < ms]:
+            del pool[token]
+            order.pop(token, None)
+        if len(pool) >= limit:
+            return 0
+    pool[argv[0]] = ms + int(argv[1])
+    _keep(ks, keys, (pool, order), int(argv[1]), now)
+    return 1
+
+
+def _semaphore_extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    ms = math.floor(now * 1000)
+    pool, order = _permits(ks, keys[0], now), _permits(ks, keys[1], now)
+    token, ttl, number = argv[0], int(argv[1]), int(argv[2])
+    if pool.get(token, -math.inf) < ms:
+        return 0
+    if order.get(token, -math.inf) >= number:
+        return 1
+    order[token] = number
+    pool[token] = ms + ttl
+    _keep(ks, keys, (pool, order), ttl, now)
+    return 1
+
+
+def _semaphore_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    ms = math.floor(now * 1000)
+    pool, order = _permits(ks, keys[0], now), _permits(ks, keys[1], now)
+    score = pool.pop(argv[0], None)
+    if score is None:
+        return 0
+    order.pop(argv[0], None)
+    return int(score >= ms)
+
+
+MODELLED: dict[str, Model] = {
+    _scripts.RELEASE.sha: _release,
+    _scripts.RELEASE_AND_NOTIFY.sha: _release,
+    _scripts.EXTEND.sha: _extend,
+    _scripts.FENCED_ACQUIRE.sha: _fenced_acquire,
+    _scripts.FENCE_RAISE.sha: _fence_raise,
+    _scripts.INSPECT.sha: _inspect,
+    _scripts.FORCE_RELEASE.sha: _force_release,
+    _scripts.MULTI_ACQUIRE.sha: _multi_acquire,
+    _scripts.MULTI_RELEASE.sha: _multi_release,
+    _scripts.MULTI_EXTEND.sha: _multi_extend,
+    _scripts.SEMAPHORE_ACQUIRE.sha: _semaphore_acquire,
+    _scripts.SEMAPHORE_EXTEND.sha: _semaphore_extend,
+    _scripts.SEMAPHORE_RELEASE.sha: _semaphore_release,
+}
+"""Every script a master can be asked to run, by SHA-1 (the broken clients' are added by
+:mod:`chaos.sim.variants`)."""

@@ -1,0 +1,363 @@
+"""Trials by seed, counterexamples found and shrunk, sweeps, and the self-test.
+
+Where it sits: above :mod:`chaos.sim.trial` (one judged trial) and below the command line
+(:mod:`chaos.sim.cli`).
+
+* :func:`explore`: ``trials`` independent trials of a fault family, trial ``i`` seeded by
+  ``(seed, i)`` whatever process runs it, so the counts are the same for any ``workers``.
+  The first violating trial's schedule is shrunk (:func:`shrink`) into the counterexample.
+* :func:`search`: hypothesis draws schedules of a family (a :func:`chaos.schedule.generate`
+  seed and which of its ops to keep) until one violates, then shrinks it: fewer ops first.
+* :func:`sweep`: violation rate with Wilson intervals per value of one magnitude.
+* :func:`selftest`: every broken client of :mod:`chaos.sim.variants` must be found.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
+
+from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
+from ..sweep import wilson_interval
+from .trial import Settings, TrialResult, run_trial
+
+__all__ = ["FAMILIES", "Family", "explore", "search", "selftest", "shrink", "sweep"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A fault set with the shape of its trials (short runs: a trial is a few ttls)."""
+
+    faults: FaultSet
+    duration: float = 6.0
+    ttl: float = 0.5
+    nodes: int = 5
+    clients: int = 3
+    interval: float = 0.5
+    #: Violation kinds its faults may cause a correct client (none for a SAFE family).
+    expected: tuple[str, ...] = ()
+
+    def schedule(self, seed: int) -> Schedule:
+        return generate(
+            seed,
+            self.duration,
+            self.faults,
+            nodes=self.nodes,
+            clients=self.clients,
+            ttl=self.ttl,
+            interval=self.interval,
+        )
+
+
+_UNSAFE = ("mutual-exclusion", "lost-update")
+FAMILIES: dict[str, Family] = {
+    name: Family(faults, expected=() if faults.safe else _UNSAFE) for name, faults in FAULT_SETS.items()
+}
+# The power cut under everysec: the catalogue's own scenario, as a family of its own.
+FAMILIES.setdefault(
+    "unsafe-powerloss", Family(FaultSet("unsafe-powerloss", ("power-loss",), safe=False), expected=_UNSAFE)
+)
+
+
+def trial_seed(seed: int, index: int) -> int:
+    """Trial ``index`` of a run seeded ``seed``: independent of who runs it."""
+    return random.Random(f"trial:{seed}:{index}").getrandbits(48)
+
+
+@dataclass
+class Counts:
+    trials: int = 0
+    violations: int = 0
+    acquisitions: int = 0
+    events: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    #: (trial index, its seed) of the first violating trial.
+    first: tuple[int, int] | None = None
+
+    def add(self, index: int, seed: int, result: TrialResult) -> None:
+        self.trials += 1
+        self.acquisitions += result.acquisitions
+        self.events += result.events
+        if result.violated:
+            self.violations += 1
+            for kind in result.kinds:
+                self.kinds[kind] = self.kinds.get(kind, 0) + 1
+            if self.first is None or index < self.first[0]:
+                self.first = (index, seed)
+
+    def merge(self, other: Counts) -> None:
+        self.trials += other.trials
+        self.violations += other.violations
+        self.acquisitions += other.acquisitions
+        self.events += other.events
+        for kind, n in other.kinds.items():
+            self.kinds[kind] = self.kinds.get(kind, 0) + n
+        if other.first is not None and (self.first is None or other.first[0] < self.first[0]):
+            self.first = other.first
+
+
+def _shard(family: Family, seed: int, indexes: Sequence[int], settings_: Settings) -> Counts:
+    counts = Counts()
+    for index in indexes:
+        each = trial_seed(seed, index)
+        counts.add(index, each, run_trial(family.schedule(each), each, settings_))
+    return counts
+
+
+def _run_shards(family: Family, seed: int, trials: int, workers: int, settings_: Settings) -> Counts:
+    indexes = list(range(trials))
+    if workers <= 1:
+        return _shard(family, seed, indexes, settings_)
+    total = Counts()
+    chunks = [indexes[i::workers] for i in range(workers)]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for counts in pool.map(_shard, *zip(*[(family, seed, chunk, settings_) for chunk in chunks], strict=True)):
+            total.merge(counts)
+    return total
+
+
+def shrink(schedule: Schedule, seed: int, settings_: Settings, violates: Callable[[TrialResult], bool]) -> Schedule:
+    """The smallest sub-schedule found that still violates: ops dropped one at a time
+    (latest first) while the trial still fails, then the run cut after the last op."""
+    ops = list(schedule.ops)
+    changed = True
+    while changed:
+        changed = False
+        for op in reversed(list(ops)):
+            fewer = [o for o in ops if o is not op]
+            if violates(run_trial(replace(schedule, ops=tuple(fewer)), seed, settings_)):
+                ops, changed = fewer, True
+    shortest = replace(schedule, ops=tuple(ops))
+    cut = max([op.end for op in ops] + [0.0]) + 3 * schedule.ttl + 0.5
+    if cut < schedule.duration:
+        shorter = replace(shortest, duration=round(cut, 3))
+        if violates(run_trial(shorter, seed, settings_)):
+            shortest = shorter
+    return shortest
+
+
+def _violated(result: TrialResult) -> bool:
+    return result.violated
+
+
+def explore(
+    name: str, trials: int, seed: int, *, workers: int = 1, settings_: Settings | None = None
+) -> dict[str, Any]:
+    """``trials`` trials of family ``name``: the summary ``sim explore`` writes."""
+    family = FAMILIES[name]
+    settings_ = settings_ or Settings()
+    started = time.perf_counter()
+    counts = _run_shards(family, seed, trials, workers, settings_)
+    seconds = time.perf_counter() - started
+    low, high = wilson_interval(counts.violations, counts.trials)
+    summary: dict[str, Any] = {
+        "set": name,
+        "expected": family.faults.expected,
+        "trials": counts.trials,
+        "seed": seed,
+        "violations": counts.violations,
+        "rate": {"value": counts.violations / max(1, counts.trials), "low": low, "high": high},
+        "kinds": dict(sorted(counts.kinds.items())),
+        "acquisitions": counts.acquisitions,
+        "events": counts.events,
+        "seconds": round(seconds, 3),
+        "acquisitions_per_second": round(counts.acquisitions / seconds, 1) if seconds else None,
+        "workers": workers,
+        "family": {k: v for k, v in dataclasses.asdict(family).items() if k != "faults"},
+        "settings": settings_.to_dict(),
+    }
+    if counts.first is not None:
+        index, each = counts.first
+        schedule = shrink(family.schedule(each), each, settings_, _violated)
+        result = run_trial(schedule, each, settings_)
+        summary["counterexample"] = {
+            "trial": index,
+            "seed": each,
+            "schedule": schedule.to_dict(),
+            "violations": result.describe()[:5],
+            "kinds": result.kinds,
+        }
+    return summary
+
+
+def search(
+    family: Family,
+    budget: int,
+    seed: int,
+    *,
+    settings_: Settings | None = None,
+    violates: Callable[[TrialResult], bool] = _violated,
+    extra_ops: Callable[[Schedule, int], Schedule] | None = None,
+) -> tuple[Schedule, int, int] | None:
+    """Hypothesis looks for a violating schedule of ``family`` within ``budget`` trials and
+    shrinks it; returns (the shrunk schedule, its workload seed, trials run), or None."""
+    settings_ = settings_ or Settings()
+    runs = 0
+
+    def build(drawn: tuple[int, list[bool]]) -> Schedule:
+        each, keep = drawn
+        schedule = family.schedule(each)
+        if extra_ops is not None:
+            schedule = extra_ops(schedule, each)
+        ops = tuple(op for op, kept in zip(schedule.ops, keep, strict=False) if kept)
+        return replace(schedule, ops=ops)
+
+    def condition(drawn: tuple[int, list[bool]]) -> bool:
+        nonlocal runs
+        runs += 1
+        return violates(run_trial(build(drawn), drawn[0], settings_))
+
+    strategy = st.tuples(st.integers(0, 2**31), st.lists(st.booleans(), min_size=40, max_size=40))
+    try:
+        found = find(
+            strategy,
+            condition,
+            settings=settings(
+                max_examples=budget,
+                database=None,
+                phases=[Phase.generate, Phase.shrink],
+                suppress_health_check=list(HealthCheck),
+                deadline=None,
+            ),
+            random=random.Random(seed),
+        )
+    except NoSuchExample:
+        return None
+    return build(found), found[0], runs
+
+
+def sweep(parameter: str, values: Sequence[float], trials: int, seed: int, *, workers: int = 1) -> dict[str, Any]:
+    """Violation rate per value of one magnitude; see :data:`SWEEPS`."""
+    make, theory = SWEEPS[parameter]
+    points = []
+    for value in values:
+        family = make(value)
+        counts = _run_shards(family, seed, trials, workers, Settings())
+        low, high = wilson_interval(counts.violations, counts.trials)
+        points.append(
+            {
+                "value": value,
+                "trials": counts.trials,
+                "violations": counts.violations,
+                "rate": counts.violations / max(1, counts.trials),
+                "low": low,
+                "high": high,
+                "acquisitions": counts.acquisitions,
+                "theory": theory(value),
+            }
+        )
+    return {"parameter": parameter, "seed": seed, "points": points}
+
+
+def _fixed(kind: str, value: float, *, faults: tuple[str, ...] = ("blackhole",)) -> Family:
+    """A family whose every ``kind`` op has magnitude ``value`` (clock rate) or length
+    ``value`` ttls (pause, restart delay), beside ``faults`` that make the K3 partitions."""
+    faults_set = FaultSet(f"sweep-{kind}", (kind, *faults), safe=False)
+
+    @dataclass(frozen=True)
+    class Fixed(Family):
+        def fix(self, op: FaultOp) -> FaultOp:
+            if op.kind != kind:
+                return op
+            if kind == "clock-rate":
+                return replace(op, value=value)
+            return replace(op, end=op.start + value * self.ttl)
+
+        def schedule(self, seed: int) -> Schedule:
+            base = super().schedule(seed)
+            ops = [self.fix(op) for op in base.ops]
+            return replace(base, ops=tuple(o for o in ops if o.end < self.duration - 1.0))
+
+    return Fixed(faults_set, expected=_UNSAFE)
+
+
+SWEEPS: dict[str, tuple[Callable[[float], Family], Callable[[float], str]]] = {
+    # A master's clock rate: unsafe past 1 + drift factor (with the 2 ms precision, a
+    # little more for a short ttl).
+    "clock-rate": (
+        lambda v: _fixed("clock-rate", v),
+        lambda v: "SAFE" if v <= 1.01 else "UNSAFE",
+    ),
+    # How long a killed master (no persistence) stays down, in ttls: safe beyond one ttl.
+    "restart-delay": (
+        lambda v: _fixed("kill", v),
+        lambda v: "SAFE" if v > 1.0 else "UNSAFE",
+    ),
+}
+
+
+# --- the self-test ------------------------------------------------------------------------------
+
+
+def _error_replies(schedule: Schedule, seed: int) -> Schedule:
+    """Add the sim-only fault: a minority of masters answers writes with -OOM for a while."""
+    rng = random.Random(f"errors:{seed}")
+    ops = list(schedule.ops)
+    at = 0.3
+    while at < schedule.duration - 2.0:
+        masters = sorted(rng.sample(range(schedule.nodes), (schedule.nodes - 1) // 2))
+        end = min(at + rng.uniform(0.5, 2.0), schedule.duration - 1.5)
+        ops.insert(0, FaultOp(round(at, 4), round(end, 4), "error-replies", ",".join(chr(65 + m) for m in masters)))
+        at = end + rng.uniform(0.2, 1.0)
+    return replace(schedule, ops=tuple(sorted(ops, key=lambda op: op.start)))
+
+
+def selftest(
+    budget: int, seed: int, *, say: Callable[[str], None] = print, names: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Search the SAFE family (plus error replies) with each broken client; one row each."""
+    from . import variants  # noqa: PLC0415  (patches the library while it runs)
+
+    # The SAFE kinds, unfenced: the workload checks its validity just before it writes, so
+    # a correct client's pause cannot make a stale write, and any overlap is the client's.
+    safe = FAMILIES["safe"].faults
+    family = replace(FAMILIES["safe"], faults=replace(safe, name="selftest", fencing=False), duration=5.0)
+    # Four names for three clients: a lapsed holding often finds its name free again, which
+    # is where an extend that re-creates keys shows.
+    selftest_settings = Settings(extend_share=0.5, names=4)
+    rows = []
+    for variant in variants.SIM_VARIANTS:
+        if names and variant.name not in names:
+            continue
+        started = time.perf_counter()
+        with variants.applied(variant):
+            found = search(family, budget, seed, settings_=selftest_settings, extra_ops=_error_replies)
+        row: dict[str, Any] = {
+            "variant": variant.name,
+            "mistake": variant.mistake,
+            "caught": found is not None,
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        if found is not None:
+            schedule, each, runs = found
+            with variants.applied(variant):
+                result = run_trial(schedule, each, selftest_settings)
+            row.update(trials=runs, seed=each, schedule=schedule.to_dict(), violations=result.describe()[:3])
+            ops = ", ".join(f"{op.kind} {op.target} [{op.start:g}-{op.end:g}s]" for op in schedule.ops) or "no fault"
+            say(f"{variant.name}: caught in {row['seconds']}s ({runs} trials); shrunk schedule: {ops}")
+            say(f"    {row['violations'][0] if row['violations'] else ''}")
+        else:
+            say(f"{variant.name}: NOT caught within {budget} trials")
+        rows.append(row)
+    return rows
+
+
+def first_violation(name: str, budget: int, seed: int) -> tuple[int, float] | None:
+    """How many trials (by seed) of family ``name`` until the first violation, and the
+    wall seconds it took: the budget to find one unaided."""
+    family = FAMILIES[name]
+    started = time.perf_counter()
+    for index in range(budget):
+        each = trial_seed(seed, index)
+        if run_trial(family.schedule(each), each).violated:
+            return index + 1, time.perf_counter() - started
+    return None

@@ -1,0 +1,506 @@
+"""The simulated world: masters, network and clients in one thread, on simulated time.
+
+Where it sits: above the library's pure layers, which it drives as they are (the lock
+flows of :mod:`redlock._flows` and the connection policy :class:`redlock._connection.Connections`,
+both sans-I/O), and above :mod:`chaos.sim.model` (what a master does with a command).
+Below :mod:`chaos.sim.trial`, which builds a world from a fault schedule and judges it.
+
+Theory of operation
+-------------------
+One heap of events ordered by (true time, sequence number); nothing reads a real clock,
+and every random choice comes from one seeded generator, so a seed replays a run exactly.
+
+* **Clients** run the real flows. A ``Round`` is submitted to the real policy for each
+  master; the policy answers with :class:`~redlock._connection.Write` and
+  :class:`~redlock._connection.Connect` actions, which become messages. Replies are fed
+  to the client's own ``hiredis`` parser and matched by the policy, which records them in
+  the round; the round's timer and overtime follow the synchronous driver's ``_run_round``.
+  A client reads its own clock (offset + rate); its deadlines are mapped back to true time
+  for the history. A paused client (SIGSTOP) handles nothing until it resumes: replies and
+  timers wait for it.
+* **The network** delivers each connection's bytes in order (TCP), after a per-message
+  delay; a link can be delayed, blackholed (bytes held until it heals, connects time out)
+  or one-way (replies held back).
+* **Masters** parse what arrives with ``hiredis.Reader`` and apply it through the model at
+  their own wall-clock time (offset + rate, piecewise: jumps and rates compose). A paused
+  master queues what arrives; a crashed one resets its connections and restarts with the
+  data its persistence kept (``none``: empty; ``everysec``: all after a process crash, the
+  last synced second's state after a power loss; ``always``: all).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import hiredis
+
+from redlock._config import Credentials
+from redlock._connection import Connect, Connections, Write, reply_parser
+from redlock._core import ErrorReply, Flow, Pause, Result, Round
+
+from .model import Keyspace, Reply
+
+__all__ = ["Client", "Clock", "Master", "Network", "World"]
+
+#: How often an ``everysec`` master syncs its append-only file.
+FSYNC_INTERVAL = 1.0
+
+
+class World:
+    """The event loop: ``at(time, fn, *args)`` runs ``fn(*args)`` at that true time."""
+
+    def __init__(self, seed: int | str) -> None:
+        self.now = 0.0
+        self.rng = random.Random(f"world:{seed}")
+        self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._seq = itertools.count()
+        self.events = 0
+        self.network: Network
+
+    def at(self, time: float, fn: Callable[..., None], *args: Any) -> None:
+        heapq.heappush(self._heap, (max(time, self.now), next(self._seq), fn, args))
+
+    def after(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
+        self.at(self.now + delay, fn, *args)
+
+    def run(self, until: float) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= until:
+            time, _, fn, args = heapq.heappop(heap)
+            self.now = time
+            self.events += 1
+            fn(*args)
+        self.now = until
+
+
+@dataclass
+class Clock:
+    """A clock that reads ``base + rate * (t - since)`` at true time ``t``, piecewise."""
+
+    base: float = 0.0
+    rate: float = 1.0
+    since: float = 0.0
+
+    def read(self, t: float) -> float:
+        return self.base + self.rate * (t - self.since)
+
+    def jump(self, t: float, by: float) -> None:
+        self.base, self.since = self.read(t) + by, t
+
+    def set_rate(self, t: float, rate: float) -> None:
+        self.base, self.since, self.rate = self.read(t), t, rate
+
+    def true_time(self, reading: float) -> float:
+        """When (true time) this clock reads ``reading``, on its current segment."""
+        return self.since + (reading - self.base) / self.rate
+
+
+def resp(reply: Reply) -> bytes:
+    """A reply in RESP, as a master writes it."""
+    if reply is None:
+        return b"$-1\r\n"
+    if isinstance(reply, ErrorReply):
+        return b"-" + reply.message.encode() + b"\r\n"
+    if isinstance(reply, bytes) and reply in (b"OK", b"PONG"):
+        return b"+" + reply + b"\r\n"
+    if isinstance(reply, bool | int):
+        return b":%d\r\n" % int(reply)
+    if isinstance(reply, bytes | str):
+        data = reply.encode() if isinstance(reply, str) else reply
+        return b"$%d\r\n%s\r\n" % (len(data), data)
+    if isinstance(reply, list | tuple):
+        return b"*%d\r\n" % len(reply) + b"".join(resp(item) for item in reply)
+    raise TypeError(f"no RESP for {reply!r}")
+
+
+def _info(run_id: str) -> bytes:
+    """What a master says of itself at a client's handshake: a standalone master with no
+    replicas, its run_id its own (a new one per start, as a real server's)."""
+    return (
+        b"# Server\r\nredis_version:7.0.0\r\nrun_id:%s\r\nredis_mode:standalone\r\n"
+        b"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n" % run_id.encode()
+    )
+
+
+@dataclass(eq=False)
+class Conn:
+    """One TCP connection between a client and a master, both ends."""
+
+    client: Client
+    node: int
+    generation: int
+    #: The master's incarnation it was opened to: a restarted master knows none before it.
+    incarnation: int
+    reader: Any = field(default_factory=hiredis.Reader)
+    parser: Any = field(default_factory=reply_parser)
+    open: bool = True
+    #: The last delivery time of each direction, so that bytes arrive in order.
+    up_at: float = 0.0
+    down_at: float = 0.0
+
+
+class Master:
+    """A simulated redis-server: its keyspace, clock, persistence and process state."""
+
+    def __init__(self, world: World, index: int, persistence: str) -> None:
+        self.world = world
+        self.index = index
+        self.name = chr(ord("A") + index)
+        self.persistence = persistence
+        self.clock = Clock()
+        self.data = Keyspace()
+        self.synced = Keyspace()
+        self.up = True
+        self.paused = False
+        self.incarnation = 0
+        self.scripts: set[str] = set()
+        self.queue: list[tuple[Conn, bytes]] = []
+        self.conns: list[Conn] = []
+        #: A sim-only fault: writes get an error reply (a full master, -OOM).
+        self.refusing = False
+        if persistence == "everysec":
+            world.after(FSYNC_INTERVAL, self._fsync)
+
+    def wall(self) -> float:
+        return self.clock.read(self.world.now)
+
+    def _fsync(self) -> None:
+        if self.up:
+            self.synced = self.data.copy()
+        self.world.after(FSYNC_INTERVAL, self._fsync)
+
+    def receive(self, conn: Conn, data: bytes) -> None:
+        if not self.up or conn.incarnation != self.incarnation or not conn.open:
+            return  # a connection of an earlier life: the real one was reset
+        if self.paused:
+            self.queue.append((conn, data))
+            return
+        conn.reader.feed(data)
+        out = []
+        while (command := conn.reader.gets()) is not False:
+            out.append(resp(self.execute(command)))
+        if out:
+            self.world.network.to_client(conn, b"".join(out))
+
+    def execute(self, args: list[bytes]) -> Reply:
+        name = args[0].decode().upper()
+        if name == "PING":
+            return b"PONG"
+        if name == "INFO":
+            return _info(f"sim-{self.name}-{self.incarnation}")
+        if name == "SCRIPT":
+            source = args[2].decode()
+            from redlock._scripts import Script  # noqa: PLC0415  (rare: once per connection)
+
+            sha = Script(source).sha
+            self.scripts.add(sha)
+            return sha.encode()
+        if name == "EVALSHA" and args[1].decode() not in self.scripts:
+            return ErrorReply("NOSCRIPT No matching script. Please use EVAL.")
+        if self.refusing:
+            return ErrorReply("OOM command not allowed when used memory > 'maxmemory'.")
+        if name == "EVAL":
+            from redlock._scripts import Script  # noqa: PLC0415
+
+            self.scripts.add(Script(args[1].decode()).sha)
+        return self.data.apply(args, self.wall())
+
+    def crash(self, *, power: bool = False) -> None:
+        """The process dies (``power``: the machine loses power: unsynced writes go)."""
+        if not self.up:
+            return
+        self.up = False
+        self.paused = False
+        self.queue.clear()
+        kept = {
+            "always": self.data,
+            "everysec": self.synced if power else self.data,
+        }.get(self.persistence, Keyspace())
+        self.data = kept.copy()
+        self.synced = self.data.copy()
+        self.scripts.clear()
+        conns, self.conns = self.conns, []
+        for conn in conns:
+            conn.open = False
+            self.world.network.reset(conn)
+
+    def restart(self) -> None:
+        if self.up:
+            return
+        self.up = True
+        self.incarnation += 1
+
+    def pause(self) -> None:
+        self.paused = self.up
+
+    def resume(self) -> None:
+        self.paused = False
+        queued, self.queue = self.queue, []
+        for conn, data in queued:
+            self.receive(conn, data)
+
+
+@dataclass
+class LinkFault:
+    delay: float = 0.0
+    blackhole: bool = False
+    #: Replies held back this long (one-way).
+    hold_replies: float = 0.0
+    held: list[tuple[Conn, bytes, bool]] = field(default_factory=list)
+
+
+class Network:
+    """Per-connection ordered delivery with a base latency and per-link faults."""
+
+    def __init__(self, world: World, masters: list[Master], latency: tuple[float, float]) -> None:
+        self.world = world
+        self.masters = masters
+        self.latency = latency
+        self.links: dict[tuple[str, int], LinkFault] = {}
+
+    def link(self, slot: str, node: int) -> LinkFault:
+        return self.links.setdefault((slot, node), LinkFault())
+
+    def _delay(self) -> float:
+        return self.world.rng.uniform(*self.latency)
+
+    def to_master(self, conn: Conn, data: bytes) -> None:
+        fault = self.link(conn.client.slot, conn.node)
+        if fault.blackhole:
+            fault.held.append((conn, data, True))
+            return
+        conn.up_at = max(conn.up_at, self.world.now + self._delay() + fault.delay)
+        self.world.at(conn.up_at, self.masters[conn.node].receive, conn, data)
+
+    def to_client(self, conn: Conn, data: bytes) -> None:
+        fault = self.link(conn.client.slot, conn.node)
+        if fault.blackhole:
+            fault.held.append((conn, data, False))
+            return
+        extra = fault.delay / 2 + fault.hold_replies
+        conn.down_at = max(conn.down_at, self.world.now + self._delay() + extra)
+        self.world.at(conn.down_at, conn.client.receive, conn, data)
+
+    def reset(self, conn: Conn) -> None:
+        """The master's end is gone: the client hears of it after a trip (an RST)."""
+        conn.down_at = max(conn.down_at, self.world.now + self._delay())
+        self.world.at(conn.down_at, conn.client.reset, conn)
+
+    def heal(self, slot: str, node: int) -> None:
+        fault = self.link(slot, node)
+        fault.blackhole = False
+        held, fault.held = fault.held, []
+        for conn, data, up in held:
+            (self.to_master if up else self.to_client)(conn, data)
+
+    def connect(self, client: Client, connect: Connect) -> None:
+        fault = self.link(client.slot, connect.node)
+        master = self.masters[connect.node]
+        if fault.blackhole:
+            self.world.after(
+                client.connect_timeout, client.connect_done, connect, None, TimeoutError("connect timed out")
+            )
+            return
+        rtt = 2 * self._delay() + fault.delay * 1.5 + fault.hold_replies
+        if not master.up:
+            self.world.after(rtt, client.connect_done, connect, None, ConnectionRefusedError("connection refused"))
+            return
+        # A paused master's kernel still accepts: the handshake then waits for it.
+        conn = Conn(client, connect.node, connect.generation, master.incarnation)
+        master.conns.append(conn)
+        self.world.after(rtt, client.connect_done, connect, conn, None)
+
+
+class Client:
+    """One client process: its own clock, the real connection policy, flows driven by events."""
+
+    def __init__(
+        self,
+        world: World,
+        name: str,
+        slot: str,
+        masters: list[Master],
+        *,
+        node_timeout: float,
+        connect_timeout: float,
+        clock: Clock | None = None,
+    ) -> None:
+        self.world = world
+        self.name = name
+        self.slot = slot
+        self.node_timeout = node_timeout
+        self.connect_timeout = connect_timeout
+        self.clock = clock or Clock()
+        names = [m.name for m in masters]
+        self.policy = Connections(
+            names, [Credentials() for _ in names], node_timeout=node_timeout, connect_timeout=connect_timeout
+        )
+        self.conns: dict[int, Conn] = {}
+        self.alive = True
+        self.paused = False
+        self._deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+
+    def local(self) -> float:
+        return self.clock.read(self.world.now)
+
+    def crashed(self, error: Exception) -> None:
+        """A flow raised: a hook (the trial records it); this client does no more."""
+        self.alive = False
+
+    def true_time(self, reading: float) -> float:
+        return self.clock.true_time(reading)
+
+    # --- process state -------------------------------------------------------------------------
+
+    def _gate(self, fn: Callable[..., None], *args: Any) -> bool:
+        """False when the event must wait (paused) or never happen (dead)."""
+        if not self.alive:
+            return False
+        if self.paused:
+            self._deferred.append((fn, args))
+            return False
+        return True
+
+    def pause(self) -> None:
+        self.paused = self.alive
+
+    def resume(self) -> None:
+        self.paused = False
+        deferred, self._deferred = self._deferred, []
+        for fn, args in deferred:
+            if self.alive and not self.paused:
+                fn(*args)
+            else:
+                self._deferred.append((fn, args))
+
+    def kill(self) -> None:
+        self.alive = False
+        self._deferred.clear()
+        for conn in self.conns.values():
+            conn.open = False
+
+    def later(self, seconds: float, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn`` after ``seconds`` of this client's clock."""
+        self.world.after(seconds / self.clock.rate, self._timer, fn, args)
+
+    def _timer(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+        if self._gate(self._timer, fn, args):
+            fn(*args)
+
+    # --- the policy's actions ------------------------------------------------------------------
+
+    def carry_out(self, action: Write | Connect | None) -> None:
+        if isinstance(action, Write):
+            conn = self.conns.get(action.node)
+            if conn is not None and conn.open and action.data:
+                self.world.network.to_master(conn, action.data)
+        elif isinstance(action, Connect):
+            old = self.conns.pop(action.node, None)
+            if old is not None:
+                old.open = False
+            self.world.network.connect(self, action)
+
+    def connect_done(self, connect: Connect, conn: Conn | None, error: BaseException | None) -> None:
+        if not self._gate(self.connect_done, connect, conn, error):
+            return
+        if not self.policy.is_current(connect):
+            if conn is not None:
+                conn.open = False
+            return
+        if conn is not None:
+            if not conn.open:  # the master died while we connected: refused, in effect
+                conn, error = None, ConnectionResetError("reset during connect")
+            else:
+                self.conns[connect.node] = conn
+        self.carry_out(self.policy.connected(connect, error, self.local()))
+
+    def receive(self, conn: Conn, data: bytes) -> None:
+        if not self._gate(self.receive, conn, data) or self.conns.get(conn.node) is not conn:
+            return
+        conn.parser.feed(data)
+        outcome = self.policy.received("command", conn.node, conn.parser, self.local())
+        if outcome.write:
+            self.world.network.to_master(conn, outcome.write)
+        if outcome.hang_up:
+            del self.conns[conn.node]
+            conn.open = False
+        elif outcome.failure is not None:
+            self._lose(conn, outcome.failure)
+
+    def reset(self, conn: Conn) -> None:
+        if not self._gate(self.reset, conn) or self.conns.get(conn.node) is not conn:
+            return
+        self._lose(conn, ConnectionResetError("the master closed the connection"))
+
+    def _lose(self, conn: Conn, error: BaseException | str) -> None:
+        self.conns.pop(conn.node, None)
+        conn.open = False
+        self.carry_out(self.policy.lost("command", conn.node, error, self.local()))
+
+    # --- flows ----------------------------------------------------------------------------------
+
+    def drive(self, flow: Flow, done: Callable[[Result], None]) -> None:
+        """Run ``flow`` to its end, then call ``done`` with its result."""
+        self._step(flow, done, None)
+
+    def _step(self, flow: Flow, done: Callable[[Result], None], now: float | None) -> None:
+        try:
+            request = next(flow) if now is None else flow.send(now)
+        except StopIteration as stop:
+            done(stop.value)
+            return
+        except Exception as error:  # a broken client may raise: the run records it, goes on
+            self.crashed(error)
+            return
+        if isinstance(request, Pause):
+            self.later(request.seconds, self._resume_flow, flow, done)
+        else:
+            self._run_round(flow, done, request)
+
+    def _resume_flow(self, flow: Flow, done: Callable[[Result], None]) -> None:
+        self._step(flow, done, self.local())
+
+    def _run_round(self, flow: Flow, done: Callable[[Result], None], round_: Round) -> None:
+        now = self.local()
+        deadline = now + round_.timeout
+        state = {"finished": False}
+
+        def finish() -> None:
+            if state["finished"]:
+                return
+            state["finished"] = True
+            round_.waker = None
+            self.policy.time_out(round_)
+            self._step(flow, done, self.local())
+
+        def settled() -> None:
+            # Called from inside the policy while it records a reply: continue afterwards.
+            self.world.after(0.0, self._timer, finish, ())
+
+        def check(until: float) -> None:
+            if state["finished"]:
+                return
+            if round_.settled:
+                finish()
+                return
+            for connect in self.policy.expire_probes(self.local()):
+                self.carry_out(connect)
+            later = self.policy.overtime(round_, deadline)
+            if later is None or later <= self.local():
+                finish()
+            else:
+                self.later(later - self.local(), check, later)
+
+        round_.waker = settled
+        for node in round_.targets:
+            self.carry_out(self.policy.submit(round_, node, now))
+        if round_.settled:
+            round_.waker = None
+            self.world.after(0.0, self._timer, finish, ())
+        else:
+            self.later(round_.timeout, check, deadline)

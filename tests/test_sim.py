@@ -1,0 +1,136 @@
+"""The simulator (chaos.sim): its model of the scripts, its determinism, and that it finds
+what theory says it must find (and nothing where theory says there is nothing)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from chaos.__main__ import main
+from chaos.schedule import FaultOp, Schedule
+from chaos.sim import search, variants
+from chaos.sim.model import MODELLED, Keyspace
+from chaos.sim.trial import run_trial
+from chaos.sim.world import Clock, resp
+from redlock import _scripts
+from redlock._connection import reply_parser
+from redlock._core import Command, ErrorReply
+
+
+def test_every_script_is_modelled() -> None:
+    assert {script.sha for script in _scripts.ALL} <= set(MODELLED)
+
+
+def test_set_nx_px_and_release_by_the_masters_clock() -> None:
+    keys = Keyspace()
+    assert keys.command(Command.set_nx_px("k", "a", 1000), 10.0) == b"OK"
+    assert keys.command(Command.set_nx_px("k", "b", 1000), 10.5) is None
+    release = Command.run_script(_scripts.RELEASE, ["k", "o"], ["b"])
+    assert keys.command(release, 10.6) == 0  # not b's key
+    assert keys.command(Command.set_nx_px("k", "b", 1000), 11.0) == b"OK"  # a's expired
+    assert keys.apply(("EVALSHA", "0" * 40, 0), 11.0).message.startswith("NOSCRIPT")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("reply", [b"OK", None, 0, 1, [1, 7], [1, None, -2], b"abc", ErrorReply("OOM full")])
+def test_replies_travel_as_resp(reply: object) -> None:
+    parser = reply_parser()
+    parser.feed(resp(reply))
+    got = parser.gets()
+    if isinstance(reply, ErrorReply):
+        assert isinstance(got, ErrorReply)
+        assert got.message == reply.message
+    else:
+        assert got == reply
+
+
+def test_clocks_compose_jumps_and_rates() -> None:
+    clock = Clock()
+    clock.set_rate(10.0, 2.0)
+    clock.jump(12.0, 5.0)
+    assert clock.read(12.0) == 19.0
+    assert clock.read(13.0) == 21.0
+    assert clock.true_time(21.0) == 13.0
+
+
+def _quiet(duration: float = 4.0) -> Schedule:
+    return Schedule((), duration, 5, 3, 0.5, 1, search.FAMILIES["safe"].faults)
+
+
+def test_same_seed_same_history() -> None:
+    schedule = search.FAMILIES["unsafe-clock"].schedule(7)
+    first, second = run_trial(schedule, 7), run_trial(schedule, 7)
+    assert first.acquisitions == second.acquisitions > 0
+    assert first.kinds == second.kinds
+    assert first.verdict.to_dict() == second.verdict.to_dict()
+
+
+def test_a_fault_free_run_is_safe_and_busy() -> None:
+    result = run_trial(_quiet(), 1)
+    assert not result.violated, result.describe()
+    assert result.acquisitions > 20
+
+
+def test_the_safe_family_finds_nothing() -> None:
+    summary = search.explore("safe", 12, 1)
+    assert summary["violations"] == 0, summary.get("counterexample")
+    assert summary["acquisitions"] > 0
+
+
+@pytest.mark.parametrize("family", ["unsafe-restart", "unsafe-clock", "unsafe-pause", "unsafe-powerloss"])
+def test_each_unsafe_family_is_found_unaided(family: str) -> None:
+    found = search.first_violation(family, 40, 1)
+    assert found is not None, f"{family}: no violation in 40 trials"
+
+
+def test_a_holder_paused_past_its_validity_writes_stale() -> None:
+    faults = search.FAMILIES["unsafe-pause"].faults
+    ops = tuple(FaultOp(start, start + 1.0, "client-pause", "c1") for start in (0.5, 2.0))
+    result = run_trial(Schedule(ops, 5.0, 5, 3, 0.5, 1, faults), 2)
+    assert "lost-update" in result.kinds
+
+
+def test_workers_do_not_change_the_numbers() -> None:
+    one = search.explore("unsafe-clock", 6, 3, workers=1)
+    two = search.explore("unsafe-clock", 6, 3, workers=2)
+    for field in ("violations", "acquisitions", "events", "kinds"):
+        assert one[field] == two[field]
+
+
+@pytest.mark.parametrize("name", ["quorum-half", "no-drift", "no-rollback"])
+def test_broken_clients_are_caught_and_the_library_restored(name: str) -> None:
+    rows = search.selftest(60, 1, names=[name], say=lambda _: None)
+    assert rows[0]["caught"], rows
+    assert run_trial(_quiet(3.0), 1).violated is False  # every patch was taken back
+
+
+def test_every_sim_variant_has_a_distinct_name() -> None:
+    names = [v.name for v in variants.SIM_VARIANTS]
+    assert len(names) == len(set(names))
+    assert "error-granted" in names
+
+
+def test_cli_explore_writes_a_summary_and_replays_it(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "x"
+    assert main(["sim", "explore", "--set", "unsafe-clock", "--trials", "4", "--seed", "1", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("trials", "violations", "rate", "acquisitions", "seconds", "counterexample"):
+        assert key in summary
+    Schedule.from_dict(summary["counterexample"]["schedule"])  # the chaos schedule format
+    assert main(["sim", "replay", str(out / "summary.json")]) == 0
+    assert main(["sim", "explore", "--trials", "0"]) == 2
+    capsys.readouterr()
+
+
+@pytest.mark.chaos
+def test_the_whole_selftest_catches_every_variant() -> None:
+    rows = search.selftest(400, 1, say=lambda _: None)
+    assert all(row["caught"] for row in rows), [row["variant"] for row in rows if not row["caught"]]
+
+
+@pytest.mark.chaos
+def test_a_thousand_safe_trials_find_nothing() -> None:
+    assert search.explore("safe", 1000, 2, workers=2)["violations"] == 0
