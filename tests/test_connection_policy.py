@@ -367,7 +367,7 @@ def test_a_replica_or_cluster_node_answering_a_round_is_misconfigured_not_down(r
     policy.connected(connect, None, 0.0)
     parser = reply_parser()
     parser.feed(_bulk(_INFO.replace(b"connected_slaves:1", b"connected_slaves:0")))
-    parser.feed(b"+OK\r\n" * len(_scripts.ALL) + reply + b"\r\n")
+    parser.feed(_NO_NATIVE + b"+OK\r\n" * len(_scripts.ALL) + reply + b"\r\n")
     outcome = policy.received("command", 0, parser, 0.0)
     assert not outcome.hang_up  # the connection is fine: the server is what it is
     assert round_.outcomes[0].status is NodeStatus.MISCONFIGURED

@@ -208,7 +208,9 @@ class Handshakes:
         connect = self.policy.submit(round_, node, now)
         assert isinstance(connect, Connect)
         assert self.policy.connected(connect, None, now) is not None
-        self.answer(node, info + b"+OK\r\n" * len(_scripts.ALL), now)
+        self.answer(
+            node, info + b"*2\r\n*-1\r\n*-1\r\n" + b"+OK\r\n" * len(_scripts.ALL), now
+        )  # (COMMAND INFO: no native)
 
     def answer(self, node: int, data: bytes, now: float) -> None:
         self.parsers[node].feed(data)
