@@ -32,6 +32,8 @@ Arg = str | bytes | int
 
 
 def _text(arg: Arg) -> str:
+    if type(arg) is str:  # (first: the simulated masters' reader decodes already)
+        return arg
     return arg.decode() if isinstance(arg, bytes) else str(arg)
 
 

@@ -30,6 +30,7 @@ and every random choice comes from one seeded generator, so a seed replays a run
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import random
@@ -42,6 +43,7 @@ import hiredis
 from redlock._config import Credentials
 from redlock._connection import Connect, Connections, Write, reply_parser
 from redlock._core import ErrorReply, Flow, Pause, Result, Round
+from redlock._scripts import Script
 
 from .model import Keyspace, Reply
 
@@ -63,18 +65,22 @@ class World:
         self.network: Network
 
     def at(self, time: float, fn: Callable[..., None], *args: Any) -> None:
-        heapq.heappush(self._heap, (max(time, self.now), next(self._seq), fn, args))
+        heapq.heappush(self._heap, (time if time > self.now else self.now, next(self._seq), fn, args))
 
     def after(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
-        self.at(self.now + delay, fn, *args)
+        # (No clamp: every delay is >= 0. The hot path: tens of thousands a trial.)
+        heapq.heappush(self._heap, (self.now + delay, next(self._seq), fn, args))
 
     def run(self, until: float) -> None:
         heap = self._heap
+        pop = heapq.heappop
+        events = 0
         while heap and heap[0][0] <= until:
-            time, _, fn, args = heapq.heappop(heap)
+            time, _, fn, args = pop(heap)
             self.now = time
-            self.events += 1
+            events += 1
             fn(*args)
+        self.events += events
         self.now = until
 
 
@@ -104,6 +110,9 @@ def resp(reply: Reply) -> bytes:
     """A reply in RESP, as a master writes it."""
     if reply is None:
         return b"$-1\r\n"
+    kind = type(reply)
+    if kind is int or kind is bool:  # (first: most replies are 0 or 1)
+        return b":%d\r\n" % reply  # type: ignore[str-format]
     if isinstance(reply, ErrorReply):
         return b"-" + reply.message.encode() + b"\r\n"
     if isinstance(reply, bytes) and reply in (b"OK", b"PONG"):
@@ -116,6 +125,12 @@ def resp(reply: Reply) -> bytes:
     if isinstance(reply, list | tuple):
         return b"*%d\r\n" % len(reply) + b"".join(resp(item) for item in reply)
     raise TypeError(f"no RESP for {reply!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def _sha(source: str) -> str:
+    """A script's SHA-1, as SCRIPT LOAD answers (hashed once per source, not per connect)."""
+    return Script(source).sha
 
 
 _INFO = (
@@ -133,7 +148,10 @@ class Conn:
     generation: int
     #: The master's incarnation it was opened to: a restarted master knows none before it.
     incarnation: int
-    reader: Any = field(default_factory=hiredis.Reader)
+    #: Its link's faults, looked up once: every message consults them.
+    fault: LinkFault
+    #: Commands arrive decoded (all the lock sends is ASCII): the model works on str.
+    reader: Any = field(default_factory=lambda: hiredis.Reader(encoding="utf-8"))
     parser: Any = field(default_factory=reply_parser)
     open: bool = True
     #: The last delivery time of each direction, so that bytes arrive in order.
@@ -177,34 +195,32 @@ class Master:
         if self.paused:
             self.queue.append((conn, data))
             return
-        conn.reader.feed(data)
-        out = []
-        while (command := conn.reader.gets()) is not False:
-            out.append(resp(self.execute(command)))
-        if out:
-            self.world.network.to_client(conn, b"".join(out))
+        reader = conn.reader
+        reader.feed(data)
+        command = reader.gets()
+        if command is False:
+            return
+        out = resp(self.execute(command))
+        while (command := reader.gets()) is not False:
+            out += resp(self.execute(command))
+        self.world.network.to_client(conn, out)
 
-    def execute(self, args: list[bytes]) -> Reply:
-        name = args[0].decode().upper()
+    def execute(self, args: list[str]) -> Reply:
+        name = args[0].upper()
         if name == "PING":
             return b"PONG"
         if name == "INFO":
             return _INFO
         if name == "SCRIPT":
-            source = args[2].decode()
-            from redlock._scripts import Script  # noqa: PLC0415  (rare: once per connection)
-
-            sha = Script(source).sha
+            sha = _sha(args[2])
             self.scripts.add(sha)
             return sha.encode()
-        if name == "EVALSHA" and args[1].decode() not in self.scripts:
+        if name == "EVALSHA" and args[1] not in self.scripts:
             return ErrorReply("NOSCRIPT No matching script. Please use EVAL.")
         if self.refusing:
             return ErrorReply("OOM command not allowed when used memory > 'maxmemory'.")
         if name == "EVAL":
-            from redlock._scripts import Script  # noqa: PLC0415
-
-            self.scripts.add(Script(args[1].decode()).sha)
+            self.scripts.add(_sha(args[1]))
         return self.data.apply(args, self.wall())
 
     def crash(self, *, power: bool = False) -> None:
@@ -261,27 +277,38 @@ class Network:
         self.links: dict[tuple[str, int], LinkFault] = {}
 
     def link(self, slot: str, node: int) -> LinkFault:
-        return self.links.setdefault((slot, node), LinkFault())
+        fault = self.links.get((slot, node))
+        if fault is None:
+            fault = self.links[slot, node] = LinkFault()
+        return fault
 
     def _delay(self) -> float:
-        return self.world.rng.uniform(*self.latency)
+        # random.uniform's own formula, inlined: the same draws, a call less per message.
+        low, high = self.latency
+        return low + (high - low) * self.world.rng.random()
 
     def to_master(self, conn: Conn, data: bytes) -> None:
-        fault = self.link(conn.client.slot, conn.node)
+        fault = conn.fault
         if fault.blackhole:
             fault.held.append((conn, data, True))
             return
-        conn.up_at = max(conn.up_at, self.world.now + self._delay() + fault.delay)
-        self.world.at(conn.up_at, self.masters[conn.node].receive, conn, data)
+        world = self.world
+        at = world.now + self._delay() + fault.delay
+        at = max(at, conn.up_at)
+        conn.up_at = at
+        world.at(at, self.masters[conn.node].receive, conn, data)
 
     def to_client(self, conn: Conn, data: bytes) -> None:
-        fault = self.link(conn.client.slot, conn.node)
+        fault = conn.fault
         if fault.blackhole:
             fault.held.append((conn, data, False))
             return
+        world = self.world
         extra = fault.delay / 2 + fault.hold_replies
-        conn.down_at = max(conn.down_at, self.world.now + self._delay() + extra)
-        self.world.at(conn.down_at, conn.client.receive, conn, data)
+        at = world.now + self._delay() + extra
+        at = max(at, conn.down_at)
+        conn.down_at = at
+        world.at(at, conn.client.receive, conn, data)
 
     def reset(self, conn: Conn) -> None:
         """The master's end is gone: the client hears of it after a trip (an RST)."""
@@ -308,7 +335,7 @@ class Network:
             self.world.after(rtt, client.connect_done, connect, None, ConnectionRefusedError("connection refused"))
             return
         # A paused master's kernel still accepts: the handshake then waits for it.
-        conn = Conn(client, connect.node, connect.generation, master.incarnation)
+        conn = Conn(client, connect.node, connect.generation, master.incarnation, fault)
         master.conns.append(conn)
         self.world.after(rtt, client.connect_done, connect, conn, None)
 
@@ -341,9 +368,13 @@ class Client:
         self.alive = True
         self.paused = False
         self._deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        #: Rounds that settled inside the policy, continued once the event that settled
+        #: them is handled (as the sync driver goes on once its read returns): no event each.
+        self._ready: list[Callable[[], None]] = []
 
     def local(self) -> float:
-        return self.clock.read(self.world.now)
+        clock = self.clock  # (Clock.read, inlined: the policy asks at every step)
+        return clock.base + clock.rate * (self.world.now - clock.since)
 
     def crashed(self, error: Exception) -> None:
         """A flow raised: a hook (the trial records it); this client does no more."""
@@ -388,6 +419,13 @@ class Client:
     def _timer(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
         if self._gate(self._timer, fn, args):
             fn(*args)
+            if self._ready:
+                self._continue()
+
+    def _continue(self) -> None:
+        ready = self._ready
+        while ready:
+            ready.pop(0)()
 
     # --- the policy's actions ------------------------------------------------------------------
 
@@ -415,6 +453,8 @@ class Client:
             else:
                 self.conns[connect.node] = conn
         self.carry_out(self.policy.connected(connect, error, self.local()))
+        if self._ready:
+            self._continue()
 
     def receive(self, conn: Conn, data: bytes) -> None:
         if not self._gate(self.receive, conn, data) or self.conns.get(conn.node) is not conn:
@@ -428,11 +468,15 @@ class Client:
             conn.open = False
         elif outcome.failure is not None:
             self._lose(conn, outcome.failure)
+        if self._ready:
+            self._continue()
 
     def reset(self, conn: Conn) -> None:
         if not self._gate(self.reset, conn) or self.conns.get(conn.node) is not conn:
             return
         self._lose(conn, ConnectionResetError("the master closed the connection"))
+        if self._ready:
+            self._continue()
 
     def _lose(self, conn: Conn, error: BaseException | str) -> None:
         self.conns.pop(conn.node, None)
@@ -477,7 +521,7 @@ class Client:
 
         def settled() -> None:
             # Called from inside the policy while it records a reply: continue afterwards.
-            self.world.after(0.0, self._timer, finish, ())
+            self._ready.append(finish)
 
         def check(until: float) -> None:
             if state["finished"]:
@@ -497,7 +541,8 @@ class Client:
         for node in round_.targets:
             self.carry_out(self.policy.submit(round_, node, now))
         if round_.settled:
+            # (Every master skipped: the event that began the round continues it.)
             round_.waker = None
-            self.world.after(0.0, self._timer, finish, ())
+            self._ready.append(finish)
         else:
             self.later(round_.timeout, check, deadline)
