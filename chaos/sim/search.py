@@ -323,7 +323,7 @@ def selftest(
     family = replace(FAMILIES["safe"], faults=replace(safe, name="selftest", fencing=False), duration=5.0)
     # Four names for three clients: a lapsed holding often finds its name free again, which
     # is where an extend that re-creates keys shows.
-    selftest_settings = Settings(extend_share=0.5, names=4)
+    selftest_settings = Settings(extend_share=0.5, names=4, retry_delay=0.01)
     rows = []
     for variant in variants.SIM_VARIANTS:
         if names and variant.name not in names:

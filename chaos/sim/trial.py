@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redlock import _lock
-from redlock._core import Result
+from redlock._core import Result, retry_delays
 from redlock._flows import Lease, LockSpec, Tokens, extend_flow, release_flow
 from redlock._kinds import FENCED, PLAIN
 
@@ -116,6 +116,7 @@ class _Worker:
             clock=Clock(base=self.rng.uniform(100.0, 1000.0), rate=rate),
         )
         self.counter = itertools.count()
+        self.delays = retry_delays(trial.settings.retry_delay, self.rng)
         self.client.crashed = self.crashed  # type: ignore[method-assign]
         self.client.later(self.rng.uniform(0.0, 0.01), self.acquire)
 
@@ -167,7 +168,10 @@ class _Worker:
         trial.check_leftovers(client, tokens, result)
         if not result.ok:
             rec.acquire_returned(client.name, spec.key, op, ok=False)
-            client.later(self.rng.uniform(*trial.settings.think), self.acquire)
+            # The next attempt comes a retry delay later, as within the real workload's
+            # blocking acquire (not a think time: that hot loop made nine attempts in ten
+            # fail against a held name and cost most of a trial's events).
+            client.later(next(self.delays), self.acquire)
             return
         trial.acquisitions += 1
         assert result.token is not None
