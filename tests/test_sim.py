@@ -134,3 +134,22 @@ def test_the_whole_selftest_catches_every_variant() -> None:
 @pytest.mark.chaos
 def test_a_thousand_safe_trials_find_nothing() -> None:
     assert search.explore("safe", 1000, 2, workers=2)["violations"] == 0
+
+
+def test_the_rate_threshold_is_the_drift_allowance() -> None:
+    assert search.rate_threshold(0.5) == pytest.approx(1 / (1 - 0.01 - 0.004))
+    surface = search.SURFACES["clock-rate", "ttl"]
+    assert surface.unsafe(1.05, 0.5)
+    assert not surface.unsafe(1.01, 0.5)
+    assert search.SURFACES["lock-delay", "pause"].unsafe(0.5, 2.0)
+
+
+def test_cli_draws_a_phase_diagram(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "surface"
+    argv = ["sim", "sweep", "lock-delay", "--values", "0", "1", "--by", "pause", "--by-values", "2"]
+    assert main([*argv, "--trials", "1", "--out", str(out)]) == 0
+    document = json.loads((out / "sweep.json").read_text())
+    assert [(p["x"], p["y"], p["theory"]) for p in document["points"]] == [(0, 2, "UNSAFE"), (1, 2, "UNSAFE")]
+    assert (out / "sweep.png").stat().st_size > 0
+    assert main(["sim", "sweep", "clock-rate", "--values", "1", "--by", "pause", "--by-values", "1"]) == 2
+    capsys.readouterr()

@@ -30,7 +30,7 @@ from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
 from ..sweep import wilson_interval
 from .trial import Settings, TrialResult, run_trial
 
-__all__ = ["FAMILIES", "Family", "explore", "search", "selftest", "shrink", "sweep"]
+__all__ = ["FAMILIES", "SURFACES", "Family", "explore", "search", "selftest", "shrink", "sweep", "sweep2d"]
 
 
 @dataclass(frozen=True)
@@ -242,26 +242,31 @@ def sweep(parameter: str, values: Sequence[float], trials: int, seed: int, *, wo
     for value in values:
         family = make(value)
         counts = _run_shards(family, seed, trials, workers, Settings())
-        low, high = wilson_interval(counts.violations, counts.trials)
-        points.append(
-            {
-                "value": value,
-                "trials": counts.trials,
-                "violations": counts.violations,
-                "rate": counts.violations / max(1, counts.trials),
-                "low": low,
-                "high": high,
-                "acquisitions": counts.acquisitions,
-                "theory": theory(value),
-            }
-        )
+        points.append({"value": value, **_rate(counts), "theory": theory(value)})
     return {"parameter": parameter, "seed": seed, "points": points}
 
 
-def _fixed(kind: str, value: float, *, faults: tuple[str, ...] = ("blackhole",)) -> Family:
+def _rate(counts: Counts) -> dict[str, Any]:
+    """A sweep point's counts: violating trials, their share and its 95 % interval."""
+    low, high = wilson_interval(counts.violations, counts.trials)
+    return {
+        "trials": counts.trials,
+        "violations": counts.violations,
+        "rate": counts.violations / max(1, counts.trials),
+        "low": low,
+        "high": high,
+        "acquisitions": counts.acquisitions,
+    }
+
+
+def _fixed(
+    kind: str, value: float, *, faults: tuple[str, ...] = ("blackhole",), ttl: float = 0.5, check_first: bool = False
+) -> Family:
     """A family whose every ``kind`` op has magnitude ``value`` (clock rate) or length
-    ``value`` ttls (pause, restart delay), beside ``faults`` that make the K3 partitions."""
-    faults_set = FaultSet(f"sweep-{kind}", (kind, *faults), safe=False)
+    ``value`` ttls (pause, restart delay), beside ``faults`` that make the K3 partitions.
+    A longer ttl gets a longer run (twelve ttls at least), so that each trial sees about as
+    many holdings and faults whatever the ttl."""
+    faults_set = FaultSet(f"sweep-{kind}", (kind, *faults), safe=False, check_first=check_first)
 
     @dataclass(frozen=True)
     class Fixed(Family):
@@ -277,15 +282,20 @@ def _fixed(kind: str, value: float, *, faults: tuple[str, ...] = ("blackhole",))
             ops = [self.fix(op) for op in base.ops]
             return replace(base, ops=tuple(o for o in ops if o.end < self.duration - 1.0))
 
-    return Fixed(faults_set, expected=_UNSAFE)
+    return Fixed(faults_set, expected=_UNSAFE, ttl=ttl, duration=max(6.0, 12 * ttl), interval=ttl)
+
+
+def rate_threshold(ttl: float, drift_factor: float = Settings.drift_factor) -> float:
+    """The clock rate past which a master expires a key before its holder's validity ends:
+    ``ttl / r < ttl - drift`` with ``drift = ttl * f + 2 ms`` (the library's allowance)."""
+    return 1 / (1 - drift_factor - 0.002 / ttl)
 
 
 SWEEPS: dict[str, tuple[Callable[[float], Family], Callable[[float], str]]] = {
-    # A master's clock rate: unsafe past 1 + drift factor (with the 2 ms precision, a
-    # little more for a short ttl).
+    # A master's clock rate: unsafe past the drift allowance (1.0142 at ttl 0.5 s).
     "clock-rate": (
         lambda v: _fixed("clock-rate", v),
-        lambda v: "SAFE" if v <= 1.01 else "UNSAFE",
+        lambda v: "SAFE" if v <= rate_threshold(0.5) else "UNSAFE",
     ),
     # How long a killed master (no persistence) stays down, in ttls: safe beyond one ttl.
     "restart-delay": (
@@ -293,6 +303,137 @@ SWEEPS: dict[str, tuple[Callable[[float], Family], Callable[[float], str]]] = {
         lambda v: "SAFE" if v > 1.0 else "UNSAFE",
     ),
 }
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A 2-D sweep: the trials at each (x, y), and theory's boundary between the phases,
+    given as the x at which a row of height y turns unsafe."""
+
+    x_label: str
+    y_label: str
+    make: Callable[[float, float], tuple[Family, Settings]]
+    boundary: Callable[[float], float]
+    #: True when points right of the boundary (larger x) are the unsafe ones.
+    unsafe_right: bool
+    theory: str
+
+    def unsafe(self, x: float, y: float) -> bool:
+        edge = self.boundary(y)
+        return x > edge if self.unsafe_right else x < edge
+
+
+#: The surfaces' workload probes the edge: holders work to the end of their validity (where
+#: an early expiry or a late write shows), rivals retry every ~10 ms (as the real sweep's c2,
+#: every ~20 ms), and nobody extends (an extend this close to the end would be late itself).
+_PROBING = Settings(hold_share=(0.9, 0.98), retry_delay=0.01, extend_share=0.0)
+
+
+def _rate_by_ttl(rate: float, ttl: float) -> tuple[Family, Settings]:
+    return _fixed("clock-rate", rate, ttl=ttl), _PROBING
+
+
+def _pause_by_lock_delay(delay: float, pause: float) -> tuple[Family, Settings]:
+    # Holders check their validity before their work (K1), so that a pause makes a stale
+    # write; the masters keep each key lock_delay (in ttls) past its ttl.
+    family = _fixed("client-pause", pause, faults=(), check_first=True)
+    return family, replace(_PROBING, lock_delay=delay * family.ttl)
+
+
+SURFACES: dict[tuple[str, str], Surface] = {
+    ("clock-rate", "ttl"): Surface(
+        "master clock rate",
+        "ttl (s)",
+        _rate_by_ttl,
+        rate_threshold,
+        unsafe_right=True,
+        theory="two holders iff r > 1 / (1 - f - 0.002 s / ttl)",
+    ),
+    ("lock-delay", "pause"): Surface(
+        "lock_delay (ttls)",
+        "holder pause (ttls)",
+        _pause_by_lock_delay,
+        # A stale write needs the pause to outlast what validity was left plus lock_delay:
+        # never when pause <= lock_delay, whatever moment the pause takes the holder.
+        lambda pause: pause,
+        unsafe_right=False,
+        theory="a stale write only if the pause outlasts lock_delay (and what validity was left)",
+    ),
+}
+
+
+def sweep2d(
+    across: tuple[str, Sequence[float]],
+    up: tuple[str, Sequence[float]],
+    trials: int,
+    seed: int,
+    *,
+    workers: int = 1,
+) -> dict[str, Any]:
+    """Violation rate at every (x, y) of a grid, ``across`` naming x and its values and
+    ``up`` y and its: the data of a phase diagram."""
+    (x, xs), (y, ys) = across, up
+    surface = SURFACES[x, y]
+    points = []
+    for y_value in ys:
+        for x_value in xs:
+            family, settings_ = surface.make(x_value, y_value)
+            counts = _run_shards(family, seed, trials, workers, settings_)
+            theory = "UNSAFE" if surface.unsafe(x_value, y_value) else "SAFE"
+            points.append({"x": x_value, "y": y_value, **_rate(counts), "theory": theory})
+    return {
+        "x": x,
+        "y": y,
+        "x_label": surface.x_label,
+        "y_label": surface.y_label,
+        "theory": surface.theory,
+        "seed": seed,
+        "boundary": [[surface.boundary(v), v] for v in ys],
+        "points": points,
+    }
+
+
+def plot_surface(document: dict[str, Any], path: str | Any) -> None:
+    """The phase diagram: each grid point coloured by its violation rate, theory's boundary
+    on top, points with no violation ringed."""
+    import matplotlib  # noqa: PLC0415  (only for the picture)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    surface = SURFACES[document["x"], document["y"]]
+    points = document["points"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    scatter = ax.scatter(
+        [p["x"] for p in points],
+        [p["y"] for p in points],
+        c=[p["rate"] for p in points],
+        cmap="viridis_r",
+        vmin=0.0,
+        vmax=max([p["rate"] for p in points] + [0.01]),
+        s=260,
+        marker="s",
+        edgecolors=["white" if p["violations"] == 0 else "none" for p in points],
+    )
+    ys = sorted({p["y"] for p in points})
+    low, high = ys[0], ys[-1]
+    fine = [low + (high - low) * i / 200 for i in range(201)]
+    ax.plot([surface.boundary(v) for v in fine], fine, color="red", linewidth=2, label=f"theory: {surface.theory}")
+    for p in points:
+        ax.annotate(f"{p['violations']}/{p['trials']}", (p["x"], p["y"]), fontsize=6, ha="center", va="center")
+    ax.set_xlabel(surface.x_label)
+    ax.set_ylabel(surface.y_label)
+    xs = sorted({p["x"] for p in points})
+    # (A margin even for a grid one point wide: matplotlib refuses an empty range.)
+    x_margin, y_margin = (xs[-1] - xs[0]) * 0.06 or 0.05, (high - low) * 0.08 or 0.05
+    ax.set_xlim(xs[0] - x_margin, xs[-1] + x_margin)
+    ax.set_ylim(low - y_margin, high + y_margin)
+    fig.colorbar(scatter, ax=ax, label="violating trials / trials")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
+    ax.set_title(f"simulated: {surface.y_label} x {surface.x_label}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 # --- the self-test ------------------------------------------------------------------------------
