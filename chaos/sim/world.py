@@ -221,7 +221,7 @@ class Master:
             return ErrorReply("OOM command not allowed when used memory > 'maxmemory'.")
         if name == "EVAL":
             self.scripts.add(_sha(args[1]))
-        return self.data.apply(args, self.wall())
+        return self.data.apply_text(args, self.wall())
 
     def crash(self, *, power: bool = False) -> None:
         """The process dies (``power``: the machine loses power: unsynced writes go)."""
