@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     explore.add_argument("--trials", type=int, default=1000)
     explore.add_argument("--seed", type=int, default=1)
     explore.add_argument("--workers", type=int, default=1, help="processes (same numbers whatever K)")
+    explore.add_argument(
+        "--duration", type=float, default=None, help="simulated seconds a trial (default 6; shorter: more an hour)"
+    )
     explore.add_argument("--out", default="chaos-sim")
     selftest = commands.add_parser("selftest", help="is every broken client caught?")
     selftest.add_argument("--budget", type=int, default=300, help="trials per variant at most")
@@ -74,7 +77,11 @@ def _explore(args: argparse.Namespace) -> int:
     if args.trials < 1 or args.workers < 1:
         print("error: --trials and --workers must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    summary = search.explore(args.name, args.trials, args.seed, workers=args.workers)
+    if args.duration is not None and not args.duration >= 2.0:
+        # (A trial's faults end two ttls and a second before its end: shorter leaves none.)
+        print("error: --duration must be at least 2 seconds", file=sys.stderr)
+        return EXIT_USAGE
+    summary = search.explore(args.name, args.trials, args.seed, workers=args.workers, duration=args.duration)
     target = _write(args.out, "summary.json", summary)
     rate = summary["rate"]
     print(

@@ -150,10 +150,17 @@ def _violated(result: TrialResult) -> bool:
 
 
 def explore(
-    name: str, trials: int, seed: int, *, workers: int = 1, settings_: Settings | None = None
+    name: str,
+    trials: int,
+    seed: int,
+    *,
+    workers: int = 1,
+    settings_: Settings | None = None,
+    duration: float | None = None,
 ) -> dict[str, Any]:
-    """``trials`` trials of family ``name``: the summary ``sim explore`` writes."""
-    family = FAMILIES[name]
+    """``trials`` trials of family ``name`` (each ``duration`` simulated seconds, if given):
+    the summary ``sim explore`` writes."""
+    family = FAMILIES[name] if duration is None else replace(FAMILIES[name], duration=duration)
     settings_ = settings_ or Settings()
     started = time.perf_counter()
     counts = _run_shards(family, seed, trials, workers, settings_)
