@@ -153,3 +153,9 @@ def test_cli_draws_a_phase_diagram(tmp_path: pathlib.Path, capsys: pytest.Captur
     assert (out / "sweep.png").stat().st_size > 0
     assert main(["sim", "sweep", "clock-rate", "--values", "1", "--by", "pause", "--by-values", "1"]) == 2
     capsys.readouterr()
+
+
+def test_sweeps_run_on_workers_with_the_same_numbers() -> None:
+    one = search.sweep2d(("lock-delay", [0.0]), ("pause", [2.0]), 2, 1)
+    two = search.sweep2d(("lock-delay", [0.0]), ("pause", [2.0]), 2, 1, workers=2)
+    assert one["points"] == two["points"]

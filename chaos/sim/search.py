@@ -275,21 +275,28 @@ def _fixed(
     many holdings and faults whatever the ttl."""
     faults_set = FaultSet(f"sweep-{kind}", (kind, *faults), safe=False, check_first=check_first)
 
-    @dataclass(frozen=True)
-    class Fixed(Family):
-        def fix(self, op: FaultOp) -> FaultOp:
-            if op.kind != kind:
-                return op
-            if kind == "clock-rate":
-                return replace(op, value=value)
-            return replace(op, end=op.start + value * self.ttl)
+    duration = max(6.0, 12 * ttl)
+    return Fixed(faults_set, expected=_UNSAFE, ttl=ttl, duration=duration, interval=ttl, kind=kind, value=value)
 
-        def schedule(self, seed: int) -> Schedule:
-            base = super().schedule(seed)
-            ops = [self.fix(op) for op in base.ops]
-            return replace(base, ops=tuple(o for o in ops if o.end < self.duration - 1.0))
 
-    return Fixed(faults_set, expected=_UNSAFE, ttl=ttl, duration=max(6.0, 12 * ttl), interval=ttl)
+@dataclass(frozen=True)
+class Fixed(Family):
+    """A family of :func:`_fixed` (at module level: worker processes unpickle it)."""
+
+    kind: str = "clock-rate"
+    value: float = 1.0
+
+    def fix(self, op: FaultOp) -> FaultOp:
+        if op.kind != self.kind:
+            return op
+        if self.kind == "clock-rate":
+            return replace(op, value=self.value)
+        return replace(op, end=op.start + self.value * self.ttl)
+
+    def schedule(self, seed: int) -> Schedule:
+        base = super().schedule(seed)
+        ops = [self.fix(op) for op in base.ops]
+        return replace(base, ops=tuple(o for o in ops if o.end < self.duration - 1.0))
 
 
 def rate_threshold(ttl: float, drift_factor: float = Settings.drift_factor) -> float:
