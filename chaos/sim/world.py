@@ -59,20 +59,20 @@ class World:
     def __init__(self, seed: int | str) -> None:
         self.now = 0.0
         self.rng = random.Random(f"world:{seed}")
-        self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
-        self._seq = itertools.count()
+        self.heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self.seq = itertools.count()
         self.events = 0
         self.network: Network
 
     def at(self, time: float, fn: Callable[..., None], *args: Any) -> None:
-        heapq.heappush(self._heap, (time if time > self.now else self.now, next(self._seq), fn, args))
+        heapq.heappush(self.heap, (time if time > self.now else self.now, next(self.seq), fn, args))
 
     def after(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
         # (No clamp: every delay is >= 0. The hot path: tens of thousands a trial.)
-        heapq.heappush(self._heap, (self.now + delay, next(self._seq), fn, args))
+        heapq.heappush(self.heap, (self.now + delay, next(self.seq), fn, args))
 
     def run(self, until: float) -> None:
-        heap = self._heap
+        heap = self.heap
         pop = heapq.heappop
         events = 0
         while heap and heap[0][0] <= until:
@@ -221,7 +221,8 @@ class Master:
             return ErrorReply("OOM command not allowed when used memory > 'maxmemory'.")
         if name == "EVAL":
             self.scripts.add(_sha(args[1]))
-        return self.data.apply_text(args, self.wall())
+        clock = self.clock  # (wall(), inlined)
+        return self.data.apply_text(args, clock.base + clock.rate * (self.world.now - clock.since))
 
     def crash(self, *, power: bool = False) -> None:
         """The process dies (``power``: the machine loses power: unsynced writes go)."""
@@ -287,16 +288,19 @@ class Network:
         low, high = self.latency
         return low + (high - low) * self.world.rng.random()
 
+    # to_master and to_client carry every message: _delay and World.at are inlined there.
+
     def to_master(self, conn: Conn, data: bytes) -> None:
         fault = conn.fault
         if fault.blackhole:
             fault.held.append((conn, data, True))
             return
         world = self.world
-        at = world.now + self._delay() + fault.delay
+        low, high = self.latency
+        at = world.now + (low + (high - low) * world.rng.random()) + fault.delay
         at = max(at, conn.up_at)
         conn.up_at = at
-        world.at(at, self.masters[conn.node].receive, conn, data)
+        heapq.heappush(world.heap, (at, next(world.seq), self.masters[conn.node].receive, (conn, data)))
 
     def to_client(self, conn: Conn, data: bytes) -> None:
         fault = conn.fault
@@ -305,10 +309,11 @@ class Network:
             return
         world = self.world
         extra = fault.delay / 2 + fault.hold_replies
-        at = world.now + self._delay() + extra
+        low, high = self.latency
+        at = world.now + (low + (high - low) * world.rng.random()) + extra
         at = max(at, conn.down_at)
         conn.down_at = at
-        world.at(at, conn.client.receive, conn, data)
+        heapq.heappush(world.heap, (at, next(world.seq), conn.client.receive, (conn, data)))
 
     def reset(self, conn: Conn) -> None:
         """The master's end is gone: the client hears of it after a trip (an RST)."""
@@ -457,10 +462,17 @@ class Client:
             self._continue()
 
     def receive(self, conn: Conn, data: bytes) -> None:
-        if not self._gate(self.receive, conn, data) or self.conns.get(conn.node) is not conn:
+        if not self.alive:
+            return
+        if self.paused:  # (_gate, inlined: every reply comes this way)
+            self._deferred.append((self.receive, (conn, data)))
+            return
+        if self.conns.get(conn.node) is not conn:
             return
         conn.parser.feed(data)
-        outcome = self.policy.received("command", conn.node, conn.parser, self.local())
+        clock = self.clock
+        now = clock.base + clock.rate * (self.world.now - clock.since)
+        outcome = self.policy.received("command", conn.node, conn.parser, now)
         if outcome.write:
             self.world.network.to_master(conn, outcome.write)
         if outcome.hang_up:
