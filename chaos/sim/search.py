@@ -433,8 +433,12 @@ def plot_surface(document: dict[str, Any], path: str | Any) -> None:
     low, high = ys[0], ys[-1]
     fine = [low + (high - low) * i / 200 for i in range(201)]
     ax.plot([surface.boundary(v) for v in fine], fine, color="red", linewidth=2, label=f"theory: {surface.theory}")
+    darkest = max([p["rate"] for p in points] + [0.01])
     for p in points:
-        ax.annotate(f"{p['violations']}/{p['trials']}", (p["x"], p["y"]), fontsize=6, ha="center", va="center")
+        ink = "white" if p["rate"] > darkest / 2 else "black"  # (readable on the dark squares)
+        ax.annotate(
+            f"{p['violations']}/{p['trials']}", (p["x"], p["y"]), fontsize=6, ha="center", va="center", color=ink
+        )
     ax.set_xlabel(surface.x_label)
     ax.set_ylabel(surface.y_label)
     xs = sorted({p["x"] for p in points})
