@@ -159,3 +159,22 @@ def test_sweeps_run_on_workers_with_the_same_numbers() -> None:
     one = search.sweep2d(("lock-delay", [0.0]), ("pause", [2.0]), 2, 1)
     two = search.sweep2d(("lock-delay", [0.0]), ("pause", [2.0]), 2, 1, workers=2)
     assert one["points"] == two["points"]
+
+
+def test_the_small_scope_mode_clears_the_client_and_catches_a_slow_round_counted_late() -> None:
+    from chaos.sim import exhaustive  # noqa: PLC0415
+
+    clean = exhaustive.exhaust(exhaustive.Scope(deviations=1, horizon=15), stop_at_first=False)
+    assert clean.runs == 1 + 15 * 2
+    assert clean.violations == 0, clean.first
+    variant = next(v for v in variants.SIM_VARIANTS if v.name == "validity-from-replies")
+    with variants.applied(variant):
+        caught = exhaustive.exhaust(exhaustive.Scope(deviations=2, horizon=10))
+    assert caught.first is not None
+    assert sorted(caught.first[0].values()) == [1, 1]  # two slow replies make the round slow
+
+
+def test_cli_exhaust(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "exhaust", "--deviations", "2", "--horizon", "8", "--variant", "quorum-half"]) == 0
+    assert main(["sim", "exhaust", "--variant", "nope"]) == 2
+    capsys.readouterr()

@@ -2,6 +2,7 @@
 
     python -m chaos sim explore --set unsafe-clock --trials 2000 --seed 1 --workers 2 --out DIR
     python -m chaos sim selftest
+    python -m chaos sim exhaust --deviations 2 --horizon 60 [--variant validity-from-replies]
     python -m chaos sim sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 500 --out DIR
     python -m chaos sim sweep clock-rate --values 1.0 1.02 1.05 --by ttl --by-values 0.25 0.5 1 --out DIR
     python -m chaos sim replay DIR/summary.json            # in the simulator again
@@ -15,6 +16,7 @@ violation in a SAFE set, some in an UNSAFE one; ``selftest``: every broken clien
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 import sys
@@ -57,6 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--seed", type=int, default=1)
     sweep.add_argument("--workers", type=int, default=1)
     sweep.add_argument("--out", default="chaos-sim-sweep")
+    exhaust = commands.add_parser("exhaust", help="every timing of 2 clients and 3 masters, up to a bound")
+    exhaust.add_argument("--deviations", type=int, default=2, help="messages off the prompt latency, at most")
+    exhaust.add_argument("--horizon", type=int, default=60, help="among the first so many messages")
+    exhaust.add_argument("--seed", type=int, default=1)
+    exhaust.add_argument("--variant", default=None, help="a broken client of the self-test, applied")
+    exhaust.add_argument("--out", default=None, help="write exhaust.json here")
     replay = commands.add_parser("replay", help="play a summary's counterexample again")
     replay.add_argument("file", help="DIR/summary.json of sim explore")
     replay.add_argument("--real", action="store_true", help="on real redis-server processes (python -m chaos)")
@@ -144,6 +152,34 @@ def _sweep2d(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _exhaust(args: argparse.Namespace) -> int:
+    from . import exhaustive, variants  # noqa: PLC0415  (variants patches the library while applied)
+
+    if args.deviations < 0 or args.horizon < 0:
+        print("error: --deviations and --horizon must not be negative", file=sys.stderr)
+        return EXIT_USAGE
+    chosen = [v for v in variants.SIM_VARIANTS if v.name == args.variant]
+    if args.variant is not None and not chosen:
+        known = ", ".join(v.name for v in variants.SIM_VARIANTS)
+        print(f"error: no variant {args.variant!r}; known: {known}", file=sys.stderr)
+        return EXIT_USAGE
+    scope = exhaustive.Scope(deviations=args.deviations, horizon=args.horizon, seed=args.seed)
+    with variants.applied(chosen[0]) if chosen else contextlib.nullcontext():
+        outcome = exhaustive.exhaust(scope, stop_at_first=bool(chosen))
+    document = exhaustive.describe(outcome, scope)
+    if args.out:
+        _write(args.out, "exhaust.json", document)
+    print(f"{outcome.runs} runs in {document['seconds']}s, {outcome.violations} violating")
+    example = document.get("counterexample")
+    if example is not None:
+        timing = ", ".join(f"latency choice {k} {v}" for k, v in example["choices"].items()) or "all prompt"
+        print(f"first: {timing}")
+        for line in example["violations"]:
+            print(f"  -> {line}")
+    # A correct client must survive every timing; a broken one must be caught.
+    return EXIT_OK if bool(outcome.violations) == bool(chosen) else EXIT_MISMATCH
+
+
 def _replay(args: argparse.Namespace) -> int:
     summary = json.loads(pathlib.Path(args.file).read_text(encoding="utf-8"))
     example = summary.get("counterexample")
@@ -203,5 +239,11 @@ def main(argv: Sequence[str]) -> int:
         args = _parser().parse_args(list(argv))
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    command = {"explore": _explore, "selftest": _selftest, "sweep": _sweep, "replay": _replay}[args.command]
+    command = {
+        "explore": _explore,
+        "selftest": _selftest,
+        "sweep": _sweep,
+        "exhaust": _exhaust,
+        "replay": _replay,
+    }[args.command]
     return command(args)

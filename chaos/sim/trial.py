@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -350,7 +350,7 @@ class _Trial:
     def check_leftovers(self, client: Client, tokens: Tokens, result: Result) -> None:
         """A failed attempt must take its keys back: with no fault anywhere yet, every master
         answered its rollback, so a key still holding that attempt's token is one it left."""
-        if self.faulted:
+        if self.faulted or self.world.network.late:
             return
         winner = result.token if result.ok else None
         mine = client.name + ":"
@@ -366,9 +366,14 @@ class _Trial:
                     self.leftovers.append(f"{key!r}: {client.name}'s failed attempt left its key on {master.name}")
 
 
-def run_trial(schedule: Schedule, seed: int, settings: Settings | None = None) -> TrialResult:
-    """Play ``schedule`` with workload seed ``seed``; the judged history and its counts."""
+def run_trial(
+    schedule: Schedule, seed: int, settings: Settings | None = None, *, pick: Callable[[], float] | None = None
+) -> TrialResult:
+    """Play ``schedule`` with workload seed ``seed``; the judged history and its counts.
+    ``pick``: each message's latency, chosen (the small-scope mode) rather than drawn."""
     trial = _Trial(schedule, seed, settings or Settings())
+    trial.world.network.pick = pick
+    trial.world.network.late_after = trial.settings.node_timeout
     trial.world.run(schedule.duration)
     history = trial.recorder.history()
     verdict = check_all(history, initial=0, final=None)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -275,6 +276,13 @@ class Network:
         self.world = world
         self.masters = masters
         self.latency = latency
+        #: Set by the small-scope mode: each message's latency from a discrete choice
+        #: (:mod:`chaos.sim.exhaustive`) instead of the seeded random draw.
+        self.pick: Callable[[], float] | None = None
+        #: A picked latency this long is one the client gives up on: ``late`` records that
+        #: one was picked (a fault, in effect, for the checks that assume none).
+        self.late_after = math.inf
+        self.late = False
         self.links: dict[tuple[str, int], LinkFault] = {}
 
     def link(self, slot: str, node: int) -> LinkFault:
@@ -283,7 +291,16 @@ class Network:
             fault = self.links[slot, node] = LinkFault()
         return fault
 
+    def _picked(self) -> float:
+        assert self.pick is not None
+        delay = self.pick()
+        if delay >= self.late_after:
+            self.late = True
+        return delay
+
     def _delay(self) -> float:
+        if self.pick is not None:
+            return self._picked()
         # random.uniform's own formula, inlined: the same draws, a call less per message.
         low, high = self.latency
         return low + (high - low) * self.world.rng.random()
@@ -296,8 +313,12 @@ class Network:
             fault.held.append((conn, data, True))
             return
         world = self.world
-        low, high = self.latency
-        at = world.now + (low + (high - low) * world.rng.random()) + fault.delay
+        if self.pick is None:
+            low, high = self.latency
+            delay = low + (high - low) * world.rng.random()
+        else:
+            delay = self._picked()
+        at = world.now + delay + fault.delay
         at = max(at, conn.up_at)
         conn.up_at = at
         heapq.heappush(world.heap, (at, next(world.seq), self.masters[conn.node].receive, (conn, data)))
@@ -309,8 +330,12 @@ class Network:
             return
         world = self.world
         extra = fault.delay / 2 + fault.hold_replies
-        low, high = self.latency
-        at = world.now + (low + (high - low) * world.rng.random()) + extra
+        if self.pick is None:
+            low, high = self.latency
+            delay = low + (high - low) * world.rng.random()
+        else:
+            delay = self._picked()
+        at = world.now + delay + extra
         at = max(at, conn.down_at)
         conn.down_at = at
         heapq.heappush(world.heap, (at, next(world.seq), conn.client.receive, (conn, data)))
