@@ -178,3 +178,14 @@ def test_cli_exhaust(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sim", "exhaust", "--deviations", "2", "--horizon", "8", "--variant", "quorum-half"]) == 0
     assert main(["sim", "exhaust", "--variant", "nope"]) == 2
     capsys.readouterr()
+
+
+def test_a_dask_cluster_gives_the_same_numbers() -> None:
+    distributed = pytest.importorskip("distributed")  # the [sim] extra, in [dev]
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+    ) as cluster:
+        there = search.explore("unsafe-clock", 4, 3, scheduler=cluster.scheduler_address)
+    here = search.explore("unsafe-clock", 4, 3)
+    for field in ("violations", "acquisitions", "events", "kinds", "counterexample"):
+        assert there[field] == here[field]

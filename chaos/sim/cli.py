@@ -1,6 +1,7 @@
 """``python -m chaos sim``: explore, selftest, sweep and replay on the simulator.
 
     python -m chaos sim explore --set unsafe-clock --trials 2000 --seed 1 --workers 2 --out DIR
+    python -m chaos sim explore --set safe --trials 1000000 --scheduler tcp://HOST:8786 --out DIR
     python -m chaos sim selftest
     python -m chaos sim exhaust --deviations 2 --horizon 60 [--variant validity-from-replies]
     python -m chaos sim sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 500 --out DIR
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import pathlib
 import sys
@@ -37,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     explore.add_argument("--trials", type=int, default=1000)
     explore.add_argument("--seed", type=int, default=1)
     explore.add_argument("--workers", type=int, default=1, help="processes (same numbers whatever K)")
+    explore.add_argument("--scheduler", default=None, help="a dask.distributed scheduler's address (the sim extra)")
     explore.add_argument(
         "--duration", type=float, default=None, help="simulated seconds a trial (default 6; shorter: more an hour)"
     )
@@ -58,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--trials", type=int, default=200)
     sweep.add_argument("--seed", type=int, default=1)
     sweep.add_argument("--workers", type=int, default=1)
+    sweep.add_argument("--scheduler", default=None, help="a dask.distributed scheduler's address (the sim extra)")
     sweep.add_argument("--out", default="chaos-sim-sweep")
     exhaust = commands.add_parser("exhaust", help="every timing of 2 clients and 3 masters, up to a bound")
     exhaust.add_argument("--deviations", type=int, default=2, help="messages off the prompt latency, at most")
@@ -81,15 +85,27 @@ def _write(out: str, name: str, document: object) -> pathlib.Path:
     return target
 
 
-def _explore(args: argparse.Namespace) -> int:
+def _usable(args: argparse.Namespace) -> bool:
+    """Whether the counts and the executor asked for can be had (else it says why)."""
     if args.trials < 1 or args.workers < 1:
         print("error: --trials and --workers must be at least 1", file=sys.stderr)
+        return False
+    if args.scheduler is not None and importlib.util.find_spec("distributed") is None:
+        print("error: --scheduler needs dask.distributed: .venv/bin/pip install -e '.[sim]'", file=sys.stderr)
+        return False
+    return True
+
+
+def _explore(args: argparse.Namespace) -> int:
+    if not _usable(args):
         return EXIT_USAGE
     if args.duration is not None and not args.duration >= 2.0:
         # (A trial's faults end two ttls and a second before its end: shorter leaves none.)
         print("error: --duration must be at least 2 seconds", file=sys.stderr)
         return EXIT_USAGE
-    summary = search.explore(args.name, args.trials, args.seed, workers=args.workers, duration=args.duration)
+    summary = search.explore(
+        args.name, args.trials, args.seed, workers=args.workers, duration=args.duration, scheduler=args.scheduler
+    )
     target = _write(args.out, "summary.json", summary)
     rate = summary["rate"]
     print(
@@ -118,12 +134,13 @@ def _selftest(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    if args.trials < 1 or args.workers < 1:
-        print("error: --trials and --workers must be at least 1", file=sys.stderr)
+    if not _usable(args):
         return EXIT_USAGE
     if args.by is not None or args.parameter not in search.SWEEPS:
         return _sweep2d(args)
-    document = search.sweep(args.parameter, args.values, args.trials, args.seed, workers=args.workers)
+    document = search.sweep(
+        args.parameter, args.values, args.trials, args.seed, workers=args.workers, scheduler=args.scheduler
+    )
     _write(args.out, "sweep.json", document)
     for point in document["points"]:
         print(
@@ -139,7 +156,12 @@ def _sweep2d(args: argparse.Namespace) -> int:
         print(f"error: the 2-D sweeps are {known}, each with --by-values", file=sys.stderr)
         return EXIT_USAGE
     document = search.sweep2d(
-        (args.parameter, args.values), (args.by, args.by_values), args.trials, args.seed, workers=args.workers
+        (args.parameter, args.values),
+        (args.by, args.by_values),
+        args.trials,
+        args.seed,
+        workers=args.workers,
+        scheduler=args.scheduler,
     )
     _write(args.out, "sweep.json", document)
     search.plot_surface(document, pathlib.Path(args.out) / "sweep.png")

@@ -113,14 +113,42 @@ def _shard(family: Family, seed: int, indexes: Sequence[int], settings_: Setting
     return counts
 
 
-def _run_shards(family: Family, seed: int, trials: int, workers: int, settings_: Settings) -> Counts:
+#: Trials per task on a distributed cluster: small enough to spread over many workers, large
+#: enough that a task outweighs its scheduling (a trial is tens of milliseconds).
+CLUSTER_SHARD = 50
+
+
+def _run_shards(
+    family: Family, seed: int, trials: int, workers: int, settings_: Settings, *, scheduler: str | None = None
+) -> Counts:
+    """Every trial, on this process, a pool of ``workers`` processes, or the dask.distributed
+    cluster at ``scheduler``. Shards are sets of trial indexes and their counts merge the
+    same in any order, so the numbers never depend on who ran what."""
     indexes = list(range(trials))
+    if scheduler is not None:
+        return _on_cluster(scheduler, family, seed, indexes, settings_)
     if workers <= 1:
         return _shard(family, seed, indexes, settings_)
     total = Counts()
     chunks = [indexes[i::workers] for i in range(workers)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for counts in pool.map(_shard, *zip(*[(family, seed, chunk, settings_) for chunk in chunks], strict=True)):
+            total.merge(counts)
+    return total
+
+
+def _on_cluster(address: str, family: Family, seed: int, indexes: list[int], settings_: Settings) -> Counts:
+    """The shards as tasks of a dask.distributed cluster (the ``sim`` extra)."""
+    try:
+        from distributed import Client  # noqa: PLC0415  (an extra: only a cluster run needs it)
+    except ImportError as error:
+        raise RuntimeError("a scheduler address needs dask.distributed: .venv/bin/pip install -e '.[sim]'") from error
+    chunks = [indexes[i : i + CLUSTER_SHARD] for i in range(0, len(indexes), CLUSTER_SHARD)]
+    total = Counts()
+    with Client(address) as client:  # type: ignore[no-untyped-call,unused-ignore]
+        n = len(chunks)
+        futures = client.map(_shard, [family] * n, [seed] * n, chunks, [settings_] * n, pure=False)
+        for counts in client.gather(futures):
             total.merge(counts)
     return total
 
@@ -157,13 +185,14 @@ def explore(
     workers: int = 1,
     settings_: Settings | None = None,
     duration: float | None = None,
+    scheduler: str | None = None,
 ) -> dict[str, Any]:
     """``trials`` trials of family ``name`` (each ``duration`` simulated seconds, if given):
     the summary ``sim explore`` writes."""
     family = FAMILIES[name] if duration is None else replace(FAMILIES[name], duration=duration)
     settings_ = settings_ or Settings()
     started = time.perf_counter()
-    counts = _run_shards(family, seed, trials, workers, settings_)
+    counts = _run_shards(family, seed, trials, workers, settings_, scheduler=scheduler)
     seconds = time.perf_counter() - started
     low, high = wilson_interval(counts.violations, counts.trials)
     summary: dict[str, Any] = {
@@ -179,6 +208,7 @@ def explore(
         "seconds": round(seconds, 3),
         "acquisitions_per_second": round(counts.acquisitions / seconds, 1) if seconds else None,
         "workers": workers,
+        "scheduler": scheduler,
         "family": {k: v for k, v in dataclasses.asdict(family).items() if k != "faults"},
         "settings": settings_.to_dict(),
     }
@@ -242,13 +272,21 @@ def search(
     return build(found), found[0], runs
 
 
-def sweep(parameter: str, values: Sequence[float], trials: int, seed: int, *, workers: int = 1) -> dict[str, Any]:
+def sweep(
+    parameter: str,
+    values: Sequence[float],
+    trials: int,
+    seed: int,
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+) -> dict[str, Any]:
     """Violation rate per value of one magnitude; see :data:`SWEEPS`."""
     make, theory = SWEEPS[parameter]
     points = []
     for value in values:
         family = make(value)
-        counts = _run_shards(family, seed, trials, workers, Settings())
+        counts = _run_shards(family, seed, trials, workers, Settings(), scheduler=scheduler)
         points.append({"value": value, **_rate(counts), "theory": theory(value)})
     return {"parameter": parameter, "seed": seed, "points": points}
 
@@ -383,6 +421,7 @@ def sweep2d(
     seed: int,
     *,
     workers: int = 1,
+    scheduler: str | None = None,
 ) -> dict[str, Any]:
     """Violation rate at every (x, y) of a grid, ``across`` naming x and its values and
     ``up`` y and its: the data of a phase diagram."""
@@ -392,7 +431,7 @@ def sweep2d(
     for y_value in ys:
         for x_value in xs:
             family, settings_ = surface.make(x_value, y_value)
-            counts = _run_shards(family, seed, trials, workers, settings_)
+            counts = _run_shards(family, seed, trials, workers, settings_, scheduler=scheduler)
             theory = "UNSAFE" if surface.unsafe(x_value, y_value) else "SAFE"
             points.append({"x": x_value, "y": y_value, **_rate(counts), "theory": theory})
     return {
