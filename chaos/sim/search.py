@@ -272,6 +272,12 @@ def search(
     return build(found), found[0], runs
 
 
+#: The sweeps' workload probes the edge: holders work to the end of their validity (where
+#: an early expiry or a late write shows), rivals retry every ~10 ms (as the real sweep's c2,
+#: every ~20 ms), and nobody extends (an extend this close to the end would be late itself).
+_PROBING = Settings(hold_share=(0.9, 0.98), retry_delay=0.01, extend_share=0.0)
+
+
 def sweep(
     parameter: str,
     values: Sequence[float],
@@ -286,7 +292,7 @@ def sweep(
     points = []
     for value in values:
         family = make(value)
-        counts = _run_shards(family, seed, trials, workers, Settings(), scheduler=scheduler)
+        counts = _run_shards(family, seed, trials, workers, _PROBING, scheduler=scheduler)
         points.append({"value": value, **_rate(counts), "theory": theory(value)})
     return {"parameter": parameter, "seed": seed, "points": points}
 
@@ -373,12 +379,6 @@ class Surface:
     def unsafe(self, x: float, y: float) -> bool:
         edge = self.boundary(y)
         return x > edge if self.unsafe_right else x < edge
-
-
-#: The surfaces' workload probes the edge: holders work to the end of their validity (where
-#: an early expiry or a late write shows), rivals retry every ~10 ms (as the real sweep's c2,
-#: every ~20 ms), and nobody extends (an extend this close to the end would be late itself).
-_PROBING = Settings(hold_share=(0.9, 0.98), retry_delay=0.01, extend_share=0.0)
 
 
 def _rate_by_ttl(rate: float, ttl: float) -> tuple[Family, Settings]:
