@@ -134,3 +134,58 @@ def test_the_whole_selftest_catches_every_variant() -> None:
 @pytest.mark.chaos
 def test_a_thousand_safe_trials_find_nothing() -> None:
     assert search.explore("safe", 1000, 2, workers=2)["violations"] == 0
+
+
+def test_the_rate_threshold_is_the_drift_allowance() -> None:
+    assert search.rate_threshold(0.5) == pytest.approx(1 / (1 - 0.01 - 0.004))
+    surface = search.SURFACES["clock-rate", "ttl"]
+    assert surface.unsafe(1.05, 0.5)
+    assert not surface.unsafe(1.01, 0.5)
+    assert search.SURFACES["lock-delay", "pause"].unsafe(0.5, 2.0)
+
+
+def test_cli_draws_a_phase_diagram(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "surface"
+    argv = ["sim", "sweep", "lock-delay", "--values", "0", "1", "--by", "pause", "--by-values", "2"]
+    assert main([*argv, "--trials", "1", "--out", str(out)]) == 0
+    document = json.loads((out / "sweep.json").read_text())
+    assert [(p["x"], p["y"], p["theory"]) for p in document["points"]] == [(0, 2, "UNSAFE"), (1, 2, "UNSAFE")]
+    assert (out / "sweep.png").stat().st_size > 0
+    assert main(["sim", "sweep", "clock-rate", "--values", "1", "--by", "pause", "--by-values", "1"]) == 2
+    capsys.readouterr()
+
+
+def test_sweeps_run_on_workers_with_the_same_numbers() -> None:
+    one = search.sweep2d(("lock-delay", [0.0]), ("pause", [2.0]), 2, 1)
+    two = search.sweep2d(("lock-delay", [0.0]), ("pause", [2.0]), 2, 1, workers=2)
+    assert one["points"] == two["points"]
+
+
+def test_the_small_scope_mode_clears_the_client_and_catches_a_slow_round_counted_late() -> None:
+    from chaos.sim import exhaustive  # noqa: PLC0415
+
+    clean = exhaustive.exhaust(exhaustive.Scope(deviations=1, horizon=15), stop_at_first=False)
+    assert clean.runs == 1 + 15 * 2
+    assert clean.violations == 0, clean.first
+    variant = next(v for v in variants.SIM_VARIANTS if v.name == "validity-from-replies")
+    with variants.applied(variant):
+        caught = exhaustive.exhaust(exhaustive.Scope(deviations=2, horizon=10))
+    assert caught.first is not None
+    assert sorted(caught.first[0].values()) == [1, 1]  # two slow replies make the round slow
+
+
+def test_cli_exhaust(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "exhaust", "--deviations", "2", "--horizon", "8", "--variant", "quorum-half"]) == 0
+    assert main(["sim", "exhaust", "--variant", "nope"]) == 2
+    capsys.readouterr()
+
+
+def test_a_dask_cluster_gives_the_same_numbers() -> None:
+    distributed = pytest.importorskip("distributed")  # the [sim] extra, in [dev]
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+    ) as cluster:
+        there = search.explore("unsafe-clock", 4, 3, scheduler=cluster.scheduler_address)
+    here = search.explore("unsafe-clock", 4, 3)
+    for field in ("violations", "acquisitions", "events", "kinds", "counterexample"):
+        assert there[field] == here[field]

@@ -1,8 +1,11 @@
 """``python -m chaos sim``: explore, selftest, sweep and replay on the simulator.
 
     python -m chaos sim explore --set unsafe-clock --trials 2000 --seed 1 --workers 2 --out DIR
+    python -m chaos sim explore --set safe --trials 1000000 --scheduler tcp://HOST:8786 --out DIR
     python -m chaos sim selftest
+    python -m chaos sim exhaust --deviations 2 --horizon 60 [--variant validity-from-replies]
     python -m chaos sim sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 500 --out DIR
+    python -m chaos sim sweep clock-rate --values 1.0 1.02 1.05 --by ttl --by-values 0.25 0.5 1 --out DIR
     python -m chaos sim replay DIR/summary.json            # in the simulator again
     python -m chaos sim replay DIR/summary.json --real     # on real redis-server processes
 
@@ -14,6 +17,8 @@ violation in a SAFE set, some in an UNSAFE one; ``selftest``: every broken clien
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import pathlib
 import sys
@@ -34,22 +39,40 @@ def _parser() -> argparse.ArgumentParser:
     explore.add_argument("--trials", type=int, default=1000)
     explore.add_argument("--seed", type=int, default=1)
     explore.add_argument("--workers", type=int, default=1, help="processes (same numbers whatever K)")
+    explore.add_argument("--scheduler", default=None, help="a dask.distributed scheduler's address (the sim extra)")
+    explore.add_argument(
+        "--duration", type=float, default=None, help="simulated seconds a trial (default 6; shorter: more an hour)"
+    )
     explore.add_argument("--out", default="chaos-sim")
     selftest = commands.add_parser("selftest", help="is every broken client caught?")
     selftest.add_argument("--budget", type=int, default=300, help="trials per variant at most")
     selftest.add_argument("--seed", type=int, default=1)
     selftest.add_argument("--out", default=None, help="write selftest.json here")
     selftest.add_argument("variants", nargs="*", help="only these variants")
-    sweep = commands.add_parser("sweep", help="violation rate per value of one magnitude")
-    sweep.add_argument("parameter", choices=sorted(search.SWEEPS))
+    sweep = commands.add_parser("sweep", help="violation rate per value of one magnitude, or of two (--by)")
+    sweep.add_argument("parameter", choices=sorted({*search.SWEEPS, *(x for x, _ in search.SURFACES)}))
     sweep.add_argument("--values", type=float, nargs="+", required=True)
+    sweep.add_argument(
+        "--by",
+        choices=sorted({y for _, y in search.SURFACES}),
+        help="a second magnitude: a phase diagram (clock-rate --by ttl, lock-delay --by pause)",
+    )
+    sweep.add_argument("--by-values", type=float, nargs="+", default=[])
     sweep.add_argument("--trials", type=int, default=200)
     sweep.add_argument("--seed", type=int, default=1)
     sweep.add_argument("--workers", type=int, default=1)
+    sweep.add_argument("--scheduler", default=None, help="a dask.distributed scheduler's address (the sim extra)")
     sweep.add_argument("--out", default="chaos-sim-sweep")
+    exhaust = commands.add_parser("exhaust", help="every timing of 2 clients and 3 masters, up to a bound")
+    exhaust.add_argument("--deviations", type=int, default=2, help="messages off the prompt latency, at most")
+    exhaust.add_argument("--horizon", type=int, default=60, help="among the first so many messages")
+    exhaust.add_argument("--seed", type=int, default=1)
+    exhaust.add_argument("--variant", default=None, help="a broken client of the self-test, applied")
+    exhaust.add_argument("--out", default=None, help="write exhaust.json here")
     replay = commands.add_parser("replay", help="play a summary's counterexample again")
     replay.add_argument("file", help="DIR/summary.json of sim explore")
     replay.add_argument("--real", action="store_true", help="on real redis-server processes (python -m chaos)")
+    replay.add_argument("--tries", type=int, default=1, help="real plays of it (--real): how often it reproduces")
     replay.add_argument("--out", default="chaos-sim-replay")
     return parser
 
@@ -62,11 +85,27 @@ def _write(out: str, name: str, document: object) -> pathlib.Path:
     return target
 
 
-def _explore(args: argparse.Namespace) -> int:
+def _usable(args: argparse.Namespace) -> bool:
+    """Whether the counts and the executor asked for can be had (else it says why)."""
     if args.trials < 1 or args.workers < 1:
         print("error: --trials and --workers must be at least 1", file=sys.stderr)
+        return False
+    if args.scheduler is not None and importlib.util.find_spec("distributed") is None:
+        print("error: --scheduler needs dask.distributed: .venv/bin/pip install -e '.[sim]'", file=sys.stderr)
+        return False
+    return True
+
+
+def _explore(args: argparse.Namespace) -> int:
+    if not _usable(args):
         return EXIT_USAGE
-    summary = search.explore(args.name, args.trials, args.seed, workers=args.workers)
+    if args.duration is not None and not args.duration >= 2.0:
+        # (A trial's faults end two ttls and a second before its end: shorter leaves none.)
+        print("error: --duration must be at least 2 seconds", file=sys.stderr)
+        return EXIT_USAGE
+    summary = search.explore(
+        args.name, args.trials, args.seed, workers=args.workers, duration=args.duration, scheduler=args.scheduler
+    )
     target = _write(args.out, "summary.json", summary)
     rate = summary["rate"]
     print(
@@ -95,7 +134,13 @@ def _selftest(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    document = search.sweep(args.parameter, args.values, args.trials, args.seed, workers=args.workers)
+    if not _usable(args):
+        return EXIT_USAGE
+    if args.by is not None or args.parameter not in search.SWEEPS:
+        return _sweep2d(args)
+    document = search.sweep(
+        args.parameter, args.values, args.trials, args.seed, workers=args.workers, scheduler=args.scheduler
+    )
     _write(args.out, "sweep.json", document)
     for point in document["points"]:
         print(
@@ -103,6 +148,58 @@ def _sweep(args: argparse.Namespace) -> int:
             f"rate {point['rate']:.3f} [{point['low']:.3f}, {point['high']:.3f}]  theory {point['theory']}"
         )
     return EXIT_OK
+
+
+def _sweep2d(args: argparse.Namespace) -> int:
+    if (args.parameter, args.by) not in search.SURFACES or not args.by_values:
+        known = ", ".join(f"{x} --by {y}" for x, y in search.SURFACES)
+        print(f"error: the 2-D sweeps are {known}, each with --by-values", file=sys.stderr)
+        return EXIT_USAGE
+    document = search.sweep2d(
+        (args.parameter, args.values),
+        (args.by, args.by_values),
+        args.trials,
+        args.seed,
+        workers=args.workers,
+        scheduler=args.scheduler,
+    )
+    _write(args.out, "sweep.json", document)
+    search.plot_surface(document, pathlib.Path(args.out) / "sweep.png")
+    for point in document["points"]:
+        print(
+            f"  {args.parameter} {point['x']:>7g}  {args.by} {point['y']:>6g}  "
+            f"{point['violations']}/{point['trials']}  rate {point['rate']:.3f} "
+            f"[{point['low']:.3f}, {point['high']:.3f}]  theory {point['theory']}"
+        )
+    return EXIT_OK
+
+
+def _exhaust(args: argparse.Namespace) -> int:
+    from . import exhaustive, variants  # noqa: PLC0415  (variants patches the library while applied)
+
+    if args.deviations < 0 or args.horizon < 0:
+        print("error: --deviations and --horizon must not be negative", file=sys.stderr)
+        return EXIT_USAGE
+    chosen = [v for v in variants.SIM_VARIANTS if v.name == args.variant]
+    if args.variant is not None and not chosen:
+        known = ", ".join(v.name for v in variants.SIM_VARIANTS)
+        print(f"error: no variant {args.variant!r}; known: {known}", file=sys.stderr)
+        return EXIT_USAGE
+    scope = exhaustive.Scope(deviations=args.deviations, horizon=args.horizon, seed=args.seed)
+    with variants.applied(chosen[0]) if chosen else contextlib.nullcontext():
+        outcome = exhaustive.exhaust(scope, stop_at_first=bool(chosen))
+    document = exhaustive.describe(outcome, scope)
+    if args.out:
+        _write(args.out, "exhaust.json", document)
+    print(f"{outcome.runs} runs in {document['seconds']}s, {outcome.violations} violating")
+    example = document.get("counterexample")
+    if example is not None:
+        timing = ", ".join(f"latency choice {k} {v}" for k, v in example["choices"].items()) or "all prompt"
+        print(f"first: {timing}")
+        for line in example["violations"]:
+            print(f"  -> {line}")
+    # A correct client must survive every timing; a broken one must be caught.
+    return EXIT_OK if bool(outcome.violations) == bool(chosen) else EXIT_MISMATCH
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -117,12 +214,18 @@ def _replay(args: argparse.Namespace) -> int:
         for line in result.describe():
             print(f"  -> {line}")
         return EXIT_OK if result.violated else EXIT_MISMATCH
-    return replay_real(schedule, args.out)
+    if args.tries < 1:
+        print("error: --tries must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    names = int(summary.get("settings", {}).get("names", 2))
+    return replay_real(schedule, args.out, names=names, tries=args.tries)
 
 
-def replay_real(schedule: Schedule, out: str) -> int:
-    """Play the schedule with ``python -m chaos``'s explore on real masters; 0 when a
-    violation happened there too. Sim-only fault kinds are left out (said so)."""
+def replay_real(schedule: Schedule, out: str, *, names: int = 2, tries: int = 1) -> int:
+    """Play the schedule with ``python -m chaos``'s explore on real masters, ``tries`` times
+    (the faults replay exactly, the real workload's timing does not: a fault that needs a
+    holder at that moment reproduces in some plays, not all); 0 when a violation happened
+    there at least once. Sim-only fault kinds are left out (said so)."""
     import dataclasses  # noqa: PLC0415
 
     from ..explore import ExploreConfig, explore  # noqa: PLC0415  (starts real processes)
@@ -137,11 +240,20 @@ def replay_real(schedule: Schedule, out: str) -> int:
         duration=schedule.duration,
         nodes=schedule.nodes,
         clients=max(2, schedule.clients),
+        # As many names as the simulated workload contended for: fewer names, more overlaps.
+        names=names,
         ttl=schedule.ttl,
     )
-    outcome = explore(config, out, schedule=schedule, plot=False)
-    print(f"real replay: {len(outcome.violations)} violations; files in {out}")
-    return EXIT_OK if outcome.violations else EXIT_MISMATCH
+    reproduced = 0
+    for attempt in range(1, tries + 1):
+        where = out if tries == 1 else str(pathlib.Path(out) / f"try-{attempt}")
+        outcome = explore(config, where, schedule=schedule, plot=False)
+        kinds = sorted({v.kind for v in outcome.violations})
+        reproduced += bool(outcome.violations)
+        print(f"real replay {attempt}/{tries}: {len(outcome.violations)} violations {kinds}; files in {where}")
+    if tries > 1:
+        print(f"reproduced in {reproduced} of {tries} real plays")
+    return EXIT_OK if reproduced else EXIT_MISMATCH
 
 
 def main(argv: Sequence[str]) -> int:
@@ -149,5 +261,11 @@ def main(argv: Sequence[str]) -> int:
         args = _parser().parse_args(list(argv))
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    command = {"explore": _explore, "selftest": _selftest, "sweep": _sweep, "replay": _replay}[args.command]
+    command = {
+        "explore": _explore,
+        "selftest": _selftest,
+        "sweep": _sweep,
+        "exhaust": _exhaust,
+        "replay": _replay,
+    }[args.command]
     return command(args)

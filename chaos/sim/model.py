@@ -86,29 +86,31 @@ class Keyspace:
 
     def apply(self, args: Sequence[Arg], now: float) -> Reply:
         """Apply one command (its arguments as sent) at the master's time ``now``."""
-        name = _text(args[0]).upper()
+        return self.apply_text([_text(arg) for arg in args], now)
+
+    def apply_text(self, args: list[str], now: float) -> Reply:
+        """:meth:`apply` for arguments already decoded (as a simulated master reads them)."""
+        name = args[0].upper()
+        if name in ("EVALSHA", "EVAL"):
+            sha = args[1] if name == "EVALSHA" else _scripts.Script(args[1]).sha
+            model = MODELLED.get(sha)
+            if model is None:
+                return ErrorReply("NOSCRIPT No matching script." if name == "EVALSHA" else "ERR unmodelled script")
+            count = int(args[2])
+            return model(self, args[3 : 3 + count], args[3 + count :], now)
         if name == "SET":
-            key, value = _text(args[1]), _text(args[2])
-            options = [_text(a).upper() for a in args[3:]]
+            key, value = args[1], args[2]
+            options = [a.upper() for a in args[3:]]
             if "NX" in options and self.get(key, now) is not None:
                 return None
             ttl = int(args[3 + options.index("PX") + 1]) if "PX" in options else None
             self.set(key, value, now, ttl)
             return b"OK"
-        if name in ("EVALSHA", "EVAL"):
-            sha = _text(args[1]) if name == "EVALSHA" else _scripts.Script(_text(args[1])).sha
-            model = MODELLED.get(sha)
-            if model is None:
-                return ErrorReply("NOSCRIPT No matching script." if name == "EVALSHA" else "ERR unmodelled script")
-            count = int(args[2])
-            keys = [_text(k) for k in args[3 : 3 + count]]
-            argv = [_text(a) for a in args[3 + count :]]
-            return model(self, keys, argv, now)
         if name == "GET":
-            found = self.holder(_text(args[1]), now)
+            found = self.holder(args[1], now)
             return None if found is None else found.encode()
         if name == "DEL":
-            return sum(self.delete(_text(k)) for k in args[1:])
+            return sum(self.delete(k) for k in args[1:])
         return ErrorReply(f"ERR unknown command '{name}'")
 
 

@@ -30,7 +30,7 @@ from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
 from ..sweep import wilson_interval
 from .trial import Settings, TrialResult, run_trial
 
-__all__ = ["FAMILIES", "Family", "explore", "search", "selftest", "shrink", "sweep"]
+__all__ = ["FAMILIES", "SURFACES", "Family", "explore", "search", "selftest", "shrink", "sweep", "sweep2d"]
 
 
 @dataclass(frozen=True)
@@ -113,14 +113,42 @@ def _shard(family: Family, seed: int, indexes: Sequence[int], settings_: Setting
     return counts
 
 
-def _run_shards(family: Family, seed: int, trials: int, workers: int, settings_: Settings) -> Counts:
+#: Trials per task on a distributed cluster: small enough to spread over many workers, large
+#: enough that a task outweighs its scheduling (a trial is tens of milliseconds).
+CLUSTER_SHARD = 50
+
+
+def _run_shards(
+    family: Family, seed: int, trials: int, workers: int, settings_: Settings, *, scheduler: str | None = None
+) -> Counts:
+    """Every trial, on this process, a pool of ``workers`` processes, or the dask.distributed
+    cluster at ``scheduler``. Shards are sets of trial indexes and their counts merge the
+    same in any order, so the numbers never depend on who ran what."""
     indexes = list(range(trials))
+    if scheduler is not None:
+        return _on_cluster(scheduler, family, seed, indexes, settings_)
     if workers <= 1:
         return _shard(family, seed, indexes, settings_)
     total = Counts()
     chunks = [indexes[i::workers] for i in range(workers)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for counts in pool.map(_shard, *zip(*[(family, seed, chunk, settings_) for chunk in chunks], strict=True)):
+            total.merge(counts)
+    return total
+
+
+def _on_cluster(address: str, family: Family, seed: int, indexes: list[int], settings_: Settings) -> Counts:
+    """The shards as tasks of a dask.distributed cluster (the ``sim`` extra)."""
+    try:
+        from distributed import Client  # noqa: PLC0415  (an extra: only a cluster run needs it)
+    except ImportError as error:
+        raise RuntimeError("a scheduler address needs dask.distributed: .venv/bin/pip install -e '.[sim]'") from error
+    chunks = [indexes[i : i + CLUSTER_SHARD] for i in range(0, len(indexes), CLUSTER_SHARD)]
+    total = Counts()
+    with Client(address) as client:  # type: ignore[no-untyped-call,unused-ignore]
+        n = len(chunks)
+        futures = client.map(_shard, [family] * n, [seed] * n, chunks, [settings_] * n, pure=False)
+        for counts in client.gather(futures):
             total.merge(counts)
     return total
 
@@ -150,13 +178,21 @@ def _violated(result: TrialResult) -> bool:
 
 
 def explore(
-    name: str, trials: int, seed: int, *, workers: int = 1, settings_: Settings | None = None
+    name: str,
+    trials: int,
+    seed: int,
+    *,
+    workers: int = 1,
+    settings_: Settings | None = None,
+    duration: float | None = None,
+    scheduler: str | None = None,
 ) -> dict[str, Any]:
-    """``trials`` trials of family ``name``: the summary ``sim explore`` writes."""
-    family = FAMILIES[name]
+    """``trials`` trials of family ``name`` (each ``duration`` simulated seconds, if given):
+    the summary ``sim explore`` writes."""
+    family = FAMILIES[name] if duration is None else replace(FAMILIES[name], duration=duration)
     settings_ = settings_ or Settings()
     started = time.perf_counter()
-    counts = _run_shards(family, seed, trials, workers, settings_)
+    counts = _run_shards(family, seed, trials, workers, settings_, scheduler=scheduler)
     seconds = time.perf_counter() - started
     low, high = wilson_interval(counts.violations, counts.trials)
     summary: dict[str, Any] = {
@@ -172,6 +208,7 @@ def explore(
         "seconds": round(seconds, 3),
         "acquisitions_per_second": round(counts.acquisitions / seconds, 1) if seconds else None,
         "workers": workers,
+        "scheduler": scheduler,
         "family": {k: v for k, v in dataclasses.asdict(family).items() if k != "faults"},
         "settings": settings_.to_dict(),
     }
@@ -235,57 +272,88 @@ def search(
     return build(found), found[0], runs
 
 
-def sweep(parameter: str, values: Sequence[float], trials: int, seed: int, *, workers: int = 1) -> dict[str, Any]:
+#: The sweeps' workload probes the edge: holders work to the end of their validity (where
+#: an early expiry or a late write shows), rivals retry every ~10 ms (as the real sweep's c2,
+#: every ~20 ms), and nobody extends (an extend this close to the end would be late itself).
+_PROBING = Settings(hold_share=(0.9, 0.98), retry_delay=0.01, extend_share=0.0)
+
+
+def sweep(
+    parameter: str,
+    values: Sequence[float],
+    trials: int,
+    seed: int,
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+) -> dict[str, Any]:
     """Violation rate per value of one magnitude; see :data:`SWEEPS`."""
     make, theory = SWEEPS[parameter]
     points = []
     for value in values:
         family = make(value)
-        counts = _run_shards(family, seed, trials, workers, Settings())
-        low, high = wilson_interval(counts.violations, counts.trials)
-        points.append(
-            {
-                "value": value,
-                "trials": counts.trials,
-                "violations": counts.violations,
-                "rate": counts.violations / max(1, counts.trials),
-                "low": low,
-                "high": high,
-                "acquisitions": counts.acquisitions,
-                "theory": theory(value),
-            }
-        )
+        counts = _run_shards(family, seed, trials, workers, _PROBING, scheduler=scheduler)
+        points.append({"value": value, **_rate(counts), "theory": theory(value)})
     return {"parameter": parameter, "seed": seed, "points": points}
 
 
-def _fixed(kind: str, value: float, *, faults: tuple[str, ...] = ("blackhole",)) -> Family:
+def _rate(counts: Counts) -> dict[str, Any]:
+    """A sweep point's counts: violating trials, their share and its 95 % interval."""
+    low, high = wilson_interval(counts.violations, counts.trials)
+    return {
+        "trials": counts.trials,
+        "violations": counts.violations,
+        "rate": counts.violations / max(1, counts.trials),
+        "low": low,
+        "high": high,
+        "acquisitions": counts.acquisitions,
+    }
+
+
+def _fixed(
+    kind: str, value: float, *, faults: tuple[str, ...] = ("blackhole",), ttl: float = 0.5, check_first: bool = False
+) -> Family:
     """A family whose every ``kind`` op has magnitude ``value`` (clock rate) or length
-    ``value`` ttls (pause, restart delay), beside ``faults`` that make the K3 partitions."""
-    faults_set = FaultSet(f"sweep-{kind}", (kind, *faults), safe=False)
+    ``value`` ttls (pause, restart delay), beside ``faults`` that make the K3 partitions.
+    A longer ttl gets a longer run (twelve ttls at least), so that each trial sees about as
+    many holdings and faults whatever the ttl."""
+    faults_set = FaultSet(f"sweep-{kind}", (kind, *faults), safe=False, check_first=check_first)
 
-    @dataclass(frozen=True)
-    class Fixed(Family):
-        def fix(self, op: FaultOp) -> FaultOp:
-            if op.kind != kind:
-                return op
-            if kind == "clock-rate":
-                return replace(op, value=value)
-            return replace(op, end=op.start + value * self.ttl)
+    duration = max(6.0, 12 * ttl)
+    return Fixed(faults_set, expected=_UNSAFE, ttl=ttl, duration=duration, interval=ttl, kind=kind, value=value)
 
-        def schedule(self, seed: int) -> Schedule:
-            base = super().schedule(seed)
-            ops = [self.fix(op) for op in base.ops]
-            return replace(base, ops=tuple(o for o in ops if o.end < self.duration - 1.0))
 
-    return Fixed(faults_set, expected=_UNSAFE)
+@dataclass(frozen=True)
+class Fixed(Family):
+    """A family of :func:`_fixed` (at module level: worker processes unpickle it)."""
+
+    kind: str = "clock-rate"
+    value: float = 1.0
+
+    def fix(self, op: FaultOp) -> FaultOp:
+        if op.kind != self.kind:
+            return op
+        if self.kind == "clock-rate":
+            return replace(op, value=self.value)
+        return replace(op, end=op.start + self.value * self.ttl)
+
+    def schedule(self, seed: int) -> Schedule:
+        base = super().schedule(seed)
+        ops = [self.fix(op) for op in base.ops]
+        return replace(base, ops=tuple(o for o in ops if o.end < self.duration - 1.0))
+
+
+def rate_threshold(ttl: float, drift_factor: float = Settings.drift_factor) -> float:
+    """The clock rate past which a master expires a key before its holder's validity ends:
+    ``ttl / r < ttl - drift`` with ``drift = ttl * f + 2 ms`` (the library's allowance)."""
+    return 1 / (1 - drift_factor - 0.002 / ttl)
 
 
 SWEEPS: dict[str, tuple[Callable[[float], Family], Callable[[float], str]]] = {
-    # A master's clock rate: unsafe past 1 + drift factor (with the 2 ms precision, a
-    # little more for a short ttl).
+    # A master's clock rate: unsafe past the drift allowance (1.0142 at ttl 0.5 s).
     "clock-rate": (
         lambda v: _fixed("clock-rate", v),
-        lambda v: "SAFE" if v <= 1.01 else "UNSAFE",
+        lambda v: "SAFE" if v <= rate_threshold(0.5) else "UNSAFE",
     ),
     # How long a killed master (no persistence) stays down, in ttls: safe beyond one ttl.
     "restart-delay": (
@@ -293,6 +361,136 @@ SWEEPS: dict[str, tuple[Callable[[float], Family], Callable[[float], str]]] = {
         lambda v: "SAFE" if v > 1.0 else "UNSAFE",
     ),
 }
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A 2-D sweep: the trials at each (x, y), and theory's boundary between the phases,
+    given as the x at which a row of height y turns unsafe."""
+
+    x_label: str
+    y_label: str
+    make: Callable[[float, float], tuple[Family, Settings]]
+    boundary: Callable[[float], float]
+    #: True when points right of the boundary (larger x) are the unsafe ones.
+    unsafe_right: bool
+    theory: str
+
+    def unsafe(self, x: float, y: float) -> bool:
+        edge = self.boundary(y)
+        return x > edge if self.unsafe_right else x < edge
+
+
+def _rate_by_ttl(rate: float, ttl: float) -> tuple[Family, Settings]:
+    return _fixed("clock-rate", rate, ttl=ttl), _PROBING
+
+
+def _pause_by_lock_delay(delay: float, pause: float) -> tuple[Family, Settings]:
+    # Holders check their validity before their work (K1), so that a pause makes a stale
+    # write; the masters keep each key lock_delay (in ttls) past its ttl.
+    family = _fixed("client-pause", pause, faults=(), check_first=True)
+    return family, replace(_PROBING, lock_delay=delay * family.ttl)
+
+
+SURFACES: dict[tuple[str, str], Surface] = {
+    ("clock-rate", "ttl"): Surface(
+        "master clock rate",
+        "ttl (s)",
+        _rate_by_ttl,
+        rate_threshold,
+        unsafe_right=True,
+        theory="two holders iff r > 1 / (1 - f - 0.002 s / ttl)",
+    ),
+    ("lock-delay", "pause"): Surface(
+        "lock_delay (ttls)",
+        "holder pause (ttls)",
+        _pause_by_lock_delay,
+        # A stale write needs the pause to outlast what validity was left plus lock_delay:
+        # never when pause <= lock_delay, whatever moment the pause takes the holder.
+        lambda pause: pause,
+        unsafe_right=False,
+        theory="a stale write only if the pause outlasts lock_delay (and what validity was left)",
+    ),
+}
+
+
+def sweep2d(
+    across: tuple[str, Sequence[float]],
+    up: tuple[str, Sequence[float]],
+    trials: int,
+    seed: int,
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+) -> dict[str, Any]:
+    """Violation rate at every (x, y) of a grid, ``across`` naming x and its values and
+    ``up`` y and its: the data of a phase diagram."""
+    (x, xs), (y, ys) = across, up
+    surface = SURFACES[x, y]
+    points = []
+    for y_value in ys:
+        for x_value in xs:
+            family, settings_ = surface.make(x_value, y_value)
+            counts = _run_shards(family, seed, trials, workers, settings_, scheduler=scheduler)
+            theory = "UNSAFE" if surface.unsafe(x_value, y_value) else "SAFE"
+            points.append({"x": x_value, "y": y_value, **_rate(counts), "theory": theory})
+    return {
+        "x": x,
+        "y": y,
+        "x_label": surface.x_label,
+        "y_label": surface.y_label,
+        "theory": surface.theory,
+        "seed": seed,
+        "boundary": [[surface.boundary(v), v] for v in ys],
+        "points": points,
+    }
+
+
+def plot_surface(document: dict[str, Any], path: str | Any) -> None:
+    """The phase diagram: each grid point coloured by its violation rate, theory's boundary
+    on top, points with no violation ringed."""
+    import matplotlib  # noqa: PLC0415  (only for the picture)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    surface = SURFACES[document["x"], document["y"]]
+    points = document["points"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    scatter = ax.scatter(
+        [p["x"] for p in points],
+        [p["y"] for p in points],
+        c=[p["rate"] for p in points],
+        cmap="viridis_r",
+        vmin=0.0,
+        vmax=max([p["rate"] for p in points] + [0.01]),
+        s=260,
+        marker="s",
+        edgecolors=["white" if p["violations"] == 0 else "none" for p in points],
+    )
+    ys = sorted({p["y"] for p in points})
+    low, high = ys[0], ys[-1]
+    fine = [low + (high - low) * i / 200 for i in range(201)]
+    ax.plot([surface.boundary(v) for v in fine], fine, color="red", linewidth=2, label=f"theory: {surface.theory}")
+    darkest = max([p["rate"] for p in points] + [0.01])
+    for p in points:
+        ink = "white" if p["rate"] > darkest / 2 else "black"  # (readable on the dark squares)
+        ax.annotate(
+            f"{p['violations']}/{p['trials']}", (p["x"], p["y"]), fontsize=6, ha="center", va="center", color=ink
+        )
+    ax.set_xlabel(surface.x_label)
+    ax.set_ylabel(surface.y_label)
+    xs = sorted({p["x"] for p in points})
+    # (A margin even for a grid one point wide: matplotlib refuses an empty range.)
+    x_margin, y_margin = (xs[-1] - xs[0]) * 0.06 or 0.05, (high - low) * 0.08 or 0.05
+    ax.set_xlim(xs[0] - x_margin, xs[-1] + x_margin)
+    ax.set_ylim(low - y_margin, high + y_margin)
+    fig.colorbar(scatter, ax=ax, label="violating trials / trials")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
+    ax.set_title(f"simulated: {surface.y_label} x {surface.x_label}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 # --- the self-test ------------------------------------------------------------------------------
@@ -323,7 +521,7 @@ def selftest(
     family = replace(FAMILIES["safe"], faults=replace(safe, name="selftest", fencing=False), duration=5.0)
     # Four names for three clients: a lapsed holding often finds its name free again, which
     # is where an extend that re-creates keys shows.
-    selftest_settings = Settings(extend_share=0.5, names=4)
+    selftest_settings = Settings(extend_share=0.5, names=4, retry_delay=0.01)
     rows = []
     for variant in variants.SIM_VARIANTS:
         if names and variant.name not in names:

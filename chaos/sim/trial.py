@@ -18,12 +18,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from redlock import _lock
-from redlock._core import Result
+from redlock._core import Result, retry_delays
 from redlock._flows import Lease, LockSpec, Tokens, extend_flow, release_flow
 from redlock._kinds import FENCED, PLAIN
 
@@ -116,6 +116,7 @@ class _Worker:
             clock=Clock(base=self.rng.uniform(100.0, 1000.0), rate=rate),
         )
         self.counter = itertools.count()
+        self.delays = retry_delays(trial.settings.retry_delay, self.rng)
         self.client.crashed = self.crashed  # type: ignore[method-assign]
         self.client.later(self.rng.uniform(0.0, 0.01), self.acquire)
 
@@ -167,7 +168,10 @@ class _Worker:
         trial.check_leftovers(client, tokens, result)
         if not result.ok:
             rec.acquire_returned(client.name, spec.key, op, ok=False)
-            client.later(self.rng.uniform(*trial.settings.think), self.acquire)
+            # The next attempt comes a retry delay later, as within the real workload's
+            # blocking acquire (not a think time: that hot loop made nine attempts in ten
+            # fail against a held name and cost most of a trial's events).
+            client.later(next(self.delays), self.acquire)
             return
         trial.acquisitions += 1
         assert result.token is not None
@@ -346,7 +350,7 @@ class _Trial:
     def check_leftovers(self, client: Client, tokens: Tokens, result: Result) -> None:
         """A failed attempt must take its keys back: with no fault anywhere yet, every master
         answered its rollback, so a key still holding that attempt's token is one it left."""
-        if self.faulted:
+        if self.faulted or self.world.network.late:
             return
         winner = result.token if result.ok else None
         mine = client.name + ":"
@@ -362,9 +366,14 @@ class _Trial:
                     self.leftovers.append(f"{key!r}: {client.name}'s failed attempt left its key on {master.name}")
 
 
-def run_trial(schedule: Schedule, seed: int, settings: Settings | None = None) -> TrialResult:
-    """Play ``schedule`` with workload seed ``seed``; the judged history and its counts."""
+def run_trial(
+    schedule: Schedule, seed: int, settings: Settings | None = None, *, pick: Callable[[], float] | None = None
+) -> TrialResult:
+    """Play ``schedule`` with workload seed ``seed``; the judged history and its counts.
+    ``pick``: each message's latency, chosen (the small-scope mode) rather than drawn."""
     trial = _Trial(schedule, seed, settings or Settings())
+    trial.world.network.pick = pick
+    trial.world.network.late_after = trial.settings.node_timeout
     trial.world.run(schedule.duration)
     history = trial.recorder.history()
     verdict = check_all(history, initial=0, final=None)

@@ -30,8 +30,10 @@ and every random choice comes from one seeded generator, so a seed replays a run
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ import hiredis
 from redlock._config import Credentials
 from redlock._connection import Connect, Connections, Write, reply_parser
 from redlock._core import ErrorReply, Flow, Pause, Result, Round
+from redlock._scripts import Script
 
 from .model import Keyspace, Reply
 
@@ -57,24 +60,28 @@ class World:
     def __init__(self, seed: int | str) -> None:
         self.now = 0.0
         self.rng = random.Random(f"world:{seed}")
-        self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
-        self._seq = itertools.count()
+        self.heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self.seq = itertools.count()
         self.events = 0
         self.network: Network
 
     def at(self, time: float, fn: Callable[..., None], *args: Any) -> None:
-        heapq.heappush(self._heap, (max(time, self.now), next(self._seq), fn, args))
+        heapq.heappush(self.heap, (time if time > self.now else self.now, next(self.seq), fn, args))
 
     def after(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
-        self.at(self.now + delay, fn, *args)
+        # (No clamp: every delay is >= 0. The hot path: tens of thousands a trial.)
+        heapq.heappush(self.heap, (self.now + delay, next(self.seq), fn, args))
 
     def run(self, until: float) -> None:
-        heap = self._heap
+        heap = self.heap
+        pop = heapq.heappop
+        events = 0
         while heap and heap[0][0] <= until:
-            time, _, fn, args = heapq.heappop(heap)
+            time, _, fn, args = pop(heap)
             self.now = time
-            self.events += 1
+            events += 1
             fn(*args)
+        self.events += events
         self.now = until
 
 
@@ -104,6 +111,9 @@ def resp(reply: Reply) -> bytes:
     """A reply in RESP, as a master writes it."""
     if reply is None:
         return b"$-1\r\n"
+    kind = type(reply)
+    if kind is int or kind is bool:  # (first: most replies are 0 or 1)
+        return b":%d\r\n" % reply  # type: ignore[str-format]
     if isinstance(reply, ErrorReply):
         return b"-" + reply.message.encode() + b"\r\n"
     if isinstance(reply, bytes) and reply in (b"OK", b"PONG"):
@@ -116,6 +126,12 @@ def resp(reply: Reply) -> bytes:
     if isinstance(reply, list | tuple):
         return b"*%d\r\n" % len(reply) + b"".join(resp(item) for item in reply)
     raise TypeError(f"no RESP for {reply!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def _sha(source: str) -> str:
+    """A script's SHA-1, as SCRIPT LOAD answers (hashed once per source, not per connect)."""
+    return Script(source).sha
 
 
 def _info(run_id: str) -> bytes:
@@ -136,7 +152,10 @@ class Conn:
     generation: int
     #: The master's incarnation it was opened to: a restarted master knows none before it.
     incarnation: int
-    reader: Any = field(default_factory=hiredis.Reader)
+    #: Its link's faults, looked up once: every message consults them.
+    fault: LinkFault
+    #: Commands arrive decoded (all the lock sends is ASCII): the model works on str.
+    reader: Any = field(default_factory=lambda: hiredis.Reader(encoding="utf-8"))
     parser: Any = field(default_factory=reply_parser)
     open: bool = True
     #: The last delivery time of each direction, so that bytes arrive in order.
@@ -180,35 +199,34 @@ class Master:
         if self.paused:
             self.queue.append((conn, data))
             return
-        conn.reader.feed(data)
-        out = []
-        while (command := conn.reader.gets()) is not False:
-            out.append(resp(self.execute(command)))
-        if out:
-            self.world.network.to_client(conn, b"".join(out))
+        reader = conn.reader
+        reader.feed(data)
+        command = reader.gets()
+        if command is False:
+            return
+        out = resp(self.execute(command))
+        while (command := reader.gets()) is not False:
+            out += resp(self.execute(command))
+        self.world.network.to_client(conn, out)
 
-    def execute(self, args: list[bytes]) -> Reply:
-        name = args[0].decode().upper()
+    def execute(self, args: list[str]) -> Reply:
+        name = args[0].upper()
         if name == "PING":
             return b"PONG"
         if name == "INFO":
             return _info(f"sim-{self.name}-{self.incarnation}")
         if name == "SCRIPT":
-            source = args[2].decode()
-            from redlock._scripts import Script  # noqa: PLC0415  (rare: once per connection)
-
-            sha = Script(source).sha
+            sha = _sha(args[2])
             self.scripts.add(sha)
             return sha.encode()
-        if name == "EVALSHA" and args[1].decode() not in self.scripts:
+        if name == "EVALSHA" and args[1] not in self.scripts:
             return ErrorReply("NOSCRIPT No matching script. Please use EVAL.")
         if self.refusing:
             return ErrorReply("OOM command not allowed when used memory > 'maxmemory'.")
         if name == "EVAL":
-            from redlock._scripts import Script  # noqa: PLC0415
-
-            self.scripts.add(Script(args[1].decode()).sha)
-        return self.data.apply(args, self.wall())
+            self.scripts.add(_sha(args[1]))
+        clock = self.clock  # (wall(), inlined)
+        return self.data.apply_text(args, clock.base + clock.rate * (self.world.now - clock.since))
 
     def crash(self, *, power: bool = False) -> None:
         """The process dies (``power``: the machine loses power: unsynced writes go)."""
@@ -261,30 +279,69 @@ class Network:
         self.world = world
         self.masters = masters
         self.latency = latency
+        #: Set by the small-scope mode: each message's latency from a discrete choice
+        #: (:mod:`chaos.sim.exhaustive`) instead of the seeded random draw.
+        self.pick: Callable[[], float] | None = None
+        #: A picked latency this long is one the client gives up on: ``late`` records that
+        #: one was picked (a fault, in effect, for the checks that assume none).
+        self.late_after = math.inf
+        self.late = False
         self.links: dict[tuple[str, int], LinkFault] = {}
 
     def link(self, slot: str, node: int) -> LinkFault:
-        return self.links.setdefault((slot, node), LinkFault())
+        fault = self.links.get((slot, node))
+        if fault is None:
+            fault = self.links[slot, node] = LinkFault()
+        return fault
+
+    def _picked(self) -> float:
+        assert self.pick is not None
+        delay = self.pick()
+        if delay >= self.late_after:
+            self.late = True
+        return delay
 
     def _delay(self) -> float:
-        return self.world.rng.uniform(*self.latency)
+        if self.pick is not None:
+            return self._picked()
+        # random.uniform's own formula, inlined: the same draws, a call less per message.
+        low, high = self.latency
+        return low + (high - low) * self.world.rng.random()
+
+    # to_master and to_client carry every message: _delay and World.at are inlined there.
 
     def to_master(self, conn: Conn, data: bytes) -> None:
-        fault = self.link(conn.client.slot, conn.node)
+        fault = conn.fault
         if fault.blackhole:
             fault.held.append((conn, data, True))
             return
-        conn.up_at = max(conn.up_at, self.world.now + self._delay() + fault.delay)
-        self.world.at(conn.up_at, self.masters[conn.node].receive, conn, data)
+        world = self.world
+        if self.pick is None:
+            low, high = self.latency
+            delay = low + (high - low) * world.rng.random()
+        else:
+            delay = self._picked()
+        at = world.now + delay + fault.delay
+        at = max(at, conn.up_at)
+        conn.up_at = at
+        heapq.heappush(world.heap, (at, next(world.seq), self.masters[conn.node].receive, (conn, data)))
 
     def to_client(self, conn: Conn, data: bytes) -> None:
-        fault = self.link(conn.client.slot, conn.node)
+        fault = conn.fault
         if fault.blackhole:
             fault.held.append((conn, data, False))
             return
+        world = self.world
         extra = fault.delay / 2 + fault.hold_replies
-        conn.down_at = max(conn.down_at, self.world.now + self._delay() + extra)
-        self.world.at(conn.down_at, conn.client.receive, conn, data)
+        if self.pick is None:
+            low, high = self.latency
+            delay = low + (high - low) * world.rng.random()
+        else:
+            delay = self._picked()
+        at = world.now + delay + extra
+        at = max(at, conn.down_at)
+        conn.down_at = at
+        heapq.heappush(world.heap, (at, next(world.seq), conn.client.receive, (conn, data)))
 
     def reset(self, conn: Conn) -> None:
         """The master's end is gone: the client hears of it after a trip (an RST)."""
@@ -311,7 +368,7 @@ class Network:
             self.world.after(rtt, client.connect_done, connect, None, ConnectionRefusedError("connection refused"))
             return
         # A paused master's kernel still accepts: the handshake then waits for it.
-        conn = Conn(client, connect.node, connect.generation, master.incarnation)
+        conn = Conn(client, connect.node, connect.generation, master.incarnation, fault)
         master.conns.append(conn)
         self.world.after(rtt, client.connect_done, connect, conn, None)
 
@@ -344,9 +401,13 @@ class Client:
         self.alive = True
         self.paused = False
         self._deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        #: Rounds that settled inside the policy, continued once the event that settled
+        #: them is handled (as the sync driver goes on once its read returns): no event each.
+        self._ready: list[Callable[[], None]] = []
 
     def local(self) -> float:
-        return self.clock.read(self.world.now)
+        clock = self.clock  # (Clock.read, inlined: the policy asks at every step)
+        return clock.base + clock.rate * (self.world.now - clock.since)
 
     def crashed(self, error: Exception) -> None:
         """A flow raised: a hook (the trial records it); this client does no more."""
@@ -391,6 +452,13 @@ class Client:
     def _timer(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
         if self._gate(self._timer, fn, args):
             fn(*args)
+            if self._ready:
+                self._continue()
+
+    def _continue(self) -> None:
+        ready = self._ready
+        while ready:
+            ready.pop(0)()
 
     # --- the policy's actions ------------------------------------------------------------------
 
@@ -418,12 +486,21 @@ class Client:
             else:
                 self.conns[connect.node] = conn
         self.carry_out(self.policy.connected(connect, error, self.local()))
+        if self._ready:
+            self._continue()
 
     def receive(self, conn: Conn, data: bytes) -> None:
-        if not self._gate(self.receive, conn, data) or self.conns.get(conn.node) is not conn:
+        if not self.alive:
+            return
+        if self.paused:  # (_gate, inlined: every reply comes this way)
+            self._deferred.append((self.receive, (conn, data)))
+            return
+        if self.conns.get(conn.node) is not conn:
             return
         conn.parser.feed(data)
-        outcome = self.policy.received("command", conn.node, conn.parser, self.local())
+        clock = self.clock
+        now = clock.base + clock.rate * (self.world.now - clock.since)
+        outcome = self.policy.received("command", conn.node, conn.parser, now)
         if outcome.write:
             self.world.network.to_master(conn, outcome.write)
         if outcome.hang_up:
@@ -431,11 +508,15 @@ class Client:
             conn.open = False
         elif outcome.failure is not None:
             self._lose(conn, outcome.failure)
+        if self._ready:
+            self._continue()
 
     def reset(self, conn: Conn) -> None:
         if not self._gate(self.reset, conn) or self.conns.get(conn.node) is not conn:
             return
         self._lose(conn, ConnectionResetError("the master closed the connection"))
+        if self._ready:
+            self._continue()
 
     def _lose(self, conn: Conn, error: BaseException | str) -> None:
         self.conns.pop(conn.node, None)
@@ -480,7 +561,7 @@ class Client:
 
         def settled() -> None:
             # Called from inside the policy while it records a reply: continue afterwards.
-            self.world.after(0.0, self._timer, finish, ())
+            self._ready.append(finish)
 
         def check(until: float) -> None:
             if state["finished"]:
@@ -500,7 +581,8 @@ class Client:
         for node in round_.targets:
             self.carry_out(self.policy.submit(round_, node, now))
         if round_.settled:
+            # (Every master skipped: the event that began the round continues it.)
             round_.waker = None
-            self.world.after(0.0, self._timer, finish, ())
+            self._ready.append(finish)
         else:
             self.later(round_.timeout, check, deadline)
