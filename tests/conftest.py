@@ -427,6 +427,8 @@ def _not_for_this_run(config: pytest.Config, item: pytest.Item) -> str | None:
         asked = "chaos" in (config.getoption("markexpr", "") or "")
         if not asked and os.environ.get("REDLOCK_CHAOS") != "1":
             return "long chaos runs (their smoke versions ran): run them with -m chaos or REDLOCK_CHAOS=1"
+    if item.get_closest_marker("wheel") is not None and "wheel" not in (config.getoption("markexpr", "") or ""):
+        return "the wheel smoke test (30 s): .ci/run runs tests/wheel_smoke.py itself; -m wheel runs it here"
     callspec = getattr(item, "callspec", None)
     kind = callspec.params.get("server_kind") if callspec is not None else None
     fixtures = set(getattr(item, "fixturenames", ()))
