@@ -515,9 +515,13 @@ class Link:
         if self.state is State.READY or (self.state is State.LEARNING and not round_.command.waits_for_form):
             self._send(round_, now)
             self.last_active = now
-            if hung:
+            if hung and not round_.patience:
                 # A clean-up still goes (it takes our keys back once the master answers), but
-                # nobody waits for a master known to be hung: its outcome is known now.
+                # nobody waits for a master known to be hung: its outcome is known now. Not
+                # a release (it has patience): what such a master owes may be sitting in our
+                # own socket buffer behind a busy event loop (a burst of a thousand operations
+                # runs longer than the hung bound in one turn), and a slow reply must not turn
+                # into an unconfirmed release; the release waits for it as for any master.
                 round_.record(
                     self.node,
                     NodeStatus.TIMEOUT,
