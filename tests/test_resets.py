@@ -77,6 +77,33 @@ def test_client_kill_between_operations_is_not_an_outage(
     assert _keys(raw, lock.name) == [0, 0, 0]
 
 
+def _killed_between_operations(client: ClientFactory, masters: LocalMasters) -> None:
+    """Release and extend after every master killed our connections, both succeeding on
+    new ones, and nothing of ours left behind."""
+    raw = [redis.Redis.from_url(url, socket_timeout=5) for url in masters.urls]
+    try:
+        rl = client(masters.urls, wake_on_release=False)
+        lock = rl.lock(unique(), ttl=10.0)
+        assert lock.acquire(blocking=False)
+        _kill_our_connections(raw)
+        assert lock.extend() > 9.0
+        _kill_our_connections(raw)
+        lock.release()
+        assert _keys(raw, lock.name) == [0, 0, 0]
+    finally:
+        for master in raw:
+            master.close()
+
+
+def test_client_kill_over_tls(client: ClientFactory, tls_masters: LocalMasters) -> None:
+    """Resets on TLS connections (the Debian server of the matrix serves TLS)."""
+    _killed_between_operations(client, tls_masters)
+
+
+def test_client_kill_over_unix_sockets(client: ClientFactory, unix_masters: LocalMasters) -> None:
+    _killed_between_operations(client, unix_masters)
+
+
 @pytest.mark.parametrize("step", ["release", "extend"])
 def test_a_connection_reset_under_a_written_command_sends_it_again(
     three: tuple[LocalMasters, list[redis.Redis]], monkeypatch: pytest.MonkeyPatch, step: str
