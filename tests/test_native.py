@@ -641,8 +641,12 @@ def test_a_mixed_cluster_sends_each_master_its_own_form(
     with rl.lock(name, ttl=5.0) as lock:
         lock.extend()
     assert eventually(lambda: _left(urls, name) == [0] * 5)
-    assert eventually(lambda: _ran(before, urls, "evalsha") == [0, 2, 0, 2, 0])
-    assert _ran(before, urls, "delifeq") == [1, 0, 1, 0, 1]
+    # The release goes to every master (a clean-up) and is native on each Valkey; the extend
+    # may skip a master a loaded machine makes look hung, so Redis's script count is 1 or 2.
+    assert eventually(lambda: _ran(before, urls, "delifeq") == [1, 0, 1, 0, 1])
+    scripts = _ran(before, urls, "evalsha")
+    assert scripts[0::2] == [0, 0, 0]  # no Lua where the native form exists
+    assert all(1 <= ran <= 2 for ran in scripts[1::2]), scripts
 
 
 def test_a_master_that_refuses_a_native_command_gets_the_script_instead(
