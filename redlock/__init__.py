@@ -8,6 +8,10 @@
 The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 """
 
+from redlock import _compiled
+
+_compiled.prefer_sources_if_asked()  # (first: before anything imports the core)
+
 from redlock import _core
 from redlock._client import Election, Lock, Redlock, Semaphore
 from redlock._core import quorum_size, semaphore_quorum, validity_left

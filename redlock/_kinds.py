@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 from redlock import _scripts
 from redlock._core import (
@@ -40,15 +39,13 @@ from redlock._core import (
 class LockKind:
     """A lock on one name (the base: plain Redlock)."""
 
-    #: Telemetry's ``redlock.round.step`` of each script this kind runs (by its sha); a
-    #: plain ``SET`` round is an "acquire" and needs no entry.
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.RELEASE.sha: "release",
-        _scripts.RELEASE_AND_NOTIFY.sha: "release",
-        _scripts.EXTEND.sha: "extend",
-    }
-    #: A fenced lock's acquire returns each master's counter (see :class:`FencedLock`).
-    fencing: ClassVar[bool] = False
+    # (No ClassVar here: a mypyc-compiled dataclass takes a ClassVar for a read-only field
+    # of every subclass. Properties are what compiled and pure code read alike.)
+
+    @property
+    def fencing(self) -> bool:
+        """Whether the acquire also returns each master's counter (see :class:`FencedLock`)."""
+        return False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -100,12 +97,9 @@ class FencedLock(LockKind):
     """A lock on one name whose holders get increasing fencing tokens (see
     :func:`redlock._flows.fencing_token_from`): the acquire also reads each master's counter."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        **LockKind.steps,
-        _scripts.FENCED_ACQUIRE.sha: "acquire",
-        _scripts.FENCE_RAISE.sha: "fence",
-    }
-    fencing: ClassVar[bool] = True
+    @property
+    def fencing(self) -> bool:
+        return True
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.FENCED_ACQUIRE, [key, fence_key(key)], [token, ttl_ms])
@@ -119,11 +113,6 @@ class FencedLock(LockKind):
 class MultiLock(LockKind):
     """One lock on several names, all or none on each master (one script per master)."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.MULTI_ACQUIRE.sha: "acquire",
-        _scripts.MULTI_EXTEND.sha: "extend",
-        _scripts.MULTI_RELEASE.sha: "release",
-    }
     #: Sorted and unique (the lock's key is the first).
     all_names: tuple[str, ...] = ()
 
@@ -159,11 +148,6 @@ class MultiLock(LockKind):
 class Semaphore(LockKind):
     """Up to ``permits`` holders at once on one name (see :func:`~redlock._core.semaphore_quorum`)."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.SEMAPHORE_ACQUIRE.sha: "acquire",
-        _scripts.SEMAPHORE_EXTEND.sha: "extend",
-        _scripts.SEMAPHORE_RELEASE.sha: "release",
-    }
     permits: int = 1
 
     @property
@@ -197,7 +181,18 @@ def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0)
     return FENCED if fencing else PLAIN
 
 
-#: Every script's step name, whichever kind runs it (telemetry names rounds by these).
+#: Telemetry's ``redlock.round.step`` of every script a kind runs, by its sha (a plain
+#: ``SET`` round is an "acquire" and needs no entry).
 ALL_STEPS: Mapping[str, str] = {
-    sha: step for kind in (LockKind, FencedLock, MultiLock, Semaphore) for sha, step in kind.steps.items()
+    _scripts.RELEASE.sha: "release",
+    _scripts.RELEASE_AND_NOTIFY.sha: "release",
+    _scripts.EXTEND.sha: "extend",
+    _scripts.FENCED_ACQUIRE.sha: "acquire",
+    _scripts.FENCE_RAISE.sha: "fence",
+    _scripts.MULTI_ACQUIRE.sha: "acquire",
+    _scripts.MULTI_EXTEND.sha: "extend",
+    _scripts.MULTI_RELEASE.sha: "release",
+    _scripts.SEMAPHORE_ACQUIRE.sha: "acquire",
+    _scripts.SEMAPHORE_EXTEND.sha: "extend",
+    _scripts.SEMAPHORE_RELEASE.sha: "release",
 }

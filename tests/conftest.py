@@ -364,8 +364,6 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Set by .ci/run's compiled tier, which builds setup.py's modules in place first: a build
 #: that quietly fell back to pure Python must not pass as a test of the compiled core.
 EXPECT_COMPILED = "REDLOCK_EXPECT_COMPILED"
-#: setup.py's COMPILED, as modules (tests/test_packaging.py checks that they agree).
-COMPILED_MODULES = ("redlock._core", "redlock._kinds", "redlock._flows", "redlock._connection")
 
 
 def _check_compiled() -> None:
@@ -374,8 +372,9 @@ def _check_compiled() -> None:
     import importlib  # noqa: PLC0415
 
     import redlock  # noqa: PLC0415
+    from redlock import _compiled  # noqa: PLC0415
 
-    pure = [name for name in COMPILED_MODULES if str(importlib.import_module(name).__file__).endswith(".py")]
+    pure = [name for name in _compiled.MODULES if str(importlib.import_module(name).__file__).endswith(".py")]
     if pure or not redlock.compiled:
         raise pytest.UsageError(f"{EXPECT_COMPILED}=1, but these modules are pure Python: {pure}")
 
