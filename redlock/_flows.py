@@ -506,7 +506,7 @@ def bounded_extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) ->
     :func:`held_ttl`, and where the bound leaves nothing to add, nothing is sent and the
     deadline stays. Once a capped extend worked, or nothing could be added, the lease is
     ``held_out``: its deadline is as late as it may ever be."""
-    capped = held_ttl(spec, lease, ttl, now)
+    capped = None if lease.held_out else held_ttl(spec, lease, ttl, now)
     if capped is None:
         lease.held_out = True
         return Result(True, (), 0, deadline=lease.deadline, finished_at=now)
