@@ -124,7 +124,7 @@ class Redlock(ClusterConfig):
         (node-redlock's ``retryCount`` + 1), beside ``timeout``: whichever runs out first
         ends it (False from ``acquire``; LockNotAcquired, or AcquireTimeout, from ``with``).
         """
-        spec, options = self.lock_parts(
+        spec, options = self._lock_parts(
             name,
             ttl,
             timeout=timeout,

@@ -252,7 +252,7 @@ class ClusterConfig:
             lock_delay=delay,
         )
 
-    def lock_parts(
+    def _lock_parts(
         self,
         name: object,
         ttl: object,

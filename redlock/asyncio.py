@@ -119,7 +119,7 @@ class Redlock(ClusterConfig):
         share an ``asyncio.Lock``; with ``reentrant=True`` the owning task may acquire again.
         A list or tuple of names makes a lock on all of them at once, as with the sync client.
         """
-        spec, options = self.lock_parts(
+        spec, options = self._lock_parts(
             name,
             ttl,
             timeout=timeout,
