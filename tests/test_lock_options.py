@@ -30,6 +30,7 @@ from redlock import (
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
+from .test_telemetry import Telemetry
 
 # --- a bounded hold (max_hold) ------------------------------------------------------------------
 
@@ -55,6 +56,19 @@ def test_a_bounded_hold_is_extended_then_lost_at_the_bound(
     with pytest.raises(LockLost, match="max_hold"):
         lock.release()
     assert len(lost) == 1
+
+
+def test_the_end_of_a_bounded_hold_is_counted_as_its_own_cause(client: ClientFactory, masters: LocalMasters) -> None:
+    otel = Telemetry()
+    try:
+        rl = client(masters.urls, **otel.providers)
+        lock = rl.lock(unique(), ttl=0.5, auto_extend=True, max_hold=0.8)
+        assert lock.acquire(blocking=False)
+        assert lock.wait_lost(timeout=30)
+        assert eventually(lambda: otel.count("redlock.lock.lost", redlock__lost__cause="max_hold") == 1)
+        assert otel.count("redlock.lock.lost", redlock__lost__cause="extend_failed") == 0
+    finally:
+        otel.shutdown()
 
 
 def test_a_bounded_hold_in_a_with_block_raises_lock_lost(client: ClientFactory, masters: LocalMasters) -> None:
@@ -124,14 +138,16 @@ def test_a_lock_handed_over_by_token_is_held_like_one_acquired(
     name = unique()
     giver = rl.lock(name, ttl=0.8)
     assert giver.acquire(blocking=False)
-    for _ in range(3):  # the masters remember these extends' numbers
-        giver.extend()
+    for _ in range(3):  # the masters remember these extends' numbers, and their longer ttl
+        giver.extend(ttl=30.0)
     token = giver.token
     assert token is not None
 
     taker = rl.lock(name, ttl=0.8, auto_extend=True)
     validity = taker.adopt(token)
     assert 0 < validity <= 0.8
+    # The adoption reset the ttl for real: not taken for a late extend of the giver's.
+    assert sum(0 < node.pttl(name) <= 800 for node in raw) > len(raw) // 2
     assert taker.token == token
     assert taker.locked()
     time.sleep(1.6)  # two ttls: only the taker's auto-extension keeps it
