@@ -437,6 +437,9 @@ class LockState(Generic[ClusterT]):
         self._owner: object | None = None
         #: How many acquires it made that are not released yet (0 while it is acquiring).
         self._holds = 0
+        #: How the last acquire at the masters was refused (None: it was not), for the
+        #: error a ``with`` block raises.
+        self._refusal: Result | None = None
 
     def __repr__(self) -> str:
         state = f"held, {self.validity:.3f}s left" if self.locked() else "not held"
@@ -670,6 +673,7 @@ class LockState(Generic[ClusterT]):
 
     def _acquired(self, result: Result) -> Lease | None:
         """The new lease if the acquire held the lock; None if others hold it."""
+        self._refusal = None if result.ok else result
         if result.ok:
             assert result.token is not None
             self._lease = Lease(result.token, result.deadline, result.fencing_token)
@@ -928,11 +932,14 @@ class LockState(Generic[ClusterT]):
         return self._lease
 
     def _not_acquired_in_with(self) -> RedlockError:
-        if self._options.timeout is None:
-            attempts = "" if self._options.max_attempts is None else f" in {self._options.max_attempts} attempt(s)"
-            return LockNotAcquired(
-                f"could not acquire {self.name!r}{attempts}", resource=self.name, quorum=self._spec.quorum
+        refusal = self._refusal
+        if refusal is not None and not refusal.timed_out and self._options.max_attempts is not None:
+            # The attempts ran out before any timeout did: not a TimeoutError.
+            return self._error(
+                LockNotAcquired, f"could not acquire {self.name!r} in {refusal.attempts} attempt(s)", refusal
             )
+        if self._options.timeout is None:
+            return LockNotAcquired(f"could not acquire {self.name!r}", resource=self.name, quorum=self._spec.quorum)
         return AcquireTimeout(
             f"could not acquire {self.name!r} within {self._options.timeout} s",
             resource=self.name,

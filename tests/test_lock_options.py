@@ -317,6 +317,11 @@ def test_max_attempts_bounds_a_blocking_acquire(client: ClientFactory, fresh_mas
         pass
     with pytest.raises(AcquireTimeout), rl.lock(name, ttl=5.0, max_attempts=1000, retry_delay=0.01, timeout=0.1):
         pass
+    impatient = rl.lock(name, ttl=5.0, max_attempts=2, retry_delay=0.01, timeout=60)
+    with pytest.raises(LockNotAcquired, match="2 attempt") as refused, impatient:  # the attempts ran out first
+        pass
+    assert not isinstance(refused.value, AcquireTimeout)
+    assert len(refused.value.outcomes) == 3  # each master's answer to the last attempt
 
 
 def test_max_attempts_with_the_quorum_down_raises_quorum_unavailable(client: ClientFactory) -> None:
