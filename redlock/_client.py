@@ -414,8 +414,8 @@ class Lock(LockState[Redlock]):
         reports a loss as if it had acquired. LockLost when a majority answered that the
         token does not hold the name; ExtendUnconfirmed (retryable) when no majority
         answered in time; LockAlreadyHeld if this object holds or is acquiring the lock.
-        The giver must stop using the token (no extend, no auto-extension): two users of one
-        holding cannot know each other's deadlines. ``fencing_token`` (with ``fencing=True``)
+        The giver must stop using the token (:meth:`hand_over` stops its auto-extension):
+        two users of one holding cannot know each other's deadlines. ``fencing_token`` (with ``fencing=True``)
         is the giver's ``lock.fencing_token``, handed over with the token.
         """
         lease, flow = self._adopt_flow(token, fencing_token)
@@ -426,6 +426,19 @@ class Lock(LockState[Redlock]):
             return self._cluster._driver.run(flow, lambda result: self._adopted(lease, result))
         finally:
             self._end_turn(me)
+
+    def hand_over(self) -> str:
+        """Stop holding the lock here without releasing it; returns the token for another
+        Lock (another process) to :meth:`adopt`.
+
+        Auto-extension stops (its extend under way, if any, is waited for), and this object
+        holds nothing afterwards: the holding lives on in the masters until it is adopted,
+        or until it expires. LockLost if the lock was lost (or its validity ran out).
+        """
+        lease = self._handing_over()
+        self._stop_renewer()
+        self._leave()
+        return lease.token
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the lock is lost (True) or ``timeout`` runs out (False).

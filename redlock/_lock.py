@@ -720,6 +720,20 @@ class LockState(Generic[ClusterT]):
             lease.hold_until = now + self._options.max_hold
         return lease, self._observed("extend", extend_flow(self._spec, lease, self._spec.ttl, now, adopt=True))
 
+    def _handing_over(self) -> Lease:
+        """For ``hand_over``: the holding to give away, forgotten here; its renewer stops at
+        its next step (the caller stops it now). LockLost if it is lost or ran out."""
+        lease = self._held_lease("hand over")
+        if lease.lost or lease.ended or not self.locked():
+            raise LockLost(
+                f"cannot hand {self.name!r} over: the lock was lost while held ({lease.loss_why or 'it ran out'})",
+                resource=self.name,
+                quorum=self._spec.quorum,
+            )
+        lease.ended = True  # not lost: the holding goes on, elsewhere
+        self._lease = None
+        return lease
+
     def _claim_for_adoption(self, me: object) -> None:
         """Under the local gate: make ``me`` the user of this object for an adoption, which
         needs an object that holds nothing and is not being acquired."""

@@ -358,6 +358,16 @@ class Lock(LockState[Redlock]):
         finally:
             self._end_turn(me)
 
+    async def hand_over(self) -> str:
+        """See :meth:`redlock.Lock.hand_over`. Awaits the end of the renewer task."""
+        lease = self._handing_over()
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None and renewer is not asyncio.current_task():
+            renewer.cancel()
+            await asyncio.wait({renewer})  # (raises only if this task is cancelled meanwhile)
+        self._leave()
+        return lease.token
+
     async def wait_lost(self, timeout: float | None = None) -> bool:
         """See :meth:`redlock.Lock.wait_lost`: True once the lock is lost, False when the
         timeout runs out or the lock is released first."""

@@ -223,6 +223,9 @@ class BlockingLock:
     def adopt(self, token: str, *, fencing_token: int | None = None) -> float:
         return self._loop.run(self.inner.adopt(token, fencing_token=fencing_token))
 
+    def hand_over(self) -> str:
+        return self._loop.run(self.inner.hand_over())
+
     def check(self) -> float:
         async def check() -> float:  # in the loop, as locked()
             return self.inner.check()

@@ -160,6 +160,40 @@ def test_a_lock_handed_over_by_token_is_held_like_one_acquired(
     assert rl.lock(name, ttl=1.0).acquire(blocking=False)
 
 
+def test_an_auto_extended_lock_is_handed_over_without_a_release(
+    client: ClientFactory, masters: LocalMasters, raw: list[redis.Redis]
+) -> None:
+    rl = client(masters.urls)
+    giver = rl.lock(unique(), ttl=0.6, auto_extend=True)
+    assert giver.acquire(blocking=False)
+    token = giver.hand_over()
+    assert not [thread for thread in threading.enumerate() if thread.name == f"redlock-renew:{giver.name}"]
+    assert not giver.locked()
+    assert not giver.lost
+    assert giver.token is None
+    with pytest.raises(LockNotHeld):
+        giver.release()
+    assert sum(node.get(giver.name) == token.encode() for node in raw) > len(raw) // 2  # still held
+    taker = rl.lock(giver.name, ttl=0.6, auto_extend=True)
+    assert taker.adopt(token) > 0
+    time.sleep(1.2)  # the giver's renewer no longer extends: only the taker's does
+    assert taker.locked()
+    taker.release()
+    assert giver.acquire(blocking=False)  # the giver object may take the lock anew
+    giver.release()
+    with pytest.raises(LockNotHeld):
+        giver.hand_over()
+
+
+def test_a_lost_lock_cannot_be_handed_over(client: ClientFactory, masters: LocalMasters) -> None:
+    rl = client(masters.urls)
+    lock = rl.lock(unique(), ttl=0.3)
+    assert lock.acquire(blocking=False)
+    assert lock.wait_lost(timeout=30)
+    with pytest.raises(LockLost):
+        lock.hand_over()
+
+
 def test_adopting_a_token_that_does_not_hold_raises_lock_lost(client: ClientFactory, masters: LocalMasters) -> None:
     rl = client(masters.urls)
     name = unique()
