@@ -155,7 +155,7 @@ def test_a_lock_handed_over_by_token_is_held_like_one_acquired(
     assert not rl.lock(name, ttl=1.0).acquire(blocking=False)
     # Its own extends reset the ttl for real (not taken for the giver's late ones).
     assert taker.extend(ttl=0.5) <= 0.5
-    assert all(node.pttl(name) <= 1000 for node in raw)
+    assert sum(0 < node.pttl(name) <= 1000 for node in raw) > len(raw) // 2
     taker.release()
     assert rl.lock(name, ttl=1.0).acquire(blocking=False)
 
@@ -323,7 +323,7 @@ def test_extend_add_moves_the_deadline_later(
     assert lock.acquire(blocking=False)
     validity = lock.extend(add=5.0)
     assert 5.0 < validity <= 7.0
-    assert all(node.pttl(lock.name) > 5000 for node in raw if node.get(lock.name) is not None)
+    assert sum(node.pttl(lock.name) > 5000 for node in raw) > len(raw) // 2  # a majority at least
     assert lock.extend() <= 2.0  # no argument: reset to the lock's ttl, as before
     with pytest.raises(ValueError, match="not both"):
         lock.extend(ttl=1.0, add=1.0)
