@@ -67,10 +67,14 @@ class LockKind:
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.set_nx_px(key, token, ttl_ms)
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        """Reset our token's ttl; ``adopt``: as the first extend of a Lock that takes the
+        holding over by its token, whose numbering starts again (see _scripts.EXTEND)."""
         script = _scripts.EXTEND
         native = NativeForm(SET_IFEQ, Command(("SET", key, token, "IFEQ", token, "PX", ttl_ms), script))
-        return Command.run_script(script, [key, order_key(key)], [token, ttl_ms, extend_id], (native,))
+        return Command.run_script(
+            script, [key, order_key(key)], _extend_args(token, ttl_ms, extend_id, adopt), (native,)
+        )
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
@@ -126,8 +130,9 @@ class MultiLock(LockKind):
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.MULTI_ACQUIRE, [*self.all_names, order_key(key)], [token, ttl_ms])
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
-        return Command.run_script(_scripts.MULTI_EXTEND, [*self.all_names, order_key(key)], [token, ttl_ms, extend_id])
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        keys = [*self.all_names, order_key(key)]
+        return Command.run_script(_scripts.MULTI_EXTEND, keys, _extend_args(token, ttl_ms, extend_id, adopt))
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channels = [release_channel(name) for name in self.all_names] if notify else []
@@ -160,12 +165,18 @@ class Semaphore(LockKind):
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.SEMAPHORE_ACQUIRE, [key, order_key(key)], [token, ttl_ms, self.permits])
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
-        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [key, order_key(key)], [token, ttl_ms, extend_id])
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        args = _extend_args(token, ttl_ms, extend_id, adopt)
+        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [key, order_key(key)], args)
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channel = [release_channel(key)] if notify else []
         return Command.run_script(_scripts.SEMAPHORE_RELEASE, [key, order_key(key)], [token, *channel])
+
+
+def _extend_args(token: str, ttl_ms: int, extend_id: int, adopt: bool) -> list[str | int]:
+    """The arguments of every kind's extend script: an adoption adds its flag (ARGV[4])."""
+    return [token, ttl_ms, extend_id, 1] if adopt else [token, ttl_ms, extend_id]
 
 
 PLAIN = LockKind()

@@ -217,8 +217,23 @@ class BlockingLock:
     def release(self) -> None:
         self._loop.run(self.inner.release())
 
-    def extend(self, ttl: float | None = None) -> float:
-        return self._loop.run(self.inner.extend(ttl))
+    def extend(self, ttl: float | None = None, *, add: float | None = None) -> float:
+        return self._loop.run(self.inner.extend(ttl, add=add))
+
+    def adopt(self, token: str, *, fencing_token: int | None = None) -> float:
+        return self._loop.run(self.inner.adopt(token, fencing_token=fencing_token))
+
+    def hand_over(self) -> str:
+        return self._loop.run(self.inner.hand_over())
+
+    def check(self) -> float:
+        async def check() -> float:  # in the loop, as locked()
+            return self.inner.check()
+
+        return self._loop.run(check())
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        return self._loop.run(self.inner.wait_lost(timeout))
 
     def __enter__(self) -> BlockingLock:
         self._loop.run(self.inner.__aenter__())
