@@ -372,15 +372,18 @@ def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
     gone = extend.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
     outcomes = extend.ordered_outcomes()
     lost_it = lost_keys(extend)
-    if ok and lost_it and not (lease.ended or lease.lost):
+    # The lease's deadline, not this extend's: an overlapping shorter extend may have set it
+    # lower, and a restored key need not outlive what the holder relies on.
+    left = lease.deadline - now
+    if ok and lost_it and left > 0 and not (lease.ended or lease.lost):
         # Confirmed by a majority, which alone decided ``ok`` and the deadline: the masters
         # that had no key at all (restarted empty, most likely) get ours back, only where the
-        # key is still free, for what is left of this extend's ttl. Never counted: it only
-        # restores a copy of a lease the majority already proves (docs/algorithm.md,
-        # "Restoring a key a master lost"), so that a rolling restart of every master does
-        # not wear the lock down to a minority.
+        # key is still free, for the validity left. Never counted: it only restores a copy of
+        # a lease the majority already proves (docs/algorithm.md, "Restoring a key a master
+        # lost"), so that a rolling restart of every master does not wear the lock down to a
+        # minority.
         restore = Round(
-            command=spec.restore_command(lease.token, ttl - (now - started), lease.fencing_token),
+            command=spec.restore_command(lease.token, left, lease.fencing_token),
             targets=lost_it,
             node_names=spec.node_names,
             quorum=spec.quorum,

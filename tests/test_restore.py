@@ -61,6 +61,8 @@ def test_an_extend_restores_our_key_only_where_none_was_and_only_with_a_majority
             assert holder == "me"
             # No longer than the extend gave the majority: its ttl, counted from its start.
             assert master.keys["k"][1] <= started + 2.0
+            if state == "none":  # restored: no longer than the holder relies on it
+                assert master.keys["k"][1] <= result.deadline
         if fenced and state == "none" and result.ok:
             assert master.holder(fence_key("k"), cluster.now) == "7"  # the lost counter too
     restores = cluster.rounds[1:]
