@@ -652,8 +652,13 @@ def _auto_extension(telemetry: ClientTelemetry | None, lock: ObservedLock, flow:
     try:
         request = next(flow)
         while True:
-            # A restore round belongs to the extension just reported: it is no extension of its own.
-            if isinstance(request, Round) and step_of("extend", request) != "restore":
+            if isinstance(request, Round) and step_of("extend", request) == "restore":
+                # It belongs to the extension just reported, which it cannot change: its
+                # masters' latencies are measured, and it is no extension of its own.
+                if telemetry is not None:
+                    request.latencies = telemetry.latencies("restore")
+                now = yield request
+            elif isinstance(request, Round):
                 extend = _Operation(telemetry, "extend", lock)
                 step = extend.sent(request)
                 try:
