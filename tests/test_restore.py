@@ -13,8 +13,9 @@ import time
 
 import pytest
 import redis
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from redlock import _scripts
 from redlock._core import Command, Round, fence_key, order_key, quorum_size
@@ -123,6 +124,63 @@ def test_a_multi_name_lock_is_restored_all_names_or_none() -> None:
     assert result.ok
     assert [cluster.masters[0].holder(n, cluster.now) for n in ("x", "y")] == ["me", "me"]
     assert [cluster.masters[1].holder(n, cluster.now) for n in ("x", "y")] == [None, "other"]
+
+
+class RollingRestarts(RuleBasedStateMachine):
+    """A holder extends while masters restart empty, one at a time: the next restart only
+    after the holder's next successful extend (the discipline of docs/operations.md: wait an
+    extension period). The extends' write-backs keep the holder on all masters but the one
+    just restarted, and a contender never gets in while the holder's validity lasts. (Without
+    the write-back, the third restart leaves the holder two keys: both invariants fail.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cluster = ModelCluster(5, round_time=0.005)
+        self.spec = self.cluster.spec(ttl=1.0)
+        assert self.cluster.acquire(self.spec, "holder").ok
+        self.lease = Lease("holder", self.cluster.now + 0.9)
+        self.contender_until = 0.0
+        self.extended_since_restart = True
+
+    def _holder_keys(self) -> int:
+        return self.cluster.holders("holder")
+
+    @rule()
+    def extend(self) -> None:
+        if self.lease.deadline > self.cluster.now:
+            result = self.cluster.run(extend_flow(self.spec, self.lease, 1.0, self.cluster.now))
+            self.extended_since_restart |= result.ok
+
+    @rule(seconds=st.floats(min_value=0.0, max_value=0.5))
+    def time_passes(self, seconds: float) -> None:
+        self.cluster.now += seconds
+
+    @rule(node=st.integers(0, 4))
+    def restart_empty(self, node: int) -> None:
+        holding = self.lease.deadline > self.cluster.now
+        if self.extended_since_restart or not holding:
+            self.cluster.masters[node].keys.clear()
+            self.extended_since_restart = False
+
+    @rule()
+    def contender_tries(self) -> None:
+        result = self.cluster.acquire(self.spec, "contender")
+        if result.ok:
+            self.contender_until = result.deadline
+
+    @invariant()
+    def one_holder_at_a_time(self) -> None:
+        now = self.cluster.now
+        assert not (self.lease.deadline > now and self.contender_until > now)
+
+    @invariant()
+    def a_valid_holder_keeps_all_but_one_master(self) -> None:
+        if self.lease.deadline > self.cluster.now and not self.lease.lost:
+            assert self._holder_keys() >= 4
+
+
+TestRollingRestarts = RollingRestarts.TestCase
+TestRollingRestarts.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
 
 
 # --- real masters, both APIs -----------------------------------------------------------------------
