@@ -50,6 +50,10 @@ return 0
 # either way nothing is touched, since extending must never re-create a lock that expired.
 # The difference tells the client where it may write its key back once a majority has
 # confirmed it (see redlock._flows.extend_flow). The order key lives as long as the lock key.
+# ARGV[4] '1' (optional) for an adoption: another Lock object takes the holding over by its
+# token and numbers its extends from 1 again, so the number replaces whatever the giver's
+# extends left instead of being compared with it (else the adopter's first extends would be
+# taken for late ones and change nothing while it counted on them).
 EXTEND = Script(
     """
 local current = redis.call('get', KEYS[1])
@@ -61,7 +65,8 @@ if current ~= ARGV[1] then
 end
 local mark = ARGV[1] .. ':'
 local last = redis.call('get', KEYS[2])
-if last and string.sub(last, 1, #mark) == mark and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= '1' and last and string.sub(last, 1, #mark) == mark
+    and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
     return 1
 end
 redis.call('set', KEYS[2], mark .. ARGV[3], 'PX', ARGV[2])
@@ -211,7 +216,8 @@ return 0
     removes_token=True,
 )
 
-# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend (see EXTEND).
+# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend, ARGV[4] the
+# adoption flag (see EXTEND).
 # As EXTEND, over every name: 1 when all hold our token (their ttl is now ARGV[2], unless a
 # newer extend of ours set it), 0 and nothing touched when any is gone (never revive one);
 # nil (Lua false) instead of 0 when no name exists at all (the master lost them all).
@@ -228,7 +234,8 @@ for i = 1, n do
 end
 local mark = ARGV[1] .. ':'
 local last = redis.call('get', KEYS[n + 1])
-if last and string.sub(last, 1, #mark) == mark and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= '1' and last and string.sub(last, 1, #mark) == mark
+    and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
     return 1
 end
 redis.call('set', KEYS[n + 1], mark .. ARGV[3], 'PX', ARGV[2])
@@ -281,7 +288,8 @@ return 1
 """
 )
 
-# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend (see EXTEND).
+# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend, ARGV[4] the
+# adoption flag (see EXTEND).
 # Returns 1 when our permit is there and unexpired: it now expires ARGV[2] ms from now, or a
 # newer extend of ours already set it. Returns 0 when it is there but expired, and nil (Lua
 # false) when it is not in the set at all (the master restarted empty, or our expired permit
@@ -299,7 +307,7 @@ if tonumber(score) < now then
     return 0
 end
 local last = redis.call('hget', KEYS[2], ARGV[1])
-if last and tonumber(last) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= '1' and last and tonumber(last) >= tonumber(ARGV[3]) then
     return 1
 end
 redis.call('hset', KEYS[2], ARGV[1], ARGV[3])
