@@ -6,6 +6,12 @@ its commands for acquire, extend, release and rollback, its quorum rule, the key
 acquire waits on, and the names telemetry gives its rounds. A new primitive is one new
 class here plus its scripts in :mod:`redlock._scripts`.
 
+Every kind also has a *restore*: the command that writes our holding back on a master that
+answered an extend with "no key at all" (it restarted empty), once a majority has confirmed
+the extend elsewhere. It is the kind's own acquire with our token, so it never overwrites
+another holder and keeps every per-master limit (docs/algorithm.md, "Restoring a key a
+master lost", says why it is safe).
+
 Every kind keeps an extend-order key (:func:`~redlock._core.order_key`) beside its first
 key, so that an extend arriving late never undoes a newer one, and its release deletes it.
 
@@ -76,6 +82,10 @@ class LockKind:
             script, [key, order_key(key)], _extend_args(token, ttl_ms, extend_id, adopt), (native,)
         )
 
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Write our token back where a master lost it: ``SET NX``, never over another's."""
+        return Command.set_nx_px(key, token, ttl_ms)
+
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
         if notify:
@@ -108,6 +118,10 @@ class FencedLock(LockKind):
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.FENCED_ACQUIRE, [key, fence_key(key)], [token, ttl_ms])
 
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """As the plain lock's, and the master's lost counter raised back to our fencing token."""
+        return Command.run_script(_scripts.FENCED_RESTORE, [key, fence_key(key)], [token, ttl_ms, fencing_token or 0])
+
     def raise_fence(self, key: str, fencing_token: int) -> Command:
         """Write ``fencing_token`` back as the counter's new floor (``max(counter, token)``)."""
         return Command.run_script(_scripts.FENCE_RAISE, [fence_key(key)], [fencing_token])
@@ -133,6 +147,10 @@ class MultiLock(LockKind):
     def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
         keys = [*self.all_names, order_key(key)]
         return Command.run_script(_scripts.MULTI_EXTEND, keys, _extend_args(token, ttl_ms, extend_id, adopt))
+
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """All names or none, each only where free: the acquire itself, with our token."""
+        return self.acquire(key, token, ttl_ms)
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channels = [release_channel(name) for name in self.all_names] if notify else []
@@ -169,6 +187,10 @@ class Semaphore(LockKind):
         args = _extend_args(token, ttl_ms, extend_id, adopt)
         return Command.run_script(_scripts.SEMAPHORE_EXTEND, [key, order_key(key)], args)
 
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Our permit back only if the master has one free: the acquire itself, with our token."""
+        return self.acquire(key, token, ttl_ms)
+
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channel = [release_channel(key)] if notify else []
         return Command.run_script(_scripts.SEMAPHORE_RELEASE, [key, order_key(key)], [token, *channel])
@@ -200,6 +222,7 @@ ALL_STEPS: Mapping[str, str] = {
     _scripts.EXTEND.sha: "extend",
     _scripts.FENCED_ACQUIRE.sha: "acquire",
     _scripts.FENCE_RAISE.sha: "fence",
+    _scripts.FENCED_RESTORE.sha: "restore",
     _scripts.MULTI_ACQUIRE.sha: "acquire",
     _scripts.MULTI_EXTEND.sha: "extend",
     _scripts.MULTI_RELEASE.sha: "release",
