@@ -385,6 +385,10 @@ class Election(ElectionState[Lock]):
     write, so that a deposed leader acting late is refused there (see
     :mod:`redlock.fencing`). A lost leadership is reported as a lost lock is: ``on_lost``,
     and LockLost from :meth:`resign` or from leaving the ``with`` block.
+
+    A service that should lead whenever it can runs :meth:`run` instead: it campaigns,
+    tells ``on_elected(term)`` and ``on_lost()``, campaigns again after a loss, and resigns
+    on :meth:`stop` or SIGTERM.
     """
 
     def campaign(self, timeout: float | None = None) -> bool:
