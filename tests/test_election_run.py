@@ -80,6 +80,7 @@ class Running:
         self.subject = subject
         self.told: queue.Queue[tuple[str, Any, float]] = queue.Queue()
         self.history: list[tuple[str, Any, float]] = []
+        self.unread: list[tuple[str, Any, float]] = []
         given = {
             "on_elected": lambda term: self.told.put(("elected", term, time.monotonic())),
             "on_lost": lambda: self.told.put(("lost", None, time.monotonic())),
@@ -105,12 +106,26 @@ class Running:
             self.future.set_result(None)
 
     def next(self, event: str) -> tuple[Any, float]:
-        """The next thing told of kind ``event`` (others are kept in ``history``)."""
+        """The next thing told of kind ``event`` (others stay for their own ``next``)."""
+        for index, told in enumerate(self.unread):
+            if told[0] == event:
+                del self.unread[index]
+                return told[1], told[2]
+        give_up = time.monotonic() + WAIT
         while True:
-            told = self.told.get(timeout=WAIT)
+            try:
+                told = self.told.get(timeout=0.1)
+            except queue.Empty:
+                if self.future.done():
+                    self.future.result()  # run() ended: its error, if any, says why
+                    pytest.fail(f"run() returned before telling {event!r}")
+                if time.monotonic() > give_up:
+                    raise
+                continue
             self.history.append(told)
             if told[0] == event:
                 return told[1], told[2]
+            self.unread.append(told)
 
     def stop(self) -> None:
         self.inner.stop()
