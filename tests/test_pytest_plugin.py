@@ -9,6 +9,7 @@ installed before the entry point existed, it is asked for with ``-p``.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import pathlib
 import subprocess
 import sys
@@ -124,7 +125,8 @@ def test_nothing_started():
     assert "redlock.servers" not in sys.modules
 """
     )
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # this checkout's redlock, in the subprocess too
+    # This checkout's redlock, in the subprocess too.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     result = pytester.runpytest_subprocess(*PLUGIN)
     result.assert_outcomes(passed=1)
 
