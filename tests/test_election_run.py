@@ -21,6 +21,7 @@ import sys
 import textwrap
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -30,7 +31,8 @@ from hypothesis import strategies as st
 
 import redlock
 import redlock.asyncio
-from redlock._election import backoff_after_loss
+from redlock import QuorumUnavailable
+from redlock._election import Campaign, Elected, Ended, Resign, Runner, Wait, backoff_after_loss
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
@@ -67,6 +69,103 @@ def test_the_backoff_doubles_then_stops_at_the_ttl() -> None:
     assert 0.1 < bounds[1] <= 0.2
     assert 0.2 < bounds[2] <= 0.4
     assert all(0.5 <= bound <= 1.0 for bound in bounds[4:])
+
+
+# --- the Runner's steps, against a simulated election (no masters) --------------------------------
+
+
+class FakeLock:
+    """What the Runner reads of an election's Lock, driven by the test."""
+
+    def __init__(self, now: list[float]) -> None:
+        self.ttl = 1.0
+        self._spec = SimpleNamespace(retry_delay=0.1)
+        self._cluster = SimpleNamespace(clock=lambda: now[0], rng=random.Random(7))
+        self.token: str | None = None
+        self.until = 0.0
+        self.lost = False
+
+    @property
+    def deadline(self) -> float | None:
+        return None if self.token is None or self.lost else self.until
+
+
+class FakeElection:
+    name = "e"
+
+    def __init__(self) -> None:
+        self.now = [0.0]
+        self._lock = FakeLock(self.now)
+        self._stop_asked = False
+        self.terms = 0
+
+    @property
+    def is_leader(self) -> bool:
+        deadline = self._lock.deadline
+        return deadline is not None and self.now[0] < deadline
+
+    @property
+    def term(self) -> int | None:
+        return self.terms if self._lock.token is not None else None
+
+    def _nothing_to_resign(self) -> bool:
+        return self._lock.token is None
+
+
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=120))
+def test_the_runner_never_leads_past_the_deadline_and_tells_every_end(choices: list[int]) -> None:
+    """Whatever the masters answer, whenever the loss and stop() come: a leadership is told
+    (Elected), held only until its deadline, told ended (Ended) before anything else, its
+    keys resigned before the next campaign, and the run ends with no leadership open."""
+    election = FakeElection()
+    lock = election._lock
+    runner = Runner(election)  # type: ignore[arg-type]
+    draws = iter(choices)
+    outcome: object = None
+    error: BaseException | None = None
+    leading = False
+    for _ in range(1000):
+        step = runner.advance(outcome, error)
+        if step is None:
+            break
+        outcome, error = None, None
+        choice = next(draws, 9)  # out of draws: stop()
+        if choice == 9:
+            election._stop_asked = True
+        if isinstance(step, Campaign):
+            assert not leading
+            assert lock.token is None  # a lost leadership was resigned before campaigning again
+            if choice in (0, 1, 2):
+                election.terms += 1
+                lock.token, lock.lost, lock.until = f"t{election.terms}", False, election.now[0] + 0.9
+                outcome = True
+            elif choice == 3:
+                error = QuorumUnavailable("no majority", resource="e")
+            else:
+                election.now[0] += step.timeout
+                outcome = False
+        elif isinstance(step, Elected):
+            assert step.term == election.terms
+            leading = True
+        elif isinstance(step, Wait):
+            if leading:
+                # Held only until the deadline: the wait ends there at the latest.
+                assert election.now[0] + step.seconds <= lock.until + 1e-9
+            else:
+                assert step.seconds <= lock.ttl
+            election.now[0] += step.seconds * (0.5 if choice in (4, 5) else 1.0)
+            if leading and choice == 6:
+                lock.lost = True  # the renewer found the keys gone
+        elif step is Ended.ENDED:
+            assert leading
+            leading = False
+        else:
+            assert step is Resign.RESIGN
+            assert not leading  # Ended came first
+            lock.token = None
+    assert step is None, "the run did not end after stop()"
+    assert not leading
+    assert lock.token is None  # resigned on the way out
 
 
 # --- run() in the background ---------------------------------------------------------------------
