@@ -63,6 +63,12 @@ class LockKind:
         """A semaphore's number of permits; 0 for a lock."""
         return 0
 
+    @property
+    def waits_in_line(self) -> bool:
+        """Whether this client's blocking acquires of it take turns at the masters (see
+        :class:`~redlock._core.Line`): locks with one holder of one name, not semaphores."""
+        return not self.names and not self.limit
+
     def quorum(self, node_count: int) -> int:
         return quorum_size(node_count)
 
