@@ -33,12 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import IO, NoReturn
+from typing import IO, NamedTuple, NoReturn
 
 import redlock
 from redlock._client import Lock, Redlock
 from redlock._extras import redis_server_hint
-from redlock._flows import MasterInfo
+from redlock._flows import LockInfo, MasterInfo
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
 from redlock._supervisor import CannotRun, Interrupted, Supervisor
 from redlock._topology import MasterReport, Severity, TopologyReport, Verdict
@@ -48,7 +48,10 @@ from redlock.exceptions import (
     LockNotAcquired,
     LockNotHeld,
     MasterMisconfigured,
+    NodeOutcome,
+    NodeStatus,
     QuorumUnavailable,
+    RedlockError,
     ReleaseUnconfirmed,
 )
 from redlock.servers import LocalMasters, RedisServerNotFound
@@ -176,9 +179,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         if status is None:
             raise
         code, message = status
+        if isinstance(error, RedlockError):
+            message = _warned.untold(error)
         # One line whatever the message holds: scripts and log collectors read line by line.
         print(f"redlock: {' '.join(message.split())}", file=sys.stderr, flush=True)
         return code
+
+
+class _Said(logging.Filter):
+    """Remembers the warnings printed, so that a final error does not repeat a master's
+    trouble that a warning already said (a wrong password: once per master, not twice)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            self.lines.append(record.getMessage())
+        return True
+
+    def untold(self, error: RedlockError) -> str:
+        """``error``'s message, with only the masters' outcomes no warning has said."""
+        full = str(error)
+        if not error.outcomes:
+            return full
+        message = full.removesuffix(f" [{'; '.join(str(outcome) for outcome in error.outcomes)}]")
+        untold = [outcome for outcome in error.outcomes if not self._told(outcome)]
+        return f"{message} [{'; '.join(str(outcome) for outcome in untold)}]" if untold else message
+
+    def _told(self, outcome: NodeOutcome) -> bool:
+        return bool(outcome.detail) and any(
+            line.startswith(f"master {outcome.node} ") and outcome.detail in line for line in self.lines
+        )
+
+
+#: What the console script's warnings said so far (installed by main_entry).
+_warned = _Said()
 
 
 class _OneLine(logging.Formatter):
@@ -196,6 +233,7 @@ def main_entry() -> NoReturn:
     # (the command may well succeed: a minority down is no failure).
     handler = logging.StreamHandler()
     handler.setFormatter(_OneLine())
+    handler.addFilter(_warned)
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         code = main()
@@ -570,9 +608,10 @@ def _force_release(args: argparse.Namespace) -> int:
     with _client(args) as rl:
         with _usage_errors():
             rl.lock_spec(args.name, DEFAULT_TTL)  # a bad name is a usage error before any question
-        if not args.yes and not _confirmed(args.name):
-            raise CliError(ExitCode.USAGE, f"not released: --force {args.name!r} needs confirmation (or --yes)")
-        info = rl.force_release(args.name)
+        if not args.yes:
+            _confirm(args.name)
+        with _library_quiet():
+            info = _read_lock_info(rl.force_release, args.name)
     views = info.masters
     if args.json:
         print(json.dumps({"name": args.name, "holder": info.holder, "masters": [_master_json(view) for view in views]}))
@@ -589,10 +628,13 @@ def _force_release(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _confirmed(name: str) -> bool:
-    """Ask on the terminal; without one, nobody can say yes."""
+def _confirm(name: str) -> None:
+    """Ask on the terminal; without one, nobody can say yes. Raises unless the answer is yes."""
     if not sys.stdin.isatty():
-        return False
+        raise CliError(
+            ExitCode.USAGE,
+            f"not released: --force {name!r} asks for confirmation on a terminal; give --yes without one",
+        )
     print(
         f"Delete {name!r} on every master, whatever token holds it? A holder still running is not told "
         "and goes on unprotected. [y/N] ",
@@ -600,7 +642,38 @@ def _confirmed(name: str) -> bool:
         file=sys.stderr,
         flush=True,
     )
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
+    answer = sys.stdin.readline().strip()
+    if answer.lower() not in ("y", "yes"):
+        said = f"answered {answer!r}" if answer else "no answer"
+        raise CliError(
+            ExitCode.USAGE, f"aborted: the forced release of {name!r} was not confirmed ({said}); nothing removed"
+        )
+
+
+@contextlib.contextmanager
+def _library_quiet() -> Iterator[None]:
+    """The library's warnings off while a command prints each master's state itself: not twice."""
+    library = logging.getLogger("redlock")
+    level = library.level
+    library.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        library.setLevel(level)
+
+
+def _read_lock_info(read: Callable[[str], LockInfo], name: str) -> LockInfo:
+    """``read(name)`` (inspect, force_release); when so many masters refuse us that the
+    library raises, the picture of what each master said instead, so that the refusals are
+    shown per master, counted as answers, and judged unavailable like any missing quorum."""
+    try:
+        return read(name)
+    except MasterMisconfigured as refused:
+        masters = tuple(
+            MasterInfo(outcome.node, False, error=outcome.detail or "not read", status=outcome.status)
+            for outcome in refused.outcomes
+        )
+        return LockInfo(name, refused.quorum, masters)
 
 
 # --- status ---------------------------------------------------------------------------------------
@@ -613,15 +686,52 @@ def _master_json(info: MasterInfo) -> dict[str, object]:
     return {
         "master": info.master,
         "reachable": info.reachable,
+        "answered": info.answered,
+        "status": "read" if info.reachable else _trouble_of(info).word,
         "token": info.token if held else None,
         "pttl_ms": (-1 if math.isinf(info.ttl) else round(info.ttl * 1000)) if held and info.ttl is not None else None,
         "error": None if info.reachable else info.error,
     }
 
 
+class _Trouble(NamedTuple):
+    """Why a master could not be read, in the words of each output."""
+
+    word: str  # --json's "status"
+    line: str  # its line in the table
+    many: str  # after a count in the verdict ("2 unreachable")
+
+
+_TIMED_OUT = _Trouble("timeout", "no answer in time (hung or slow)", "did not answer in time (hung or slow)")
+_NOT_READ = _Trouble("not read", "answered, not read", "answered but were not read")
+_TROUBLES = {
+    NodeStatus.TIMEOUT: _TIMED_OUT,
+    NodeStatus.NOT_AWAITED: _TIMED_OUT,
+    NodeStatus.UNREACHABLE: _Trouble("unreachable", "unreachable", "unreachable"),
+    NodeStatus.ERROR: _Trouble("error", "answered with an error", "answered with an error"),
+    NodeStatus.MISCONFIGURED: _Trouble(
+        "misconfigured",
+        "misconfigured, refuses us",
+        "misconfigured: refused our credentials, permissions, TLS or scripts (fix that: waiting will not help)",
+    ),
+    NodeStatus.GRANTED: _NOT_READ,
+    NodeStatus.DENIED: _NOT_READ,
+}
+
+
+def _trouble_of(info: MasterInfo) -> _Trouble:
+    return _TROUBLES[info.status] if info.status is not None else _TROUBLES[NodeStatus.UNREACHABLE]
+
+
+def _trouble(info: MasterInfo) -> str:
+    """A master that could not be read, as its line says it: what kind of trouble, and the detail."""
+    line = _trouble_of(info).line
+    return f"{line}: {info.error}" if info.error else line
+
+
 def _holding(info: MasterInfo) -> str:
     if not info.reachable:
-        return f"unreachable ({info.error})"
+        return _trouble(info)
     if info.token is None or info.ttl is None:
         return "free"
     if math.isinf(info.ttl):
@@ -631,8 +741,22 @@ def _holding(info: MasterInfo) -> str:
 
 def _removal(info: MasterInfo) -> str:
     if not info.reachable:
-        return f"unreachable ({info.error}): not released there"
+        return f"not released there, {_trouble(info)}"
     return "nothing to remove" if info.token is None else f"removed {info.token}"
+
+
+def _unavailable(info: LockInfo) -> str:
+    """Why no verdict: how many masters could be read against the quorum, and what the others did."""
+    troubles: dict[str, int] = {}
+    for master in info.masters:
+        if not master.reachable:
+            words = _trouble_of(master).many
+            troubles[words] = troubles.get(words, 0) + 1
+    why = "; ".join(f"{count} {words}" for words, count in troubles.items())
+    return (
+        f"unavailable: {info.reachable} of {len(info.masters)} masters read ({info.answered} answered), "
+        f"a quorum needs {info.quorum}; {why}"
+    )
 
 
 def _print_masters(masters: Sequence[MasterInfo], state: Callable[[MasterInfo], str]) -> None:
@@ -649,7 +773,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     with rl:
         with _usage_errors():
             rl.lock_spec(args.name, DEFAULT_TTL)
-        info = rl.inspect(args.name)
+        with _library_quiet():
+            info = _read_lock_info(rl.inspect, args.name)
     views = info.masters
     reachable, count, holder = info.reachable, info.votes, info.holder
     if reachable < info.quorum:
@@ -667,6 +792,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
             "votes": count,
             "quorum": info.quorum,
             "reachable": reachable,
+            "answered": info.answered,
             "masters": [_master_json(view) for view in views],
         }
         print(json.dumps(report))
@@ -676,8 +802,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     summary = {
         "held": f"held by {holder} on {count} of {len(views)} masters",
         "free": "free: no master holds it",
-        "split": f"not held: no token is on a quorum (the most common is on {count})",
-        "unavailable": f"unknown: only {reachable} of {len(views)} masters answered",
+        "split": f"split: no token is on a quorum (the most common is on {count})",
+        "unavailable": _unavailable(info),
     }
     print(summary[verdict])
     return code
@@ -768,15 +894,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     timeout = args.node_timeout or DEFAULT_STATUS_TIMEOUT
     with _usage_errors():
         rl = Redlock(urls, node_timeout=timeout, strict=args.strict)
-    library = logging.getLogger("redlock")
-    level = library.level
     # What the handshakes log as warnings, the report says in full: not twice.
-    library.setLevel(logging.ERROR)
-    try:
-        with rl:
-            report = rl.check(fencing=args.fencing)
-    finally:
-        library.setLevel(level)
+    with _library_quiet(), rl:
+        report = rl.check(fencing=args.fencing)
     code = _doctor_exit(report)
     if args.json:
         summary = {
