@@ -428,6 +428,18 @@ def _build_parser() -> _Parser:
         help=f"run them in the background; print `export {ENV_MASTERS}=...` and `export {ENV_SERVERS_PID}=...` "
         "for eval once every master answers",
     )
+    servers.add_argument(
+        "--restart",
+        type=_seconds(allow_zero=True),
+        metavar="SECONDS",
+        help="start a master that exits by itself again, on its port, SECONDS later (default: never; each exit "
+        "is reported either way). Without persistence it comes back empty: give more than your longest ttl",
+    )
+    servers.add_argument(
+        "--log",
+        metavar="FILE",
+        help="with --detach: append what the background process reports (a master that exits) to FILE",
+    )
     # Internal: how a detached `servers` reports to the command that started it.
     servers.add_argument("--report-fd", type=int, help=argparse.SUPPRESS)
     servers.set_defaults(handler=_cmd_servers)
@@ -1000,6 +1012,10 @@ def _stopped_by_signals() -> Iterator[None]:
             signal.signal(terminating_signal, handler)
 
 
+def _say(line: str) -> None:
+    print(f"redlock: {line}", file=sys.stderr, flush=True)
+
+
 def _servers_failed(error: BaseException) -> CliError:
     message = redis_server_hint() if isinstance(error, RedisServerNotFound) else str(error)
     return CliError(ExitCode.SERVERS_FAILED, f"servers: {message}")
@@ -1044,8 +1060,7 @@ def _run_servers(args: argparse.Namespace, report: IO[str] | None) -> int:
                 # Closing it is what lets the detaching command return: it reads to the end.
                 report.write(f"{export}\n")
                 report.close()
-            while True:
-                time.sleep(3600)
+            masters.watch(_say, restart_after=args.restart)
         except Interrupted:
             # The way to stop them: a clean stop, not a failure.
             return ExitCode.OK
@@ -1062,6 +1077,10 @@ def _detach_servers(args: argparse.Namespace) -> int:
     """
     read_end, write_end = os.pipe()
     command = [sys.executable, "-m", "redlock", "servers", "-n", str(args.n), "--persistence", args.persistence]
+    if args.restart is not None:
+        command += ["--restart", repr(args.restart)]
+    log = os.path.abspath(args.log) if args.log is not None else os.devnull
+    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND if args.log is not None else os.O_WRONLY
     try:
         # posix_spawn rather than subprocess: it is not our child to wait for, and a Popen
         # left running would warn when collected.
@@ -1072,7 +1091,7 @@ def _detach_servers(args: argparse.Namespace) -> int:
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, log, log_flags, 0o644),
                 (os.POSIX_SPAWN_DUP2, write_end, 3),
             ],
             setsid=True,
@@ -1092,5 +1111,10 @@ def _detach_servers(args: argparse.Namespace) -> int:
         )
     print(report, end="")
     print(f"export {ENV_SERVERS_PID}={pid}", flush=True)
-    print(f'# {args.n} masters running in the background; kill "${ENV_SERVERS_PID}" stops them', file=sys.stderr)
+    told = (
+        f"what happens to them goes to {args.log}" if args.log is not None else "--log FILE keeps what happens to them"
+    )
+    print(
+        f'# {args.n} masters running in the background; kill "${ENV_SERVERS_PID}" stops them; {told}', file=sys.stderr
+    )
     return ExitCode.OK
