@@ -103,7 +103,11 @@ def _add_explore_parsers(commands: Any) -> None:
     explore.add_argument("--nodes", type=int, default=5, help="number of masters (default 5)")
     explore.add_argument("--clients", type=int, default=4, help="client processes (default 4)")
     explore.add_argument("--ttl", type=float, default=1.0, help="the workload's ttl in seconds (default 1)")
-    explore.add_argument("--out", default="chaos-explore", help="directory for summary.json, timeline.png, violations/")
+    explore.add_argument(
+        "--out",
+        default="chaos-explore",
+        help="directory for summary.json, schedule.json, E-explore.json, timeline.png, over-time.png, violations/",
+    )
     explore.add_argument("--no-plot", action="store_true", help="skip the PNG timeline")
     explore.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     _add_network_argument(explore)
@@ -125,7 +129,7 @@ def _add_explore_parsers(commands: Any) -> None:
     sweep.add_argument("--trials", type=int, default=5, help="trials per value (default 5)")
     sweep.add_argument("--seed", type=int, default=None, help="seed (default: random)")
     sweep.add_argument("--nodes", type=int, default=5, help="number of masters (default 5)")
-    sweep.add_argument("--out", default="chaos-sweep", help="directory for sweep.json and sweep.png")
+    sweep.add_argument("--out", default="chaos-sweep", help="directory for sweep.json, sweep.png and trials/")
     sweep.add_argument("--no-plot", action="store_true", help="skip the PNG curve")
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
