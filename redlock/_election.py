@@ -119,7 +119,7 @@ class ElectionState(Generic[LockT]):
         the module's docstring.
         """
         # One name: an election is no semaphore and no multi-name lock.
-        spec = cluster.lock_spec(_config.check_lock_name(name), ttl, fencing=True, lock_delay=lock_delay)
+        spec = cluster._lock_spec(_config.check_lock_name(name), ttl, fencing=True, lock_delay=lock_delay)
         spec = dataclasses.replace(spec, unavailable_timeout=math.inf)
         options, cell = election_options(spec, identity, on_lost, cancel_on_lost)
         interval = (

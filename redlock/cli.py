@@ -619,7 +619,7 @@ def _force_release(args: argparse.Namespace) -> int:
         raise CliError(ExitCode.USAGE, "give either TOKEN or --force, not both")
     with _client(args) as rl:
         with _usage_errors():
-            rl.lock_spec(args.name, DEFAULT_TTL)  # a bad name is a usage error before any question
+            rl._lock_spec(args.name, DEFAULT_TTL)  # a bad name is a usage error before any question
         if not args.yes:
             _confirm(args.name)
         with _library_quiet():
@@ -784,7 +784,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         rl = Redlock(urls, node_timeout=timeout)
     with rl:
         with _usage_errors():
-            rl.lock_spec(args.name, DEFAULT_TTL)
+            rl._lock_spec(args.name, DEFAULT_TTL)
         with _library_quiet():
             info = _read_lock_info(rl.inspect, args.name)
     views = info.masters

@@ -41,6 +41,8 @@ import redlock
 from redlock.cli import ENV_MASTERS, ENV_SERVERS_PID, EXIT_CODES
 from redlock.servers import LocalMasters
 
+from .cli_helpers import closed_ports
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
@@ -248,6 +250,20 @@ def _public_parameters() -> set[str]:
 def _object(dotted: str) -> Any:
     module, _, name = dotted.rpartition(".")
     return getattr(importlib.import_module(module), name)
+
+
+def test_every_public_attribute_of_a_client_is_in_the_reference() -> None:
+    """What a user can reach on ``rl`` without an underscore is in api.md: the settings it
+    was made with and its methods; the machinery (its driver class, its lock specs, its clock
+    and random source) is private."""
+    import redlock.asyncio  # noqa: PLC0415
+
+    reference = (DOCS / "api.md").read_text()
+    with redlock.Redlock(closed_ports(3)) as rl:
+        public = {name for name in [*dir(rl), *vars(rl)] if not name.startswith("_")}
+    public |= {name for name in dir(redlock.asyncio.Redlock) if not name.startswith("_")}
+    missing = sorted(name for name in public if not re.search(rf"\b{name}\b", reference))
+    assert not missing, f"public attributes of Redlock that docs/api.md never names: {missing}"
 
 
 def test_every_attribute_and_keyword_the_docs_name_exists() -> None:
