@@ -386,7 +386,7 @@ class Runner:
     def _campaigns(self) -> Generator[Step, Any, None]:
         election = self._election
         lock = election._lock
-        clock = lock._cluster.clock
+        clock = lock._cluster._clock
         losses = 0
         while not self.done:
             try:
