@@ -8,7 +8,7 @@
 The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 """
 
-from redlock._client import Election, Lock, Redlock, Semaphore
+from redlock._client import Election, Lock, ReadWriteLock, Redlock, Semaphore
 from redlock._core import quorum_size, semaphore_quorum, validity_left
 from redlock._flows import LockInfo, MasterInfo
 from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
@@ -47,6 +47,7 @@ __all__ = [
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
+    "ReadWriteLock",
     "Redlock",
     "RedlockError",
     "ReleaseUnconfirmed",

@@ -19,6 +19,7 @@ from redlock._lock import (
     _masters_text,
     semaphore_options,
 )
+from redlock._rwlock import ReadWriteState
 from redlock._sync import Driver
 from redlock._topology import TopologyReport
 from redlock.exceptions import LockLost
@@ -184,6 +185,30 @@ class Redlock(ClusterConfig):
             self, name, limit, ttl, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost
         )
         return Semaphore(self, spec, options)
+
+    def rwlock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Lock], None] | None = None,
+        lock_delay: float = 0.0,
+    ) -> ReadWriteLock:
+        """A read-write lock on ``name``: many readers at once, or one writer.
+
+        ``rw.read()`` and ``rw.write()`` each return a new :class:`Lock` (acquire, release,
+        extend, ``with``, validity) whose holders follow the rule; the options are those of
+        :meth:`lock`, for every reader and writer of this object. Both sides need a majority
+        of masters; each reader's lease expires on its own. A writer held back by readers
+        keeps new readers out while it waits (for at most ``ttl`` after its last attempt if
+        it dies waiting), so a steady stream of readers cannot starve it (docs/algorithm.md,
+        "Read-write lock").
+        """
+        return ReadWriteLock(
+            self, Lock, name, ttl, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, lock_delay=lock_delay
+        )
 
     def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -358,6 +383,20 @@ class Semaphore(PermitView, Lock):
     def __enter__(self) -> Semaphore:
         super().__enter__()
         return self
+
+
+class ReadWriteLock(ReadWriteState[Lock]):
+    """A read-write lock on one name, made by :meth:`Redlock.rwlock`: many readers at once,
+    or one writer::
+
+        rw = rl.rwlock("config", ttl=10.0)
+        with rw.read() as reader:      # beside other readers, never beside the writer
+            settings = load(reader.validity)
+        with rw.write():               # alone: no reader, no other writer
+            store(new_settings)
+
+    :meth:`read` and :meth:`write` make a new Lock each call (each is one holder).
+    """
 
 
 class Election(ElectionState[Lock]):

@@ -383,9 +383,11 @@ class Result:
 
 FENCE_PREFIX = "redlock:fence:"
 ORDER_PREFIX = "redlock:order:"
+READERS_PREFIX = "redlock:readers:"
+INTENT_PREFIX = "redlock:intent:"
 #: Lock names may not start with these: such a lock's key would be another lock's
 #: bookkeeping key, which that lock's scripts overwrite and delete without asking.
-RESERVED_PREFIXES = (FENCE_PREFIX, ORDER_PREFIX)
+RESERVED_PREFIXES = (FENCE_PREFIX, ORDER_PREFIX, READERS_PREFIX, INTENT_PREFIX)
 
 
 def fence_key(key: str) -> str:
@@ -397,6 +399,18 @@ def order_key(key: str) -> str:
     """Where each master keeps which extend of the current holding of ``key`` it applied
     last, so that an extend arriving late never undoes a newer one."""
     return ORDER_PREFIX + key
+
+
+def readers_key(key: str) -> str:
+    """Where each master keeps the readers of the read-write lock ``key`` (a sorted set of
+    their tokens, each scored by the time it expires on that master's clock)."""
+    return READERS_PREFIX + key
+
+
+def intent_key(key: str) -> str:
+    """Where each master marks that a writer of the read-write lock ``key`` waits for its
+    readers to leave: while it is there, no new reader is let in."""
+    return INTENT_PREFIX + key
 
 
 def release_channel(key: str) -> str:

@@ -9,6 +9,7 @@ commands (and the quorum) the kind gives them differ.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -318,9 +319,9 @@ def acquire_flow(
             attempts=attempts,
         )
         if not blocking or failure.misconfigured:
-            return failure
+            return (yield from _given_up(spec, token, failure))
         if unreachable_since is not None and timeout is None and now - unreachable_since >= spec.unavailable_timeout:
-            return failure
+            return (yield from _given_up(spec, token, failure))
         delay = next(delays)
         if woken:
             # A release on one master woke us, yet a majority refused: the release was sent
@@ -330,18 +331,22 @@ def acquire_flow(
             delay = min(delay, spec.node_timeout)
         if give_up_at is not None:
             if now >= give_up_at:
-                return Result(
-                    False,
-                    failure.outcomes,
-                    failure.granted,
-                    quorum_unreachable=unreachable,
-                    timed_out=True,
-                    attempts=attempts,
-                )
+                timed_out = dataclasses.replace(failure, timed_out=True)
+                return (yield from _given_up(spec, token, timed_out))
             delay = min(delay, give_up_at - now)
         resume_at = now + delay
         now = yield Pause(delay, wake_on=spec.kind.wake_key(spec.key, acquire))
         woken = now < resume_at - WOKEN_MARGIN
+
+
+def _given_up(spec: LockSpec, token: str, failure: Result) -> Flow:
+    """End an acquire that gives up with ``failure``; a kind whose refusals leave a mark of
+    ours (a writer's intent) takes back the last attempt's everywhere first, announcing it
+    to waiters. (An earlier attempt's mark is replaced by a later one on the same master, or
+    deleted by a grant there; one a master kept otherwise lapses with its ttl.)"""
+    if spec.kind.marks_refusals:
+        yield spec.round(spec.release_command(token, notify=True), cleanup=True)
+    return failure
 
 
 def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:

@@ -29,8 +29,10 @@ from redlock._core import (
     NativeForm,
     Round,
     fence_key,
+    intent_key,
     order_key,
     quorum_size,
+    readers_key,
     release_channel,
     semaphore_quorum,
 )
@@ -49,6 +51,11 @@ class LockKind:
     }
     #: A fenced lock's acquire returns each master's counter (see :class:`FencedLock`).
     fencing: ClassVar[bool] = False
+    #: A refused acquire may leave a mark of ours behind (a writer's intent): an acquire
+    #: that gives up takes it back, with its release command sent to every master.
+    marks_refusals: ClassVar[bool] = False
+    #: A read-write lock's side: "read" or "write"; "" for every other kind.
+    mode: ClassVar[str] = ""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -184,12 +191,73 @@ class Semaphore(LockKind):
         return Command.run_script(_scripts.SEMAPHORE_RELEASE, [key, order_key(key)], [token, *channel])
 
 
+def _rw_keys(key: str) -> list[str]:
+    """The keys every read-write script takes (see redlock._scripts, "a read-write lock")."""
+    return [key, intent_key(key), readers_key(key), order_key(readers_key(key))]
+
+
+@dataclass(frozen=True)
+class ReadLock(LockKind):
+    """A reader of a read-write lock on one name: any number of readers at once, never with
+    a writer (docs/algorithm.md, "Read-write lock"). Each reader is a token in a sorted set
+    per master, expiring on its own, as a semaphore's permit does: its extend and release
+    are the semaphore's scripts on that set."""
+
+    steps: ClassVar[Mapping[str, str]] = {
+        _scripts.RW_READ_ACQUIRE.sha: "acquire",
+        _scripts.SEMAPHORE_EXTEND.sha: "extend",
+        _scripts.SEMAPHORE_RELEASE.sha: "release",
+    }
+    mode: ClassVar[str] = "read"
+
+    def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
+        return Command.run_script(_scripts.RW_READ_ACQUIRE, _rw_keys(key), [token, ttl_ms])
+
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
+        readers = readers_key(key)
+        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [readers, order_key(readers)], [token, ttl_ms, extend_id])
+
+    def release(self, key: str, token: str, *, notify: bool) -> Command:
+        # Announced on the name's own channel, where a writer waiting for readers listens.
+        channel = [release_channel(key)] if notify else []
+        readers = readers_key(key)
+        return Command.run_script(_scripts.SEMAPHORE_RELEASE, [readers, order_key(readers)], [token, *channel])
+
+
+@dataclass(frozen=True)
+class WriteLock(LockKind):
+    """The writer of a read-write lock on one name: its key is a plain lock's key (extended
+    as one, natively where the master can), granted only where no unexpired reader is left.
+    A writer refused for readers marks its intent, which keeps new readers out while it
+    waits; its release, and an acquire that gives up, take the mark back."""
+
+    steps: ClassVar[Mapping[str, str]] = {
+        _scripts.RW_WRITE_ACQUIRE.sha: "acquire",
+        _scripts.EXTEND.sha: "extend",
+        _scripts.RW_WRITE_RELEASE.sha: "release",
+    }
+    marks_refusals: ClassVar[bool] = True
+    mode: ClassVar[str] = "write"
+
+    def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
+        return Command.run_script(_scripts.RW_WRITE_ACQUIRE, _rw_keys(key), [token, ttl_ms])
+
+    def release(self, key: str, token: str, *, notify: bool) -> Command:
+        channel = [release_channel(key)] if notify else []
+        return Command.run_script(_scripts.RW_WRITE_RELEASE, [key, order_key(key), intent_key(key)], [token, *channel])
+
+
 PLAIN = LockKind()
+READ = ReadLock()
+WRITE = WriteLock()
 FENCED = FencedLock()
 
 
-def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0) -> LockKind:
-    """The kind for a lock's settings (checked already: fencing only on one name)."""
+def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0, mode: str = "") -> LockKind:
+    """The kind for a lock's settings (checked already: fencing only on one name, a
+    read-write ``mode`` of "read" or "write" only for a lock on one name)."""
+    if mode:
+        return READ if mode == "read" else WRITE
     if limit:
         return Semaphore(limit)
     if names:
@@ -199,5 +267,7 @@ def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0)
 
 #: Every script's step name, whichever kind runs it (telemetry names rounds by these).
 ALL_STEPS: Mapping[str, str] = {
-    sha: step for kind in (LockKind, FencedLock, MultiLock, Semaphore) for sha, step in kind.steps.items()
+    sha: step
+    for kind in (LockKind, FencedLock, MultiLock, Semaphore, ReadLock, WriteLock)
+    for sha, step in kind.steps.items()
 }

@@ -205,12 +205,22 @@ class ClusterConfig:
         return tuple(master.name for master in self.masters)
 
     def lock_spec(
-        self, name: object, ttl: object, *, fencing: object = False, lock_delay: object = 0.0, limit: object = None
+        self,
+        name: object,
+        ttl: object,
+        *,
+        fencing: object = False,
+        lock_delay: object = 0.0,
+        limit: object = None,
+        mode: str = "",
     ) -> LockSpec:
         """The spec of a lock on ``name`` (a str), on several names (a list or tuple of
-        str), or with ``limit``, of a semaphore of that many permits on ``name``."""
+        str), with ``limit``, of a semaphore of that many permits on ``name``, or with
+        ``mode`` ("read" or "write"), of one side of the read-write lock on ``name``."""
         names: tuple[str, ...] = ()
-        if limit is not None:
+        if mode:
+            key, permits = _config.check_lock_name(name), 0
+        elif limit is not None:
             key = _config.check_lock_name(name)
             permits = _config.check_limit(limit, len(self.masters))
         elif isinstance(name, list | tuple):
@@ -235,7 +245,7 @@ class ClusterConfig:
             clock_drift_factor=self.clock_drift_factor,
             retry_delay=self.retry_delay,
             unavailable_timeout=self.unavailable_timeout,
-            kind=kind_of(fencing=fenced, names=names, limit=permits),
+            kind=kind_of(fencing=fenced, names=names, limit=permits, mode=mode),
             lock_delay=delay,
         )
 
@@ -370,7 +380,14 @@ class LockState(Generic[ClusterT]):
 
     def __repr__(self) -> str:
         state = f"held, {self.validity:.3f}s left" if self.locked() else "not held"
-        return f"<{type(self).__name__} {self.name!r} ttl={self._spec.ttl} {state}>"
+        mode = f" ({self.mode})" if self.mode else ""
+        return f"<{type(self).__name__} {self.name!r}{mode} ttl={self._spec.ttl} {state}>"
+
+    @property
+    def mode(self) -> str:
+        """For a side of a read-write lock (``rwlock(...).read()`` or ``.write()``): "read"
+        or "write"; "" for any other lock."""
+        return self._spec.kind.mode
 
     @property
     def name(self) -> str:

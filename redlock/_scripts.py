@@ -301,6 +301,96 @@ return 1
     removes_token=True,
 )
 
+# --- a read-write lock ---------------------------------------------------------------------
+# Every read-write script takes KEYS[1] the writer's key (a string: the writer's token, PX
+# as a lock's key), KEYS[2] the writer's intent (a string: the token of a writer held back
+# by readers, with a PX), KEYS[3] the readers (a sorted set of reader tokens, each scored by
+# the time it expires in ms of this master's own clock, as the semaphore's permits are) and
+# KEYS[4] the readers' extend-order hash (token -> number of its last extend applied). A
+# reader's extend and release are the semaphore's scripts on KEYS[3] and KEYS[4]. A master
+# grants a reader only with no writer and no intent, and a writer only with no writer and
+# no unexpired reader: a reader and a writer never both hold one master's vote, and two
+# majorities share a master (docs/algorithm.md, "Read-write lock").
+
+# The acquires' common step: ``now`` (this master's ms, as the semaphore's), and the readers
+# expired by it dropped (a crashed reader's entry; ZRANGEBYSCORE finds none, cheaply, else).
+_RW_DROP_EXPIRED_READERS = """
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expired = redis.call('zrangebyscore', KEYS[3], '-inf', '(' .. now)
+for _, token in ipairs(expired) do
+    redis.call('zrem', KEYS[3], token)
+    redis.call('hdel', KEYS[4], token)
+end"""
+
+# ARGV[1] our token; ARGV[2] ttl in ms.
+# Returns 1 when no writer holds the lock and none waits (our token is now a reader), else
+# 0 and nothing added.
+RW_READ_ACQUIRE = Script(
+    """
+if redis.call('exists', KEYS[1]) == 1 or redis.call('exists', KEYS[2]) == 1 then
+    return 0
+end
+"""
+    + _RW_DROP_EXPIRED_READERS
+    + """
+redis.call('zadd', KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
+if redis.call('pttl', KEYS[3]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[3], ARGV[2])
+    redis.call('pexpire', KEYS[4], ARGV[2])
+end
+return 1
+"""
+)
+
+# ARGV[1] our token; ARGV[2] ttl in ms (of the writer's key, and of its intent).
+# Returns 1 when no writer holds the lock and no unexpired reader is left: our token is now
+# the writer's key, and the intent is cleared (ours, or a writer's whose next attempt marks
+# it again). Returns 0 otherwise; when readers are what holds us back, marks our intent
+# (ARGV[2] ms), so that no new reader is let in while we wait for these to leave.
+RW_WRITE_ACQUIRE = Script(
+    """
+if redis.call('exists', KEYS[1]) == 1 then
+    return 0
+end
+"""
+    + _RW_DROP_EXPIRED_READERS
+    + """
+if redis.call('zcard', KEYS[3]) > 0 then
+    redis.call('set', KEYS[2], ARGV[1], 'PX', ARGV[2])
+    return 0
+end
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('del', KEYS[2])
+return 1
+"""
+)
+
+# KEYS[1] the writer's key; KEYS[2] its extend-order key; KEYS[3] the writer's intent;
+# ARGV[1] our token; ARGV[2] (optional) the channel waiters listen on.
+# As RELEASE_AND_NOTIFY for the writer's key, and also takes back our intent (a writer that
+# gives up, or that won on other masters, must not keep readers out here). Returns 1 when
+# the writer's key held our token and is deleted, else 0. Announces on ARGV[2] when either
+# was ours: readers wait for both to go.
+RW_WRITE_RELEASE = Script(
+    """
+local freed = 0
+if redis.call('get', KEYS[3]) == ARGV[1] then
+    redis.call('del', KEYS[3])
+    freed = 1
+end
+local held = 0
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('del', KEYS[1], KEYS[2])
+    held = 1
+end
+if ARGV[2] and held + freed > 0 then redis.call('publish', ARGV[2], ARGV[1]) end
+return held
+""",
+    idempotent=True,
+    removes_token=True,
+)
+
 ALL = (
     RELEASE,
     EXTEND,
@@ -315,6 +405,9 @@ ALL = (
     SEMAPHORE_ACQUIRE,
     SEMAPHORE_EXTEND,
     SEMAPHORE_RELEASE,
+    RW_READ_ACQUIRE,
+    RW_WRITE_ACQUIRE,
+    RW_WRITE_RELEASE,
 )
 
 # KEYS[1] the protected value; KEYS[2] the highest fencing token it has accepted;

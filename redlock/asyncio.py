@@ -32,6 +32,7 @@ from redlock._lock import (
     _masters_text,
     semaphore_options,
 )
+from redlock._rwlock import ReadWriteState
 from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     AcquireTimeout,
@@ -67,6 +68,7 @@ __all__ = [
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
+    "ReadWriteLock",
     "Redlock",
     "RedlockError",
     "ReleaseUnconfirmed",
@@ -183,6 +185,30 @@ class Redlock(ClusterConfig):
             cancel_on_lost=cancel_on_lost,
         )
         return Semaphore(self, spec, options)
+
+    def rwlock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Lock], None] | None = None,
+        cancel_on_lost: bool = False,
+        lock_delay: float = 0.0,
+    ) -> ReadWriteLock:
+        """A read-write lock; see :meth:`redlock.Redlock.rwlock` and :meth:`lock`."""
+        return ReadWriteLock(
+            self,
+            Lock,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            lock_delay=lock_delay,
+        )
 
     async def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -362,6 +388,15 @@ class Semaphore(PermitView, Lock):
 
 def _use_async_with(used: object) -> None:
     raise TypeError(f"a redlock.asyncio {type(used).__name__} is used with 'async with', not 'with'")
+
+
+class ReadWriteLock(ReadWriteState[Lock]):
+    """A read-write lock on one name; see :class:`redlock.ReadWriteLock`::
+
+    rw = rl.rwlock("config")
+    async with rw.read() as reader:
+        settings = await load(reader.validity)
+    """
 
 
 class Election(ElectionState[Lock]):
