@@ -146,6 +146,7 @@ class _Worker:
                 also=list(args.get("also", ())),
                 limit=int(args.get("limit", 0)),
                 quorum=int(args.get("quorum", 0)),
+                mode=str(args.get("mode", "")),
             )
         elif name == "read":
             result = session.read(args["name"])

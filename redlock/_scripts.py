@@ -346,17 +346,18 @@ return 1
 # ARGV[1] our token; ARGV[2] ttl in ms (of the writer's key, and of its intent).
 # Returns 1 when no writer holds the lock and no unexpired reader is left: our token is now
 # the writer's key, and the intent is cleared (ours, or a writer's whose next attempt marks
-# it again). Returns 0 otherwise; when readers are what holds us back, marks our intent
-# (ARGV[2] ms), so that no new reader is let in while we wait for these to leave.
+# it again). Returns 0 otherwise, and marks our intent (ARGV[2] ms; it replaces any other
+# writer's), so that no new reader is let in while a writer waits: for these readers to
+# leave, or for the writer holding it now to release (then the writers waiting go first).
 RW_WRITE_ACQUIRE = Script(
     """
-if redis.call('exists', KEYS[1]) == 1 then
-    return 0
-end
-"""
+local held = redis.call('exists', KEYS[1]) == 1
+if not held then"""
     + _RW_DROP_EXPIRED_READERS
     + """
-if redis.call('zcard', KEYS[3]) > 0 then
+    held = redis.call('zcard', KEYS[3]) > 0
+end
+if held then
     redis.call('set', KEYS[2], ARGV[1], 'PX', ARGV[2])
     return 0
 end

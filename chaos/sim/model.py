@@ -273,11 +273,13 @@ def _rw_read_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float)
 
 
 def _rw_write_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
-    if ks.get(keys[0], now) is not None:
-        return 0
-    readers, order = _drop_expired_readers(ks, keys, now)
-    if readers:
-        _keep(ks, keys[2:], (readers, order), 0, now)
+    held = ks.get(keys[0], now) is not None
+    if not held:
+        readers, order = _drop_expired_readers(ks, keys, now)
+        if readers:
+            _keep(ks, keys[2:], (readers, order), 0, now)
+            held = True
+    if held:
         ks.set(keys[1], argv[0], now, int(argv[1]))
         return 0
     # Every reader in them expired: the script's ZREMs and HDELs leave them empty, gone.
