@@ -304,6 +304,21 @@ def _build_parser() -> _Parser:
         allow_abbrev=False,
     )
     run.add_argument("name", metavar="NAME")
+    side = run.add_mutually_exclusive_group()
+    side.add_argument(
+        "--read",
+        dest="mode",
+        action="store_const",
+        const="read",
+        help="hold NAME as a reader of its read-write lock: beside other readers, never beside a writer",
+    )
+    side.add_argument(
+        "--write",
+        dest="mode",
+        action="store_const",
+        const="write",
+        help="hold NAME as the writer of its read-write lock: alone (no reader, no other writer)",
+    )
     run.add_argument(
         "--grace",
         type=_seconds(allow_zero=True),
@@ -470,15 +485,28 @@ MAX_TTL = threading.TIMEOUT_MAX
 
 
 def _lock(
-    rl: Redlock, name: str, ttl: float, *, fencing: bool = False, on_lost: Callable[[Lock], None] | None = None
+    rl: Redlock,
+    name: str,
+    ttl: float,
+    *,
+    fencing: bool = False,
+    on_lost: Callable[[Lock], None] | None = None,
+    mode: str | None = None,
 ) -> Lock:
-    """A Lock on ``name``; with ``on_lost``, one that auto-extends and reports a loss to it.
+    """A Lock on ``name``; with ``on_lost``, one that auto-extends and reports a loss to it;
+    with ``mode`` ("read" or "write"), that side of the read-write lock on ``name``.
 
     Built before anything talks to a master, so that the library's argument checks (and
     ours) turn a bad name or ttl into a usage error before any traffic.
     """
     with _usage_errors():
-        lock = rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost, fencing=fencing)
+        if mode is not None:
+            if fencing:
+                raise ValueError("--fencing is for a plain lock: a read-write lock has no fencing token")
+            rw = rl.rwlock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+            lock = rw.read() if mode == "read" else rw.write()
+        else:
+            lock = rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost, fencing=fencing)
     if ttl > MAX_TTL:
         raise CliError(
             ExitCode.USAGE, f"--ttl {ttl:g} is more than {MAX_TTL:.0f} seconds, the longest lock we can hold"
@@ -790,7 +818,7 @@ def _exec_environment(name: str, lock: Lock) -> dict[str, str]:
 def _cmd_exec(args: argparse.Namespace) -> int:
     supervisor = Supervisor(args.grace)
     with _client(args) as rl, supervisor.handling_signals():
-        lock = _lock(rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost)
+        lock = _lock(rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost, mode=args.mode)
         supervisor.lock = lock
         code: int | None = None
         try:
