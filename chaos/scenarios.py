@@ -886,6 +886,25 @@ def rwlock(run: Run) -> None:
     run.after(both_sides)
 
 
+def rwlock_restart_empty(run: Run) -> None:
+    """K4 for the read-write lock: c1 reads through A, B, C; C restarts empty at once; c2,
+    cut off from A and B, asks to write through C, D, E."""
+    ttl = _long_ttl(run)
+    c1, c2 = run.clients(["c1", "c2"])
+    run.partition_k3()
+    got = c1.call("acquire", name=RWLOCK, ttl=ttl, timeout=ttl, mode="read")
+    if not run.expect(got["ok"], f"c1 reads through {run.cluster.labels(run.left)}", _error(got)):
+        return
+    for i in run.overlap:
+        run.nemesis.crash_restart(i, wipe=True)
+    wrote = c2.call("acquire", name=RWLOCK, ttl=ttl, timeout=1.5, mode="write")
+    run.expect(wrote["ok"], f"c2 writes through {run.cluster.labels(run.right)} beside c1", _error(wrote))
+    run.sleep(0.2)
+    for client, held in ((c2, wrote), (c1, got)):
+        if held["ok"]:
+            client.call("release", name=RWLOCK)
+
+
 # --- 23: leader election ---------------------------------------------------------------------
 
 #: The name the campaigners of the election scenario stand for.
@@ -1162,10 +1181,14 @@ CATALOGUE: tuple[Scenario, ...] = (
              error_oom, why="an error reply is a refusal: c2 has 0 votes, not 3"),
     Scenario("26b", "error-readonly", "C, D, E demoted to replicas answer -READONLY while c2 tries", "SAFE",
              error_readonly, why="an error reply is a refusal: c2 has 0 votes, not 3"),
-    Scenario("30", "rwlock", "8 clients read (3 in 4) and write one read-write lock; kill, pauses", "SAFE",
+    Scenario("30a", "rwlock", "8 clients read (3 in 4) and write one read-write lock; kill, pauses", "SAFE",
              rwlock, loop=True, proxies=True, leftovers=True,
              why="a master grants a reader only without a writer and a writer only without readers: a read "
                  "majority and a write majority share a master, which refused one of them"),
+    Scenario("30b", "rwlock-restart-empty", "K4 for a read-write lock: c1 reads; C restarts empty; c2 writes",
+             "UNSAFE", rwlock_restart_empty, kinds=("mutual-exclusion",), proxies=True,
+             why="C forgets c1's reader and grants c2 the writer's key: as for the lock, only persistence or a "
+                 "delayed restart keeps the shared master's vote"),
 )  # fmt: skip
 
 
