@@ -416,3 +416,10 @@ def intent_key(key: str) -> str:
 def release_channel(key: str) -> str:
     """The channel a release of ``key`` is announced on, for waiters to retry at once."""
     return f"redlock:released:{key}"
+
+
+def wakes_all(channel: str) -> bool:
+    """Whether an announcement on ``channel`` wakes every waiter of a client, not just one:
+    the channel readers of a read-write lock wait on (``release_channel(readers_key(key))``),
+    since readers share, and all of them may get in when the writer leaves."""
+    return channel.startswith(release_channel(READERS_PREFIX))

@@ -200,13 +200,13 @@ def _rw_keys(key: str) -> list[str]:
 class ReadLock(LockKind):
     """A reader of a read-write lock on one name: any number of readers at once, never with
     a writer (docs/algorithm.md, "Read-write lock"). Each reader is a token in a sorted set
-    per master, expiring on its own, as a semaphore's permit does: its extend and release
-    are the semaphore's scripts on that set."""
+    per master, expiring on its own, as a semaphore's permit does: its extend is the
+    semaphore's script on that set, its release the semaphore's but for when it announces."""
 
     steps: ClassVar[Mapping[str, str]] = {
         _scripts.RW_READ_ACQUIRE.sha: "acquire",
         _scripts.SEMAPHORE_EXTEND.sha: "extend",
-        _scripts.SEMAPHORE_RELEASE.sha: "release",
+        _scripts.RW_READ_RELEASE.sha: "release",
     }
     mode: ClassVar[str] = "read"
 
@@ -221,7 +221,12 @@ class ReadLock(LockKind):
         # Announced on the name's own channel, where a writer waiting for readers listens.
         channel = [release_channel(key)] if notify else []
         readers = readers_key(key)
-        return Command.run_script(_scripts.SEMAPHORE_RELEASE, [readers, order_key(readers)], [token, *channel])
+        return Command.run_script(_scripts.RW_READ_RELEASE, [readers, order_key(readers)], [token, *channel])
+
+    def wake_key(self, key: str, acquire: Round) -> str:
+        """Readers wait for the writer (or its intent) to go: announced on the readers' own
+        channel, which wakes every reader of a client at once (see _core.wakes_all)."""
+        return readers_key(key)
 
 
 @dataclass(frozen=True)
@@ -243,8 +248,9 @@ class WriteLock(LockKind):
         return Command.run_script(_scripts.RW_WRITE_ACQUIRE, _rw_keys(key), [token, ttl_ms])
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
-        channel = [release_channel(key)] if notify else []
-        return Command.run_script(_scripts.RW_WRITE_RELEASE, [key, order_key(key), intent_key(key)], [token, *channel])
+        # Announced to the writers waiting (on the name's channel) and to the readers (on theirs).
+        channels = [release_channel(key), release_channel(readers_key(key))] if notify else []
+        return Command.run_script(_scripts.RW_WRITE_RELEASE, [key, order_key(key), intent_key(key)], [token, *channels])
 
 
 PLAIN = LockKind()

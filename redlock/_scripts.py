@@ -307,7 +307,7 @@ return 1
 # by readers, with a PX), KEYS[3] the readers (a sorted set of reader tokens, each scored by
 # the time it expires in ms of this master's own clock, as the semaphore's permits are) and
 # KEYS[4] the readers' extend-order hash (token -> number of its last extend applied). A
-# reader's extend and release are the semaphore's scripts on KEYS[3] and KEYS[4]. A master
+# reader's extend is the semaphore's script on KEYS[3] and KEYS[4]. A master
 # grants a reader only with no writer and no intent, and a writer only with no writer and
 # no unexpired reader: a reader and a writer never both hold one master's vote, and two
 # majorities share a master (docs/algorithm.md, "Read-write lock").
@@ -367,12 +367,39 @@ return 1
 """
 )
 
+# KEYS[1] the readers; KEYS[2] their extend-order hash; ARGV[1] our token; ARGV[2]
+# (optional) the channel writers wait on.
+# As SEMAPHORE_RELEASE (1 when our reader was there and unexpired, else 0), but announces
+# only when no unexpired reader is left: before that no writer can get in here, and a writer
+# woken for nothing would be busy asking when the last reader's announcement comes.
+RW_READ_RELEASE = Script(
+    """
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local score = redis.call('zscore', KEYS[1], ARGV[1])
+if not score then
+    return 0
+end
+redis.call('zrem', KEYS[1], ARGV[1])
+redis.call('hdel', KEYS[2], ARGV[1])
+if tonumber(score) < now then
+    return 0
+end
+if ARGV[2] and redis.call('zcount', KEYS[1], now, '+inf') == 0 then
+    redis.call('publish', ARGV[2], ARGV[1])
+end
+return 1
+""",
+    idempotent=True,
+    removes_token=True,
+)
+
 # KEYS[1] the writer's key; KEYS[2] its extend-order key; KEYS[3] the writer's intent;
-# ARGV[1] our token; ARGV[2] (optional) the channel waiters listen on.
+# ARGV[1] our token; ARGV[2], ARGV[3] (optional) the channels writers and readers wait on.
 # As RELEASE_AND_NOTIFY for the writer's key, and also takes back our intent (a writer that
 # gives up, or that won on other masters, must not keep readers out here). Returns 1 when
-# the writer's key held our token and is deleted, else 0. Announces on ARGV[2] when either
-# was ours: readers wait for both to go.
+# the writer's key held our token and is deleted, else 0. Announces on ARGV[2] and ARGV[3]
+# when either was ours: readers wait for both to go.
 RW_WRITE_RELEASE = Script(
     """
 local freed = 0
@@ -385,7 +412,9 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1], KEYS[2])
     held = 1
 end
-if ARGV[2] and held + freed > 0 then redis.call('publish', ARGV[2], ARGV[1]) end
+if held + freed > 0 then
+    for i = 2, #ARGV do redis.call('publish', ARGV[i], ARGV[1]) end
+end
 return held
 """,
     idempotent=True,
@@ -407,6 +436,7 @@ ALL = (
     SEMAPHORE_EXTEND,
     SEMAPHORE_RELEASE,
     RW_READ_ACQUIRE,
+    RW_READ_RELEASE,
     RW_WRITE_ACQUIRE,
     RW_WRITE_RELEASE,
 )

@@ -17,7 +17,7 @@ import redis
 
 import redlock
 from redlock import LockLost, Redlock
-from redlock._core import intent_key, order_key, readers_key
+from redlock._core import intent_key, order_key, readers_key, release_channel
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
@@ -218,3 +218,32 @@ def test_asyncio_async_with_and_cancel_on_lost(masters: LocalMasters) -> None:
                 assert not await rw.read().acquire(blocking=False)
 
     asyncio.run(main())
+
+
+def test_only_the_last_readers_release_is_announced(masters: LocalMasters, raw: list[redis.Redis]) -> None:
+    """A writer can get in only once no reader is left, so only then is it woken."""
+    name = unique("rw")
+    pubsub = raw[0].pubsub()
+    pubsub.subscribe(release_channel(name), release_channel(readers_key(name)))
+    assert eventually(lambda: pubsub.get_message(timeout=0.1) is None and len(pubsub.channels) == 2)
+    with Redlock(masters.urls) as rl:
+        rw = rl.rwlock(name, ttl=10.0)
+        first, second = rw.read(), rw.read()
+        assert first.acquire(blocking=False)
+        assert second.acquire(blocking=False)
+        last = second.token
+        first.release()
+        second.release()
+        writer = rw.write()
+        assert writer.acquire(blocking=False)
+        written = writer.token
+        writer.release()
+    heard = []
+    while (message := pubsub.get_message(timeout=1.0)) is not None:
+        heard.append((message["channel"].decode(), message["data"].decode()))
+    pubsub.close()
+    assert heard == [
+        (release_channel(name), last),  # the last reader: writers wake
+        (release_channel(name), written),  # the writer: writers wake...
+        (release_channel(readers_key(name)), written),  # ...and every reader
+    ]

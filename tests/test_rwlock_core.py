@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import threading
+from typing import Any
 
 import pytest
 import redis
@@ -21,7 +23,17 @@ from hypothesis.stateful import invariant, rule
 
 from chaos.sim.model import Keyspace
 from redlock import _scripts
-from redlock._core import Command, Pause, intent_key, order_key, readers_key, reply_status
+from redlock._connection import Waiters
+from redlock._core import (
+    Command,
+    Pause,
+    intent_key,
+    order_key,
+    readers_key,
+    release_channel,
+    reply_status,
+    wakes_all,
+)
 from redlock._flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, release_flow
 from redlock._kinds import ALL_STEPS, READ, WRITE, kind_of
 from redlock.exceptions import NodeStatus
@@ -51,7 +63,12 @@ def test_the_kinds_and_their_steps() -> None:
     for script in (_scripts.RW_READ_ACQUIRE, _scripts.RW_WRITE_ACQUIRE, _scripts.RW_WRITE_RELEASE):
         assert script.sha in ALL_STEPS
         assert script in _scripts.ALL
-    assert READ.wake_key("k", None) == WRITE.wake_key("k", None) == "k"  # type: ignore[arg-type]
+    # Readers wait on their own channel, where the writer's release wakes them all at once.
+    assert READ.wake_key("k", None) == readers_key("k")  # type: ignore[arg-type]
+    assert WRITE.wake_key("k", None) == "k"  # type: ignore[arg-type]
+    assert wakes_all(release_channel(readers_key("k")))
+    assert not wakes_all(release_channel("k"))
+    assert not wakes_all(release_channel("redlock:readersX"))
 
 
 def test_a_refused_writer_marks_its_intent_and_takes_it_back_when_it_gives_up() -> None:
@@ -239,3 +256,19 @@ def _master_time(real: redis.Redis) -> float:
 
 def _as_int(reply: object) -> int:
     return {NodeStatus.GRANTED: 1, NodeStatus.DENIED: 0}[reply_status(reply)]
+
+
+def test_the_writers_release_wakes_every_waiting_reader_of_a_client_once() -> None:
+    waiters: Waiters[Any] = Waiters()
+    readers_channel, writers_channel = release_channel(readers_key("k")), release_channel("k")
+    reading = [threading.Event() for _ in range(3)]
+    writing = [threading.Event() for _ in range(2)]
+    for event in reading:
+        waiters.add(readers_channel, event)
+    for event in writing:
+        waiters.add(writers_channel, event)
+    for _ in range(5):  # one announcement per master, on both channels
+        waiters.released(readers_channel, b"writer-1")
+        waiters.released(writers_channel, b"writer-1")
+    assert all(event.is_set() for event in reading)  # readers share: all of them go
+    assert [event.is_set() for event in writing] == [True, False]  # writers compete: one goes

@@ -311,6 +311,7 @@ MODELLED: dict[str, Model] = {
     _scripts.SEMAPHORE_EXTEND.sha: _semaphore_extend,
     _scripts.SEMAPHORE_RELEASE.sha: _semaphore_release,
     _scripts.RW_READ_ACQUIRE.sha: _rw_read_acquire,
+    _scripts.RW_READ_RELEASE.sha: _semaphore_release,  # (differs only in what it announces)
     _scripts.RW_WRITE_ACQUIRE.sha: _rw_write_acquire,
     _scripts.RW_WRITE_RELEASE.sha: _rw_write_release,
 }
