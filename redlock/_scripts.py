@@ -278,11 +278,10 @@ return 1
     idempotent=True,
 )
 
-# ARGV[1] our token; ARGV[2] (optional) the channel waiters listen on.
-# Removes our permit; returns 1 when it was there and unexpired (then announces the freed
-# permit on ARGV[2]), else 0. An expired permit is removed too but counts as gone.
-SEMAPHORE_RELEASE = Script(
-    """
+# The releases' common step (a semaphore's permit, a read-write lock's reader): remove our
+# token from the set KEYS[1] and the hash KEYS[2]; return 0 when it was not there, or expired
+# (removed too, but it counts as gone). ``now`` is this master's ms, as in the acquire.
+_REMOVE_OUR_PERMIT = """
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local score = redis.call('zscore', KEYS[1], ARGV[1])
@@ -293,7 +292,14 @@ redis.call('zrem', KEYS[1], ARGV[1])
 redis.call('hdel', KEYS[2], ARGV[1])
 if tonumber(score) < now then
     return 0
-end
+end"""
+
+# ARGV[1] our token; ARGV[2] (optional) the channel waiters listen on.
+# Removes our permit; returns 1 when it was there and unexpired (then announces the freed
+# permit on ARGV[2]), else 0. An expired permit is removed too but counts as gone.
+SEMAPHORE_RELEASE = Script(
+    _REMOVE_OUR_PERMIT
+    + """
 if ARGV[2] then redis.call('publish', ARGV[2], ARGV[1]) end
 return 1
 """,
@@ -373,18 +379,8 @@ return 1
 # only when no unexpired reader is left: before that no writer can get in here, and a writer
 # woken for nothing would be busy asking when the last reader's announcement comes.
 RW_READ_RELEASE = Script(
-    """
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local score = redis.call('zscore', KEYS[1], ARGV[1])
-if not score then
-    return 0
-end
-redis.call('zrem', KEYS[1], ARGV[1])
-redis.call('hdel', KEYS[2], ARGV[1])
-if tonumber(score) < now then
-    return 0
-end
+    _REMOVE_OUR_PERMIT
+    + """
 if ARGV[2] and redis.call('zcount', KEYS[1], now, '+inf') == 0 then
     redis.call('publish', ARGV[2], ARGV[1])
 end
