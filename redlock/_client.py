@@ -398,6 +398,22 @@ class ReadWriteLock(ReadWriteState[Lock]):
     :meth:`read` and :meth:`write` make a new Lock each call (each is one holder).
     """
 
+    def read(self) -> Lock:
+        """A new reader: a Lock that, held, shares the name with other readers and no writer.
+
+        Each call makes a new Lock object, one holder: threads that read at once take one
+        each (a single Lock object shared by them would take turns, as a Lock does).
+        """
+        return super().read()
+
+    def write(self) -> Lock:
+        """A new writer: a Lock that, held, excludes every reader and every other writer.
+
+        A writer held back by readers keeps new readers out while it waits (docs/algorithm.md,
+        "Read-write lock": no writer starves under a steady stream of readers).
+        """
+        return super().write()
+
 
 class Election(ElectionState[Lock]):
     """One campaigner in the leader election on one name.

@@ -55,10 +55,12 @@ class ReadWriteState(Generic[LockT]):
 
     @property
     def name(self) -> str:
+        """The name its readers and writers hold."""
         return self._read.key
 
     @property
     def ttl(self) -> float:
+        """Each reader's and writer's time to live, in seconds (as a Lock's ``ttl``)."""
         return self._read.ttl
 
     @property
@@ -67,17 +69,9 @@ class ReadWriteState(Generic[LockT]):
         return self._read.quorum
 
     def read(self) -> LockT:
-        """A new reader: a Lock that, held, shares the name with other readers and no writer.
-
-        Each call makes a new Lock object, one holder: threads (tasks) that read at once take
-        one each (a single Lock object shared by them would take turns, as a Lock does).
-        """
+        """A new reader (the public classes' :meth:`read` says what it is)."""
         return self._lock_class(self._cluster, self._read, self._options)
 
     def write(self) -> LockT:
-        """A new writer: a Lock that, held, excludes every reader and every other writer.
-
-        A writer held back by readers keeps new readers out while it waits (docs/algorithm.md,
-        "Read-write lock": no writer starves under a steady stream of readers).
-        """
+        """A new writer (the public classes' :meth:`write` says what it is)."""
         return self._lock_class(self._cluster, self._write, self._options)

@@ -398,6 +398,14 @@ class ReadWriteLock(ReadWriteState[Lock]):
         settings = await load(reader.validity)
     """
 
+    def read(self) -> Lock:
+        """A new reader; see :meth:`redlock.ReadWriteLock.read` (tasks take one each)."""
+        return super().read()
+
+    def write(self) -> Lock:
+        """A new writer; see :meth:`redlock.ReadWriteLock.write`."""
+        return super().write()
+
 
 class Election(ElectionState[Lock]):
     """The asyncio twin of :class:`redlock.Election`: the same methods, awaited.
