@@ -272,3 +272,45 @@ def test_the_writers_release_wakes_every_waiting_reader_of_a_client_once() -> No
         waiters.released(writers_channel, b"writer-1")
     assert all(event.is_set() for event in reading)  # readers share: all of them go
     assert [event.is_set() for event in writing] == [True, False]  # writers compete: one goes
+
+
+@given(st.integers(min_value=2, max_value=6), st.integers(min_value=1, max_value=3), st.integers(0, 100))
+def test_a_writer_gets_in_under_a_steady_stream_of_readers(hold: int, arrivals: int, seed: int) -> None:
+    """Between two attempts of a waiting writer, ``arrivals`` readers come, and each reads
+    until ``hold`` more of the writer's attempts have passed, so a reader is always in. With
+    its intent the writer gets in once the readers that were in at its first refusal have
+    left; a writer whose refusals mark nothing (the same stream, its marks wiped after each
+    attempt) never does."""
+    for marks in (True, False):
+        cluster = ModelCluster(5, round_time=0.001)
+        read, write = side(cluster, "read", ttl=10.0), side(cluster, "write", ttl=10.0)
+        numbers = iter(range(1000))
+        tokens = Tokens(lambda numbers=numbers: f"w{next(numbers)}")  # type: ignore[misc]
+        flow = acquire_flow(write, tokens, cluster.now, blocking=True, timeout=3.0, rng=random.Random(seed))
+        # Readers are in already when the writer first asks.
+        reading = [(f"r0.{n}", hold) for n in range(arrivals) if cluster.acquire(read, f"r0.{n}").ok]
+        assert reading
+        attempts = 0
+        with pytest.raises(StopIteration) as done:
+            request = next(flow)
+            while True:
+                if isinstance(request, Pause):  # between two attempts: the readers' turn
+                    attempts += 1
+                    if not marks:
+                        for master in cluster.masters:
+                            master.delete(intent_key("k"))
+                    for token, leaves in [r for r in reading if r[1] <= attempts]:
+                        cluster.run(release_flow(read, token, cluster.now))
+                        reading.remove((token, leaves))
+                    for arrival in range(arrivals):
+                        token = f"r{attempts}.{arrival}"
+                        if cluster.acquire(read, token).ok:
+                            reading.append((token, attempts + hold))
+                request = flow.send(cluster.answer(request))
+        if marks:
+            assert done.value.value.ok
+            assert attempts <= hold + 1  # the readers in at its first refusal, and no one after
+            assert not reading  # it got in alone
+        else:
+            assert not done.value.value.ok
+            assert done.value.value.timed_out
