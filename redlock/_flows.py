@@ -9,7 +9,6 @@ commands (and the quorum) the kind gives them differ.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import random
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 
 from redlock import _scripts
 from redlock._core import (
+    EXPIRY_PRECISION,
     WOKEN_MARGIN,
     Command,
     Flow,
@@ -30,6 +30,7 @@ from redlock._core import (
     release_channel,
     retry_delays,
     ttl_milliseconds,
+    validity_left,
 )
 from redlock._kinds import PLAIN, FencedLock, LockKind
 from redlock.exceptions import MasterMisconfigured, NodeOutcome, NodeStatus
@@ -118,8 +119,8 @@ class LockSpec:
     def acquire_command(self, token: str) -> Command:
         return self.kind.acquire(self.key, token, self.key_milliseconds(self.ttl))
 
-    def extend_command(self, token: str, ttl: float, extend_id: int) -> Command:
-        return self.kind.extend(self.key, token, self.key_milliseconds(ttl), extend_id)
+    def extend_command(self, token: str, ttl: float, extend_id: int, *, adopt: bool = False) -> Command:
+        return self.kind.extend(self.key, token, self.key_milliseconds(ttl), extend_id, adopt=adopt)
 
     def release_command(self, token: str, *, notify: bool = False) -> Command:
         """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
@@ -159,6 +160,12 @@ class Lease:
     loss_why: str = ""
     #: The rounds of the tries of its release so far (a release may be retried).
     release_rounds: list[Round] = field(default_factory=list)
+    #: The monotonic time the holding may last until at most (``max_hold`` after it began):
+    #: no extend moves the deadline past it (see :func:`held_ttl`).
+    hold_until: float = math.inf
+    #: Set once no extend may move the deadline any more because of ``hold_until``: the
+    #: loss that comes at the deadline is the bounded hold's, reported as such.
+    held_out: bool = False
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
     #: Extends are numbered from 1, in the order they begin; the masters apply an extend
     #: only if it is newer than the last one they applied (see _scripts.EXTEND).
@@ -250,10 +257,13 @@ def acquire_flow(
     blocking: bool,
     timeout: float | None,
     rng: random.Random,
+    max_attempts: int | None = None,
 ) -> Flow:
     """Try to set ``token`` on a majority; retry while ``blocking`` and time remains.
 
-    ``timeout`` bounds the whole wait; with ``timeout=None`` a blocking acquire retries
+    ``timeout`` bounds the whole wait, and ``max_attempts`` the number of attempts (each one
+    round of SETs; node-redlock's ``retryCount`` + 1), whichever runs out first; with
+    ``timeout=None`` a blocking acquire retries
     until it gets the lock, except that it gives up after ``spec.unavailable_timeout`` of
     consecutive attempts that could not reach a majority: waiting forever on a dead
     cluster helps nobody. With ``spec.fencing``, a held lock also gets a fencing token,
@@ -320,6 +330,8 @@ def acquire_flow(
         )
         if not blocking or failure.misconfigured:
             return (yield from _given_up(spec, token, failure))
+        if max_attempts is not None and attempts >= max_attempts:
+            return (yield from _given_up(spec, token, failure))
         if unreachable_since is not None and timeout is None and now - unreachable_since >= spec.unavailable_timeout:
             return (yield from _given_up(spec, token, failure))
         delay = next(delays)
@@ -331,7 +343,14 @@ def acquire_flow(
             delay = min(delay, spec.node_timeout)
         if give_up_at is not None:
             if now >= give_up_at:
-                timed_out = dataclasses.replace(failure, timed_out=True)
+                timed_out = Result(
+                    False,
+                    failure.outcomes,
+                    failure.granted,
+                    quorum_unreachable=unreachable,
+                    timed_out=True,
+                    attempts=attempts,
+                )
                 return (yield from _given_up(spec, token, timed_out))
             delay = min(delay, give_up_at - now)
         resume_at = now + delay
@@ -349,17 +368,19 @@ def _given_up(spec: LockSpec, token: str, failure: Result) -> Flow:
     return failure
 
 
-def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
+def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float, *, adopt: bool = False) -> Flow:
     """Reset the ttl of our token on a majority; validity counts from the start of the extend.
 
     The lease's deadline is updated here (see :meth:`Lease.end_extend`), also when the
-    flow is abandoned midway (closed by its driver): its commands may still land.
+    flow is abandoned midway (closed by its driver): its commands may still land. With
+    ``adopt``, this is the first extend of a Lock taking over a holding known by its token
+    (``lease`` is new, its deadline the start: nothing to rely on until a majority confirms).
     """
     started = now
     extend_id = lease.begin_extend(spec.deadline_after(started, ttl))
     finished = False
     try:
-        extend = spec.round(spec.extend_command(lease.token, ttl, extend_id))
+        extend = spec.round(spec.extend_command(lease.token, ttl, extend_id, adopt=adopt))
         now = yield extend
         deadline = spec.deadline_after(started, ttl)
         ok = extend.majority_granted and deadline > now
@@ -457,6 +478,55 @@ def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:
     return last
 
 
+def hold_start(spec: LockSpec, deadline: float) -> float:
+    """When the attempt that gave ``deadline`` (with the lock's own ttl) began: where a
+    bounded hold is counted from, the first SET sent rather than the acquire returning."""
+    return deadline - spec.ttl + drift_allowance(spec.ttl, spec.clock_drift_factor)
+
+
+def held_ttl(spec: LockSpec, lease: Lease, ttl: float, now: float) -> float | None:
+    """The ttl an extend starting at ``now`` may set without moving the holder's deadline
+    past ``lease.hold_until`` (``ttl`` itself when the bound is far); None when the bound
+    leaves too little for an extend to be worth a round: one that could not give validity
+    after ``node_timeout``, or would not move the deadline at all.
+
+    Capping the ttl, not just stopping the extends, also makes the keys on the masters
+    expire with the hold: the next holder gets the lock when the bounded one lost it.
+    """
+    room = lease.hold_until - now
+    if room >= ttl:
+        return ttl
+    if validity_left(room, spec.node_timeout, spec.clock_drift_factor) <= 0:
+        return None
+    if spec.deadline_after(now, room) <= lease.deadline:
+        return None
+    return room
+
+
+def added_ttl(spec: LockSpec, lease: Lease, add: float, now: float) -> float:
+    """The ttl an extend starting at ``now`` sets so that the deadline moves ``add`` seconds
+    later than it is (``extend(add=...)``): ``t - drift(t) = left + add``, ``drift(t) = t *
+    factor + EXPIRY_PRECISION``, solved for ``t``. The keys get that ttl, drift included,
+    so the holder relies on no more than a fresh ttl of that length would give it."""
+    left = max(0.0, lease.deadline - now)
+    return (left + add + EXPIRY_PRECISION) / (1 - spec.clock_drift_factor)
+
+
+def bounded_extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
+    """An extend within the bounded hold (``lease.hold_until``): its ttl is capped by
+    :func:`held_ttl`, and where the bound leaves nothing to add, nothing is sent and the
+    deadline stays. Once a capped extend worked, or nothing could be added, the lease is
+    ``held_out``: its deadline is as late as it may ever be."""
+    capped = None if lease.held_out else held_ttl(spec, lease, ttl, now)
+    if capped is None:
+        lease.held_out = True
+        return Result(True, (), 0, deadline=lease.deadline, finished_at=now)
+    result = yield from extend_flow(spec, lease, capped, now)
+    if result.ok and capped < ttl:
+        lease.held_out = True
+    return result
+
+
 def next_renewal(now: float, lease: Lease, ttl: float, *, failed: bool, retry_delay: float) -> float | None:
     """Seconds until the next extension of an auto-extended lock; None once it is lost.
 
@@ -476,7 +546,10 @@ def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
     """Keep ``lease`` alive until it ends (release) or is lost; returns how it finished.
 
     A failed extension is retried while validity remains. The lease is marked lost at once
-    when a majority says our token is gone, or when the validity runs out first.
+    when a majority says our token is gone, or when the validity runs out first. A bounded
+    hold (``lease.hold_until``) caps each extension's ttl; once no extension may move the
+    deadline any more (``lease.held_out``), the renewer only waits for the deadline, where
+    the lease is lost as any other that could not be renewed.
     """
     failed = False
     last = Result(True, (), 0, deadline=lease.deadline)
@@ -484,10 +557,13 @@ def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
         delay = next_renewal(now, lease, spec.ttl, failed=failed, retry_delay=spec.retry_delay)
         if delay is None:
             break
+        if lease.held_out:
+            now = yield Pause(lease.deadline - now)  # nothing more to add: wait for the end
+            continue
         now = yield Pause(delay)
         if lease.ended:
             return last
-        last = yield from extend_flow(spec, lease, spec.ttl, now)
+        last = yield from bounded_extend_flow(spec, lease, spec.ttl, now)
         now = last.finished_at
         if lease.ended:
             return last

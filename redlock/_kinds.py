@@ -4,7 +4,8 @@ Where it sits: above the protocol's vocabulary (:mod:`redlock._core`) and below 
 (:mod:`redlock._flows`), which are the same for every kind. A kind is one object carrying
 its commands for acquire, extend, release and rollback, its quorum rule, the key a failed
 acquire waits on, and the names telemetry gives its rounds. A new primitive is one new
-class here plus its scripts in :mod:`redlock._scripts`.
+class here plus its scripts in :mod:`redlock._scripts` (the read-write lock is two: its readers and
+its writer, each a kind).
 
 Every kind keeps an extend-order key (:func:`~redlock._core.order_key`) beside its first
 key, so that an extend arriving late never undoes a newer one, and its release deletes it.
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 from redlock import _scripts
 from redlock._core import (
@@ -42,20 +42,24 @@ from redlock._core import (
 class LockKind:
     """A lock on one name (the base: plain Redlock)."""
 
-    #: Telemetry's ``redlock.round.step`` of each script this kind runs (by its sha); a
-    #: plain ``SET`` round is an "acquire" and needs no entry.
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.RELEASE.sha: "release",
-        _scripts.RELEASE_AND_NOTIFY.sha: "release",
-        _scripts.EXTEND.sha: "extend",
-    }
-    #: A fenced lock's acquire returns each master's counter (see :class:`FencedLock`).
-    fencing: ClassVar[bool] = False
-    #: A refused acquire may leave a mark of ours behind (a writer's intent): an acquire
-    #: that gives up takes it back, with its release command sent to every master.
-    marks_refusals: ClassVar[bool] = False
-    #: A read-write lock's side: "read" or "write"; "" for every other kind.
-    mode: ClassVar[str] = ""
+    # (No ClassVar here: a mypyc-compiled dataclass takes a ClassVar for a read-only field
+    # of every subclass. Properties are what compiled and pure code read alike.)
+
+    @property
+    def fencing(self) -> bool:
+        """Whether the acquire also returns each master's counter (see :class:`FencedLock`)."""
+        return False
+
+    @property
+    def marks_refusals(self) -> bool:
+        """Whether a refused acquire may leave a mark of ours behind (a writer's intent): an
+        acquire that gives up takes it back, with its release command sent to every master."""
+        return False
+
+    @property
+    def mode(self) -> str:
+        """A read-write lock's side: "read" or "write"; "" for every other kind."""
+        return ""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -77,10 +81,14 @@ class LockKind:
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.set_nx_px(key, token, ttl_ms)
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        """Reset our token's ttl; ``adopt``: as the first extend of a Lock that takes the
+        holding over by its token, whose numbering starts again (see _scripts.EXTEND)."""
         script = _scripts.EXTEND
         native = NativeForm(SET_IFEQ, Command(("SET", key, token, "IFEQ", token, "PX", ttl_ms), script))
-        return Command.run_script(script, [key, order_key(key)], [token, ttl_ms, extend_id], (native,))
+        return Command.run_script(
+            script, [key, order_key(key)], _extend_args(token, ttl_ms, extend_id, adopt), (native,)
+        )
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
@@ -107,12 +115,9 @@ class FencedLock(LockKind):
     """A lock on one name whose holders get increasing fencing tokens (see
     :func:`redlock._flows.fencing_token_from`): the acquire also reads each master's counter."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        **LockKind.steps,
-        _scripts.FENCED_ACQUIRE.sha: "acquire",
-        _scripts.FENCE_RAISE.sha: "fence",
-    }
-    fencing: ClassVar[bool] = True
+    @property
+    def fencing(self) -> bool:
+        return True
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.FENCED_ACQUIRE, [key, fence_key(key)], [token, ttl_ms])
@@ -126,11 +131,6 @@ class FencedLock(LockKind):
 class MultiLock(LockKind):
     """One lock on several names, all or none on each master (one script per master)."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.MULTI_ACQUIRE.sha: "acquire",
-        _scripts.MULTI_EXTEND.sha: "extend",
-        _scripts.MULTI_RELEASE.sha: "release",
-    }
     #: Sorted and unique (the lock's key is the first).
     all_names: tuple[str, ...] = ()
 
@@ -144,8 +144,9 @@ class MultiLock(LockKind):
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.MULTI_ACQUIRE, [*self.all_names, order_key(key)], [token, ttl_ms])
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
-        return Command.run_script(_scripts.MULTI_EXTEND, [*self.all_names, order_key(key)], [token, ttl_ms, extend_id])
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        keys = [*self.all_names, order_key(key)]
+        return Command.run_script(_scripts.MULTI_EXTEND, keys, _extend_args(token, ttl_ms, extend_id, adopt))
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channels = [release_channel(name) for name in self.all_names] if notify else []
@@ -166,11 +167,6 @@ class MultiLock(LockKind):
 class Semaphore(LockKind):
     """Up to ``permits`` holders at once on one name (see :func:`~redlock._core.semaphore_quorum`)."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.SEMAPHORE_ACQUIRE.sha: "acquire",
-        _scripts.SEMAPHORE_EXTEND.sha: "extend",
-        _scripts.SEMAPHORE_RELEASE.sha: "release",
-    }
     permits: int = 1
 
     @property
@@ -183,12 +179,18 @@ class Semaphore(LockKind):
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.SEMAPHORE_ACQUIRE, [key, order_key(key)], [token, ttl_ms, self.permits])
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
-        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [key, order_key(key)], [token, ttl_ms, extend_id])
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        args = _extend_args(token, ttl_ms, extend_id, adopt)
+        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [key, order_key(key)], args)
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channel = [release_channel(key)] if notify else []
         return Command.run_script(_scripts.SEMAPHORE_RELEASE, [key, order_key(key)], [token, *channel])
+
+
+def _extend_args(token: str, ttl_ms: int, extend_id: int, adopt: bool) -> list[str | int]:
+    """The arguments of every kind's extend script: an adoption adds its flag (ARGV[4])."""
+    return [token, ttl_ms, extend_id, 1] if adopt else [token, ttl_ms, extend_id]
 
 
 def _rw_keys(key: str) -> list[str]:
@@ -203,19 +205,17 @@ class ReadLock(LockKind):
     per master, expiring on its own, as a semaphore's permit does: its extend is the
     semaphore's script on that set, its release the semaphore's but for when it announces."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.RW_READ_ACQUIRE.sha: "acquire",
-        _scripts.SEMAPHORE_EXTEND.sha: "extend",
-        _scripts.RW_READ_RELEASE.sha: "release",
-    }
-    mode: ClassVar[str] = "read"
+    @property
+    def mode(self) -> str:
+        return "read"
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.RW_READ_ACQUIRE, _rw_keys(key), [token, ttl_ms])
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
         readers = readers_key(key)
-        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [readers, order_key(readers)], [token, ttl_ms, extend_id])
+        args = _extend_args(token, ttl_ms, extend_id, adopt)
+        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [readers, order_key(readers)], args)
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         # Announced on the name's own channel, where a writer waiting for readers listens.
@@ -236,13 +236,13 @@ class WriteLock(LockKind):
     A writer refused for readers marks its intent, which keeps new readers out while it
     waits; its release, and an acquire that gives up, take the mark back."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.RW_WRITE_ACQUIRE.sha: "acquire",
-        _scripts.EXTEND.sha: "extend",
-        _scripts.RW_WRITE_RELEASE.sha: "release",
-    }
-    marks_refusals: ClassVar[bool] = True
-    mode: ClassVar[str] = "write"
+    @property
+    def marks_refusals(self) -> bool:
+        return True
+
+    @property
+    def mode(self) -> str:
+        return "write"
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.RW_WRITE_ACQUIRE, _rw_keys(key), [token, ttl_ms])
@@ -254,9 +254,9 @@ class WriteLock(LockKind):
 
 
 PLAIN = LockKind()
+FENCED = FencedLock()
 READ = ReadLock()
 WRITE = WriteLock()
-FENCED = FencedLock()
 
 
 def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0, mode: str = "") -> LockKind:
@@ -271,9 +271,22 @@ def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0,
     return FENCED if fencing else PLAIN
 
 
-#: Every script's step name, whichever kind runs it (telemetry names rounds by these).
+#: Telemetry's ``redlock.round.step`` of every script a kind runs, by its sha (a plain
+#: ``SET`` round is an "acquire" and needs no entry).
 ALL_STEPS: Mapping[str, str] = {
-    sha: step
-    for kind in (LockKind, FencedLock, MultiLock, Semaphore, ReadLock, WriteLock)
-    for sha, step in kind.steps.items()
+    _scripts.RELEASE.sha: "release",
+    _scripts.RELEASE_AND_NOTIFY.sha: "release",
+    _scripts.EXTEND.sha: "extend",
+    _scripts.FENCED_ACQUIRE.sha: "acquire",
+    _scripts.FENCE_RAISE.sha: "fence",
+    _scripts.MULTI_ACQUIRE.sha: "acquire",
+    _scripts.MULTI_EXTEND.sha: "extend",
+    _scripts.MULTI_RELEASE.sha: "release",
+    _scripts.SEMAPHORE_ACQUIRE.sha: "acquire",
+    _scripts.SEMAPHORE_EXTEND.sha: "extend",
+    _scripts.SEMAPHORE_RELEASE.sha: "release",
+    _scripts.RW_READ_ACQUIRE.sha: "acquire",
+    _scripts.RW_READ_RELEASE.sha: "release",
+    _scripts.RW_WRITE_ACQUIRE.sha: "acquire",
+    _scripts.RW_WRITE_RELEASE.sha: "release",
 }

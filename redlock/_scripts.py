@@ -47,6 +47,10 @@ return 0
 # already set it (this one arrived late and must not undo that, e.g. a ttl=1 extend landing
 # after a later ttl=10 one). Returns 0 when our token is gone: extending must never
 # re-create a lock that expired. The order key lives exactly as long as the lock key.
+# ARGV[4] '1' (optional) for an adoption: another Lock object takes the holding over by its
+# token and numbers its extends from 1 again, so the number replaces whatever the giver's
+# extends left instead of being compared with it (else the adopter's first extends would be
+# taken for late ones and change nothing while it counted on them).
 EXTEND = Script(
     """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
@@ -54,7 +58,8 @@ if redis.call('get', KEYS[1]) ~= ARGV[1] then
 end
 local mark = ARGV[1] .. ':'
 local last = redis.call('get', KEYS[2])
-if last and string.sub(last, 1, #mark) == mark and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= '1' and last and string.sub(last, 1, #mark) == mark
+    and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
     return 1
 end
 redis.call('set', KEYS[2], mark .. ARGV[3], 'PX', ARGV[2])
@@ -186,7 +191,8 @@ return 0
     removes_token=True,
 )
 
-# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend (see EXTEND).
+# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend, ARGV[4] the
+# adoption flag (see EXTEND).
 # As EXTEND, over every name: 1 when all hold our token (their ttl is now ARGV[2], unless a
 # newer extend of ours set it), 0 and nothing touched when any is gone (never revive one).
 MULTI_EXTEND = Script(
@@ -199,7 +205,8 @@ for i = 1, n do
 end
 local mark = ARGV[1] .. ':'
 local last = redis.call('get', KEYS[n + 1])
-if last and string.sub(last, 1, #mark) == mark and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= '1' and last and string.sub(last, 1, #mark) == mark
+    and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
     return 1
 end
 redis.call('set', KEYS[n + 1], mark .. ARGV[3], 'PX', ARGV[2])
@@ -252,7 +259,8 @@ return 1
 """
 )
 
-# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend (see EXTEND).
+# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend, ARGV[4] the
+# adoption flag (see EXTEND).
 # Returns 1 when our permit is there and unexpired: it now expires ARGV[2] ms from now, or a
 # newer extend of ours already set it. Returns 0 when it is gone or expired, changing
 # nothing: an extend never revives a permit (its place may be someone else's by now).
@@ -265,7 +273,7 @@ if not score or tonumber(score) < now then
     return 0
 end
 local last = redis.call('hget', KEYS[2], ARGV[1])
-if last and tonumber(last) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= '1' and last and tonumber(last) >= tonumber(ARGV[3]) then
     return 1
 end
 redis.call('hset', KEYS[2], ARGV[1], ARGV[3])

@@ -125,6 +125,11 @@ def _release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Repl
     return ks.delete(keys[0])
 
 
+def _adopting(argv: list[str]) -> bool:
+    """An adoption's extend (ARGV[4] '1'): its number replaces the order mark, unread."""
+    return len(argv) > 3 and argv[3] == "1"
+
+
 def _extend_order_applied(ks: Keyspace, order: str, token: str, number: int, now: float) -> bool:
     """Whether a newer (or this) extend of the holding of ``token`` was applied already."""
     last = ks.holder(order, now)
@@ -136,7 +141,7 @@ def _extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply
     token, ttl, number = argv[0], int(argv[1]), int(argv[2])
     if ks.holder(keys[0], now) != token:
         return 0
-    if _extend_order_applied(ks, keys[1], token, number, now):
+    if not _adopting(argv) and _extend_order_applied(ks, keys[1], token, number, now):
         return 1
     ks.set(keys[1], f"{token}:{number}", now, ttl)
     return ks.pexpire(keys[0], ttl, now)
@@ -194,7 +199,7 @@ def _multi_extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) ->
     names, token, ttl, number = keys[:-1], argv[0], int(argv[1]), int(argv[2])
     if any(ks.holder(name, now) != token for name in names):
         return 0
-    if _extend_order_applied(ks, keys[-1], token, number, now):
+    if not _adopting(argv) and _extend_order_applied(ks, keys[-1], token, number, now):
         return 1
     ks.set(keys[-1], f"{token}:{number}", now, ttl)
     for name in names:
@@ -235,7 +240,7 @@ def _semaphore_extend(ks: Keyspace, keys: list[str], argv: list[str], now: float
     token, ttl, number = argv[0], int(argv[1]), int(argv[2])
     if pool.get(token, -math.inf) < ms:
         return 0
-    if order.get(token, -math.inf) >= number:
+    if not _adopting(argv) and order.get(token, -math.inf) >= number:
         return 1
     order[token] = number
     pool[token] = ms + ttl
