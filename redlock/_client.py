@@ -281,19 +281,32 @@ class Redlock(ClusterConfig):
         auto_extend: bool = False,
         on_lost: Callable[[Lock], None] | None = None,
         lock_delay: float = 0.0,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
     ) -> ReadWriteLock:
         """A read-write lock on ``name``: many readers at once, or one writer.
 
         ``rw.read()`` and ``rw.write()`` each return a new :class:`Lock` (acquire, release,
         extend, ``with``, validity) whose holders follow the rule; the options are those of
-        :meth:`lock`, for every reader and writer of this object. Both sides need a majority
+        :meth:`lock` (no fencing, no reentrancy), for every reader and writer of this object. Both sides need a majority
         of masters; each reader's lease expires on its own. A writer held back by readers
         keeps new readers out while it waits (for at most ``ttl`` after its last attempt if
         it dies waiting), so a steady stream of readers cannot starve it (docs/algorithm.md,
         "Read-write lock").
         """
         return ReadWriteLock(
-            self, Lock, name, ttl, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, lock_delay=lock_delay
+            self,
+            Lock,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            lock_delay=lock_delay,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
         )
 
     def release_token(self, name: str, token: str) -> None:

@@ -40,14 +40,25 @@ class ReadWriteState(Generic[LockT]):
         on_lost: object,
         cancel_on_lost: object = False,
         lock_delay: object = 0.0,
+        max_hold: object = None,
+        retry_delay: object = None,
+        max_attempts: object = None,
     ) -> None:
         key = _config.check_lock_name(name)  # one name: no semaphore, no multi-name lock
         self._cluster = cluster
         self._lock_class = lock_class
-        self._read = cluster.lock_spec(key, ttl, lock_delay=lock_delay, mode="read")
-        self._write = cluster.lock_spec(key, ttl, lock_delay=lock_delay, mode="write")
+        self._read, self._write = (
+            cluster.lock_spec(key, ttl, lock_delay=lock_delay, retry_delay=retry_delay, mode=mode)
+            for mode in ("read", "write")
+        )
         self._options = LockOptions.checked(
-            self._read, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, cancel_on_lost=cancel_on_lost
+            self._read,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            max_hold=max_hold,
+            max_attempts=max_attempts,
         )
 
     def __repr__(self) -> str:

@@ -248,6 +248,9 @@ class Redlock(ClusterConfig):
         on_lost: Callable[[Lock], None] | None = None,
         cancel_on_lost: bool = False,
         lock_delay: float = 0.0,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
     ) -> ReadWriteLock:
         """A read-write lock; see :meth:`redlock.Redlock.rwlock` and :meth:`lock`."""
         return ReadWriteLock(
@@ -260,6 +263,9 @@ class Redlock(ClusterConfig):
             on_lost=on_lost,
             cancel_on_lost=cancel_on_lost,
             lock_delay=lock_delay,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
         )
 
     async def release_token(self, name: str, token: str) -> None:

@@ -257,3 +257,33 @@ def test_only_the_last_readers_release_is_announced(masters: LocalMasters, raw: 
         (release_channel(name), written),  # the writer: writers wake...
         (release_channel(readers_key(name)), written),  # ...and every reader
     ]
+
+
+def test_the_lock_options_hold_for_both_sides(
+    client: ClientFactory, masters: LocalMasters, raw: list[redis.Redis]
+) -> None:
+    rl = client(masters.urls)
+    name = unique("rw")
+    reader = rl.rwlock(name, ttl=10.0).read()
+    assert reader.acquire(blocking=False)
+    # Two attempts 10 ms apart, then it gives up (no timeout): and takes its intent back.
+    writer = rl.rwlock(name, ttl=10.0, retry_delay=0.01, max_attempts=2).write()
+    assert not writer.acquire()
+    assert all(node.exists(intent_key(name)) == 0 for node in raw)
+    reader.release()
+    # A bounded hold: auto-extension stops at max_hold, and the writer is lost.
+    lost = threading.Event()
+    bounded = rl.rwlock(name, ttl=0.6, auto_extend=True, max_hold=1.2, on_lost=lambda _: lost.set()).write()
+    assert bounded.acquire(blocking=False)
+    assert lost.wait(5.0)
+    assert rl.rwlock(name).read().acquire(timeout=5.0)  # its key expires with the hold
+
+
+def test_bad_lock_options_are_refused_before_any_traffic(masters: LocalMasters) -> None:
+    with Redlock(masters.urls) as rl:
+        with pytest.raises(ValueError, match="max_hold"):
+            rl.rwlock("x", max_hold=5.0)  # without auto_extend
+        with pytest.raises(ValueError, match="max_attempts"):
+            rl.rwlock("x", max_attempts=0)
+        with pytest.raises(ValueError, match="retry_delay"):
+            rl.rwlock("x", retry_delay=-1)
