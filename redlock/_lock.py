@@ -272,10 +272,12 @@ class ClusterConfig:
         max_hold: object,
         retry_delay: object,
         max_attempts: object,
+        mode: str = "",
     ) -> tuple[LockSpec, LockOptions]:
         """The checked spec and options of ``lock()``, for both clients (see
-        :meth:`redlock.Redlock.lock` for each argument)."""
-        spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay, retry_delay=retry_delay)
+        :meth:`redlock.Redlock.lock` for each argument); with ``mode``, of that side of a
+        read-write lock (``rwlock()``)."""
+        spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay, retry_delay=retry_delay, mode=mode)
         options = LockOptions.checked(
             spec,
             timeout=timeout,

@@ -47,18 +47,23 @@ class ReadWriteState(Generic[LockT]):
         key = _config.check_lock_name(name)  # one name: no semaphore, no multi-name lock
         self._cluster = cluster
         self._lock_class = lock_class
-        self._read, self._write = (
-            cluster.lock_spec(key, ttl, lock_delay=lock_delay, retry_delay=retry_delay, mode=mode)
+        (self._read, self._options), (self._write, _) = (
+            cluster._lock_parts(
+                key,
+                ttl,
+                timeout=timeout,
+                auto_extend=auto_extend,
+                on_lost=on_lost,
+                cancel_on_lost=cancel_on_lost,
+                fencing=False,
+                reentrant=False,
+                lock_delay=lock_delay,
+                max_hold=max_hold,
+                retry_delay=retry_delay,
+                max_attempts=max_attempts,
+                mode=mode,
+            )
             for mode in ("read", "write")
-        )
-        self._options = LockOptions.checked(
-            self._read,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            cancel_on_lost=cancel_on_lost,
-            max_hold=max_hold,
-            max_attempts=max_attempts,
         )
 
     def __repr__(self) -> str:
