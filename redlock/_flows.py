@@ -126,6 +126,10 @@ class LockSpec:
         """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
         return self.kind.release(self.key, token, notify=notify)
 
+    def restore_command(self, token: str, ttl: float, fencing_token: int | None) -> Command:
+        """Write our holding back, for ``ttl`` more seconds, where a master lost it."""
+        return self.kind.restore(self.key, token, self.key_milliseconds(ttl), fencing_token)
+
 
 @dataclass
 class _Extend:
@@ -392,13 +396,48 @@ def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float, *, adopt: 
         if not finished:
             lease.end_extend(extend_id, ok=False, may_have_landed=True)
     gone = extend.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
+    outcomes = extend.ordered_outcomes()
+    lost_it = lost_keys(extend)
+    # The lease's deadline, not this extend's: an overlapping shorter extend may have set it
+    # lower, and a restored key need not outlive what the holder relies on.
+    left = lease.deadline - now
+    if ok and lost_it and left > 0 and not (lease.ended or lease.lost):
+        # Confirmed by a majority, which alone decided ``ok`` and the deadline: the masters
+        # that had no key at all (restarted empty, most likely) get ours back, only where the
+        # key is still free, for the validity left. Never counted: it only restores a copy of
+        # a lease the majority already proves (docs/algorithm.md, "Restoring a key a master
+        # lost"), so that a rolling restart of every master does not wear the lock down to a
+        # minority.
+        restore = Round(
+            command=spec.restore_command(lease.token, left, lease.fencing_token),
+            targets=lost_it,
+            node_names=spec.node_names,
+            quorum=spec.quorum,
+            timeout=spec.node_timeout,
+            # Every master asked is waited for (up to node_timeout): no count decides it.
+            wait_for_all=True,
+        )
+        now = yield restore
     return Result(
         ok,
-        extend.ordered_outcomes(),
+        outcomes,
         extend.granted,
         deadline=deadline if ok else 0.0,
         token_gone=gone,
         finished_at=now,
+    )
+
+
+def lost_keys(extend: Round) -> tuple[int, ...]:
+    """The masters that answered an extend with no key of the lock at all (the scripts'
+    nil). The native ``SET IFEQ`` answers nil for another holder's token too: there a
+    restore is tried as well, and its ``SET NX`` finds the key taken and changes nothing."""
+    return tuple(
+        sorted(
+            node
+            for node, outcome in extend.outcomes.items()
+            if outcome.status is NodeStatus.DENIED and extend.replies.get(node) is None
+        )
     )
 
 

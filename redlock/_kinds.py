@@ -7,6 +7,12 @@ acquire waits on, and the names telemetry gives its rounds. A new primitive is o
 class here plus its scripts in :mod:`redlock._scripts` (the read-write lock is two: its readers and
 its writer, each a kind).
 
+Every kind also has a *restore*: the command that writes our holding back on a master that
+answered an extend with "no key at all" (it restarted empty), once a majority has confirmed
+the extend elsewhere. It is the kind's own acquire with our token, so it never overwrites
+another holder and keeps every per-master limit (docs/algorithm.md, "Restoring a key a
+master lost", says why it is safe).
+
 Every kind keeps an extend-order key (:func:`~redlock._core.order_key`) beside its first
 key, so that an extend arriving late never undoes a newer one, and its release deletes it.
 
@@ -90,6 +96,10 @@ class LockKind:
             script, [key, order_key(key)], _extend_args(token, ttl_ms, extend_id, adopt), (native,)
         )
 
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Write our token back where a master lost it: ``SET NX``, never over another's."""
+        return Command.set_nx_px(key, token, ttl_ms)
+
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
         if notify:
@@ -122,6 +132,10 @@ class FencedLock(LockKind):
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.FENCED_ACQUIRE, [key, fence_key(key)], [token, ttl_ms])
 
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """As the plain lock's, and the master's lost counter raised back to our fencing token."""
+        return Command.run_script(_scripts.FENCED_RESTORE, [key, fence_key(key)], [token, ttl_ms, fencing_token or 0])
+
     def raise_fence(self, key: str, fencing_token: int) -> Command:
         """Write ``fencing_token`` back as the counter's new floor (``max(counter, token)``)."""
         return Command.run_script(_scripts.FENCE_RAISE, [fence_key(key)], [fencing_token])
@@ -147,6 +161,10 @@ class MultiLock(LockKind):
     def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
         keys = [*self.all_names, order_key(key)]
         return Command.run_script(_scripts.MULTI_EXTEND, keys, _extend_args(token, ttl_ms, extend_id, adopt))
+
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """All names or none, each only where free: the acquire itself, with our token."""
+        return self.acquire(key, token, ttl_ms)
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channels = [release_channel(name) for name in self.all_names] if notify else []
@@ -183,6 +201,10 @@ class Semaphore(LockKind):
         args = _extend_args(token, ttl_ms, extend_id, adopt)
         return Command.run_script(_scripts.SEMAPHORE_EXTEND, [key, order_key(key)], args)
 
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Our permit back only if the master has one free: the acquire itself, with our token."""
+        return self.acquire(key, token, ttl_ms)
+
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channel = [release_channel(key)] if notify else []
         return Command.run_script(_scripts.SEMAPHORE_RELEASE, [key, order_key(key)], [token, *channel])
@@ -217,6 +239,10 @@ class ReadLock(LockKind):
         args = _extend_args(token, ttl_ms, extend_id, adopt)
         return Command.run_script(_scripts.SEMAPHORE_EXTEND, [readers, order_key(readers)], args)
 
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Our reader back only where no writer holds the name or waits: the acquire itself."""
+        return self.acquire(key, token, ttl_ms)
+
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         # Announced on the name's own channel, where a writer waiting for readers listens.
         channel = [release_channel(key)] if notify else []
@@ -246,6 +272,12 @@ class WriteLock(LockKind):
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.RW_WRITE_ACQUIRE, _rw_keys(key), [token, ttl_ms])
+
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Our key back only where no writer and no unexpired reader holds the name: the
+        acquire itself (a lock's ``SET NX`` would set it beside a reader let in meanwhile).
+        Refused, it marks our intent there, which our release takes back."""
+        return self.acquire(key, token, ttl_ms)
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         # Announced to the writers waiting (on the name's channel) and to the readers (on theirs).
@@ -279,6 +311,7 @@ ALL_STEPS: Mapping[str, str] = {
     _scripts.EXTEND.sha: "extend",
     _scripts.FENCED_ACQUIRE.sha: "acquire",
     _scripts.FENCE_RAISE.sha: "fence",
+    _scripts.FENCED_RESTORE.sha: "restore",
     _scripts.MULTI_ACQUIRE.sha: "acquire",
     _scripts.MULTI_EXTEND.sha: "extend",
     _scripts.MULTI_RELEASE.sha: "release",

@@ -314,3 +314,36 @@ def test_a_writer_gets_in_under_a_steady_stream_of_readers(hold: int, arrivals: 
         else:
             assert not done.value.value.ok
             assert done.value.value.timed_out
+
+
+def test_a_side_is_restored_only_where_its_own_acquire_would_grant_it() -> None:
+    """After an extend a majority confirmed, a master that lost our entry gets it back by the
+    side's own acquire: a reader not beside a writer (or its intent), the writer not beside
+    a reader let in meanwhile; never counted either way."""
+    cluster = ModelCluster(5)
+    read, write = side(cluster, "read", ttl=2.0), side(cluster, "write", ttl=2.0)
+    assert cluster.acquire(read, "me").ok
+    for master in cluster.masters[:2]:
+        master.keys.clear()  # restarted empty
+    cluster.masters[1].reply_to(write.acquire_command("other-writer"), cluster.now)  # a writer got in there
+    result = cluster.run(extend_flow(read, Lease("me", cluster.now + 1), 2.0, cluster.now))
+    assert result.ok
+    assert result.granted == 3
+    assert "me" in readers(cluster.masters[0], cluster.now)  # back
+    assert "me" not in readers(cluster.masters[1], cluster.now)  # never beside the writer
+    assert cluster.masters[1].holder("k", cluster.now) == "other-writer"
+
+    cluster = ModelCluster(5)
+    write = side(cluster, "write", ttl=2.0)
+    assert cluster.acquire(write, "me").ok
+    for master in cluster.masters[:2]:
+        master.keys.clear()
+    cluster.masters[1].reply_to(side(cluster, "read", ttl=2.0).acquire_command("reader"), cluster.now)
+    result = cluster.run(extend_flow(write, Lease("me", cluster.now + 1), 2.0, cluster.now))
+    assert result.ok
+    assert result.granted == 3
+    assert cluster.masters[0].holder("k", cluster.now) == "me"  # back
+    assert cluster.masters[1].holder("k", cluster.now) is None  # never beside the reader
+    assert cluster.masters[1].holder(intent_key("k"), cluster.now) == "me"  # marked instead...
+    assert cluster.run(release_flow(write, "me", cluster.now)).ok
+    assert all(master.get(intent_key("k"), cluster.now) is None for master in cluster.masters)  # ...and taken back
