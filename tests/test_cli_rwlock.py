@@ -58,6 +58,7 @@ sys.exit(0 if sum(n == 2 for n in readers) > len(urls) // 2 else 1)
     [
         pytest.param(["exec", "--read", "--write", "x", "true"], id="both-sides"),
         pytest.param(["exec", "--write", "--fencing", "x", "true"], id="fencing"),
+        pytest.param(["exec", "--read", "--limit", "2", "x", "true"], id="semaphore"),
     ],
 )
 def test_exec_read_write_usage_errors(argv: list[str], rl: Redlock, capsys: pytest.CaptureFixture[str]) -> None:

@@ -121,6 +121,8 @@ def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile)
     scripts = wheel.read(entry_points).decode()
     assert "redlock = redlock.cli:main_entry" in scripts
     assert "redlock-chaos = redlock_chaos:main_entry" in scripts
+    # The pytest plugin for users' tests (redlock_masters).
+    assert "[pytest11]\nredlock = redlock.pytest_plugin" in scripts
 
 
 def wheel_metadata(wheel: zipfile.ZipFile) -> email.message.Message:
