@@ -8,6 +8,7 @@ holder's acquire returning.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -19,6 +20,7 @@ import redis.asyncio
 from _common import percentiles
 from redis.lock import Lock as RedisPyLock
 
+import redlock.asyncio
 from redlock import Redlock, RedlockError
 from redlock.servers import LocalMasters
 
@@ -145,3 +147,72 @@ def handoff_panel(ax: Any, handoff: dict[str, Any]) -> None:
     ax.set_xticks(list(spots), labels, rotation=15, fontsize=8)
     ax.set_ylabel("handoff ms: release -> next holder")
     ax.legend()
+
+
+def waiters_section(cluster: LocalMasters, seconds: float) -> dict[str, Any]:
+    """Master commands per acquisition when a web service waits on one name, as it is
+    usually written: a new Lock per request, every request a blocking acquire, each holder
+    briefly at work. One waiter (requests one after another) against a hundred at once: the
+    client's line (redlock._core.Line) should keep the hundred near the one."""
+    rows: dict[str, Any] = {}
+    for waiters in (1, 100):
+        rows[str(waiters)] = asyncio.run(_waiting_service(cluster, waiters, seconds))
+    base = rows["1"]["commands_per_acquisition"]
+    for row in rows.values():
+        row["ratio_to_one"] = row["commands_per_acquisition"] / base if base else None
+    print("many waiters on one name (asyncio, a new Lock per request, 2 ms of work under it):")
+    for waiters, row in rows.items():
+        print(
+            f"  {waiters:>3} waiting  {row['acquisitions_per_s']:7.1f} acq/s  "
+            f"{row['commands_per_acquisition']:5.1f} commands per acquisition per master "
+            f"({row['ratio_to_one']:.2f}x one waiter's), client CPU {row['cpu_ms_per_acquisition']:.2f} ms/acq"
+        )
+    return rows
+
+
+async def _waiting_service(cluster: LocalMasters, waiters: int, seconds: float) -> dict[str, Any]:
+    name = f"bench:waiters:{waiters}"
+    async with redlock.asyncio.Redlock(cluster.urls) as rl:
+        stop = time.perf_counter() + seconds
+        acquisitions = 0
+
+        async def request() -> None:
+            nonlocal acquisitions
+            while time.perf_counter() < stop:
+                lock = rl.lock(name, ttl=10.0)
+                if await lock.acquire(timeout=max(0.01, stop - time.perf_counter())):
+                    await asyncio.sleep(0.002)
+                    await lock.release()
+                    acquisitions += 1
+
+        _reset_stats(cluster)
+        cpu, started = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(request() for _ in range(waiters)))
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        commands = _commands(cluster)
+    return {
+        "acquisitions_per_s": acquisitions / elapsed,
+        "commands_per_acquisition": commands / len(cluster.urls) / max(1, acquisitions),
+        "cpu_ms_per_acquisition": 1000 * cpu / max(1, acquisitions),
+    }
+
+
+def _reset_stats(cluster: LocalMasters) -> None:
+    for url in cluster.urls:
+        with redis.Redis.from_url(url) as client:
+            client.config_resetstat()
+
+
+def _commands(cluster: LocalMasters) -> int:
+    """Commands the masters ran since their statistics were reset, but our own INFO calls
+    and the subscriber's (a wake-up is a message, not a command)."""
+    total = 0
+    for url in cluster.urls:
+        with redis.Redis.from_url(url) as client:
+            stats = client.info("commandstats")
+        total += sum(
+            int(row["calls"])
+            for command, row in stats.items()
+            if command not in ("cmdstat_info", "cmdstat_config|resetstat", "cmdstat_config", "cmdstat_subscribe")
+        )
+    return total

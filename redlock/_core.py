@@ -345,12 +345,34 @@ class Round:
 
 
 @dataclass(frozen=True, slots=True)
+class Line:
+    """A blocking acquire's place in its client's line for one lock name.
+
+    The blocking acquires of one client on one name take turns at the masters: while the
+    lock was last found held, only the first in line tries on its timer; the others wait
+    (no traffic) until they are first, a release wakes them, or ``patience`` runs out,
+    looking again every ``step``. A hundred local waiters then cost the masters what one
+    does. Where a try found no majority to answer (not a holder), each tries on its own.
+    """
+
+    #: Seconds until this acquire gives up (None: it does not).
+    patience: float | None
+    #: How often a waiter that is not first looks again.
+    step: float
+    #: What the try before this pause found: the lock held by others (True), no majority
+    #: answering (False), or nothing yet (None: the pause before its first try).
+    held: bool | None
+
+
+@dataclass(frozen=True, slots=True)
 class Pause:
     """Wait this long; a driver that listens for releases may wake early when ``wake_on``
-    (a lock key) is released, and one that runs a renewer stops it early on release."""
+    (a lock key) is released, and one that runs a renewer stops it early on release. A
+    blocking acquire's pauses carry its place in ``line`` (see :class:`Line`)."""
 
     seconds: float
     wake_on: str | None = None
+    line: Line | None = None
 
 
 Request = Round | Pause

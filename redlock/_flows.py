@@ -22,6 +22,7 @@ from redlock._core import (
     WOKEN_MARGIN,
     Command,
     Flow,
+    Line,
     Pause,
     Result,
     Round,
@@ -279,6 +280,11 @@ def acquire_flow(
     delays = retry_delays(spec.retry_delay, rng)
     attempts = 0
     woken = False
+    in_line = blocking and spec.kind.waits_in_line
+    if in_line:
+        # Behind this client's other acquires of the name, if any (see _core.Line): the
+        # first tries at once.
+        now = yield Pause(0.0, wake_on=spec.key, line=Line(_patience(give_up_at, now), spec.retry_delay, None))
     while True:
         attempts += 1
         token = tokens.fresh()
@@ -358,7 +364,8 @@ def acquire_flow(
                 return (yield from _given_up(spec, token, timed_out))
             delay = min(delay, give_up_at - now)
         resume_at = now + delay
-        now = yield Pause(delay, wake_on=spec.kind.wake_key(spec.key, acquire))
+        line = Line(_patience(give_up_at, now), spec.retry_delay, not unreachable) if in_line else None
+        now = yield Pause(delay, wake_on=spec.kind.wake_key(spec.key, acquire), line=line)
         woken = now < resume_at - WOKEN_MARGIN
 
 
@@ -370,6 +377,10 @@ def _given_up(spec: LockSpec, token: str, failure: Result) -> Flow:
     if spec.kind.marks_refusals:
         yield spec.round(spec.release_command(token, notify=True), cleanup=True)
     return failure
+
+
+def _patience(give_up_at: float | None, now: float) -> float | None:
+    return None if give_up_at is None else max(0.0, give_up_at - now)
 
 
 def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float, *, adopt: bool = False) -> Flow:

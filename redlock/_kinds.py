@@ -77,6 +77,12 @@ class LockKind:
         """A semaphore's number of permits; 0 for a lock."""
         return 0
 
+    @property
+    def waits_in_line(self) -> bool:
+        """Whether this client's blocking acquires of it take turns at the masters (see
+        :class:`~redlock._core.Line`): locks with one holder of one name, not semaphores."""
+        return not self.names and not self.limit
+
     def quorum(self, node_count: int) -> int:
         return quorum_size(node_count)
 
@@ -230,6 +236,12 @@ class ReadLock(LockKind):
     @property
     def mode(self) -> str:
         return "read"
+
+    @property
+    def waits_in_line(self) -> bool:
+        # Readers share: a client's readers waiting for a writer all go when it leaves,
+        # rather than one by one behind the first (see _core.Line and _core.wakes_all).
+        return False
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.RW_READ_ACQUIRE, _rw_keys(key), [token, ttl_ms])

@@ -122,7 +122,10 @@ def test_a_waiter_woken_then_refused_looks_again_after_node_timeout(
     is followed by the usual jittered delay."""
     spec = dataclasses.replace(ModelCluster(5).spec(), retry_delay=retry_delay)
     flow = acquire_flow(spec, Tokens(lambda: "t"), 0.0, blocking=True, timeout=None, rng=random.Random(seed))
-    request = next(flow)
+    line_up = next(flow)  # a blocking acquire first takes its place in its client's line
+    assert isinstance(line_up, Pause)
+    assert (line_up.seconds, line_up.wake_on) == (0.0, spec.key)
+    request = flow.send(0.0)
     now = 0.0
     was_woken = False
     for cut_short in [*woken, False]:
