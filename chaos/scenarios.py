@@ -979,12 +979,18 @@ def election(run: Run) -> None:
     finally:
         observer.close()
     results = {name: waiting.result() for name, waiting in pending.items()}
-    run.metric("leaderships", {name: result["won"] for name, result in results.items()})
+    # Only the campaigners that finished can say how many they lost (not the killed one).
     run.metric("leaderships_lost", {name: result["lost"] for name, result in results.items()})
 
     def leaders_throughout(history: History, verdict: Verdict) -> None:
         won = [r for _, r in _acquires(history) if r is not None and r.ok]
         terms = [r.fencing for r in sorted(won, key=lambda r: r.time)]
+        # From the history, not the campaigners' replies: a killed one never replies, and its
+        # leaderships count as much as anyone's.
+        leaderships: dict[str, int] = {}
+        for returned in won:
+            leaderships[returned.client] = leaderships.get(returned.client, 0) + 1
+        run.metric("leaderships", leaderships)
         run.metric("terms", terms)
         run.expect(all(t is not None for t in terms), "every leadership has a term")
         for fault, when in events.items():

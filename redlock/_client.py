@@ -70,6 +70,8 @@ class Redlock(ClusterConfig):
     * ``wake_on_release=True``: a waiting acquire listens (pub/sub, one connection per
       master per client) for the release of the lock it waits for and retries at once,
       so a handoff takes about a round trip instead of a retry delay.
+    * ``clock=time.monotonic``: where every interval and deadline is read, never a wall
+      clock; a test may pass its own (seconds, never going back).
     * ``meter_provider=None``, ``tracer_provider=None``: where the client's OpenTelemetry
       metrics and spans go (the ``[otel]`` extra; see docs/operations.md): by default the
       global providers, which do nothing until the application configures an SDK.
@@ -80,9 +82,9 @@ class Redlock(ClusterConfig):
       warnings. ``strict=True`` refuses those too. See :meth:`check`.
     """
 
-    client_class = "redis.Redis"
-    client_kind = "redis.Redis client"
-    driver_class = Driver
+    _client_class = "redis.Redis"
+    _client_kind = "redis.Redis client"
+    _driver_class = Driver
     _driver: Driver
 
     def lock(
@@ -232,7 +234,7 @@ class Redlock(ClusterConfig):
         each up to ``node_timeout``; a master that does not answer is reported unreachable.
         It changes nothing and holds nothing: the answer may be stale when it returns.
         """
-        spec = self.lock_spec(name, DEFAULT_TTL)
+        spec = self._lock_spec(name, DEFAULT_TTL)
         return self._driver.run(inspect_flow(spec), lambda result: lock_info(spec, result))
 
     def force_release(self, name: str) -> LockInfo:
@@ -243,7 +245,7 @@ class Redlock(ClusterConfig):
         if its lock had expired under it (fencing tokens still protect a fenced resource:
         the counters are kept). Its later release or extend reports the lock lost.
         """
-        spec = self.lock_spec(name, DEFAULT_TTL)
+        spec = self._lock_spec(name, DEFAULT_TTL)
         return self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
     def semaphore(
@@ -653,7 +655,7 @@ class Election(ElectionState[Lock]):
         observer = self._observer()
         driver = self._lock._cluster._driver
         while not stopped():
-            leader = driver.run(observer.step(self._lock._cluster.clock()), observer.seen)
+            leader = driver.run(observer.step(self._lock._cluster._clock()), observer.seen)
             if leader is not UNCHANGED:
                 yield leader
 

@@ -631,21 +631,37 @@ def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
 # --- inspection and the operator's override -------------------------------------------------
 
 
+#: Replies that refuse a command: the master answered, but not what was asked.
+_REFUSALS = (NodeStatus.ERROR, NodeStatus.MISCONFIGURED)
+
+
 @dataclass(frozen=True)
 class MasterInfo:
     """What one master says about a lock name."""
 
     #: The master's name (host:port, or the socket path).
     master: str
-    #: Whether it answered (an error reply, a timeout or a refused connection: False).
+    #: Whether it could be read (an error reply, a refusal, a timeout or a refused
+    #: connection: False; see :attr:`status` for which).
     reachable: bool
     #: The token its key holds; None if the key is absent, or the master did not answer.
     token: str | None = None
     #: Seconds the key has left on this master (``math.inf``: it never expires, so it is not a
     #: Redlock key); None when there is no key.
     ttl: float | None = None
-    #: Why it did not answer.
+    #: Why it could not be read, in words ("no reply within 0.50s", the error reply).
     error: str = ""
+    #: What kept it from being read: ``TIMEOUT`` (no reply in time: hung or slow),
+    #: ``UNREACHABLE`` (no connection), ``ERROR`` (an error reply) or ``MISCONFIGURED`` (it
+    #: refused our credentials, permissions, TLS or scripts); None when it was read.
+    #: (``GRANTED`` or ``DENIED``: it replied, but its reply was not read.)
+    status: NodeStatus | None = None
+
+    @property
+    def answered(self) -> bool:
+        """Whether it replied at all: read, or answering with an error or a refusal."""
+        status = self.status
+        return self.reachable or (status is not None and (status.answered or status in _REFUSALS))
 
 
 @dataclass(frozen=True)
@@ -662,8 +678,13 @@ class LockInfo:
 
     @property
     def reachable(self) -> int:
-        """How many masters answered."""
+        """How many masters could be read."""
         return sum(master.reachable for master in self.masters)
+
+    @property
+    def answered(self) -> int:
+        """How many masters replied at all (read, or refusing us: see :attr:`MasterInfo.answered`)."""
+        return sum(master.answered for master in self.masters)
 
     @property
     def leading(self) -> str | None:
@@ -728,8 +749,19 @@ def lock_info(spec: LockSpec, result: Result) -> LockInfo:
     masters = []
     for node, outcome in zip(round_.targets, round_.ordered_outcomes(), strict=True):
         reply = round_.replies.get(node)
-        if outcome.status is not NodeStatus.GRANTED or not isinstance(reply, list | tuple) or len(reply) != 3:
-            masters.append(MasterInfo(outcome.node, False, error=outcome.detail or outcome.status.value))
+        if outcome.status is NodeStatus.NOT_AWAITED:
+            # The round waited for every master until its timeout; one settled without is one
+            # that had not replied by then, not one that was never waited for.
+            silent = f"no reply within {round_.timeout:.2f}s"
+            masters.append(MasterInfo(outcome.node, False, error=silent, status=NodeStatus.TIMEOUT))
+            continue
+        if outcome.status is not NodeStatus.GRANTED:
+            error = outcome.detail or outcome.status.value
+            masters.append(MasterInfo(outcome.node, False, error=error, status=outcome.status))
+            continue
+        if not isinstance(reply, list | tuple) or len(reply) != 3:  # an answer, but not the script's
+            unexpected = f"unexpected reply {reply!r}"
+            masters.append(MasterInfo(outcome.node, False, error=unexpected, status=NodeStatus.ERROR))
             continue
         _, value, pttl = reply
         if value is None:

@@ -92,9 +92,9 @@ class Redlock(ClusterConfig):
     ``masters`` are URLs or ``redis.asyncio.Redis`` clients. Use one client per event loop.
     """
 
-    client_class = "redis.asyncio.Redis"
-    client_kind = "redis.asyncio.Redis client"
-    driver_class = Driver
+    _client_class = "redis.asyncio.Redis"
+    _client_kind = "redis.asyncio.Redis client"
+    _driver_class = Driver
     _driver: Driver
 
     def lock(
@@ -201,12 +201,12 @@ class Redlock(ClusterConfig):
 
     async def inspect(self, name: str) -> LockInfo:
         """See :meth:`redlock.Redlock.inspect`."""
-        spec = self.lock_spec(name, DEFAULT_TTL)
+        spec = self._lock_spec(name, DEFAULT_TTL)
         return await self._driver.run(inspect_flow(spec), lambda result: lock_info(spec, result))
 
     async def force_release(self, name: str) -> LockInfo:
         """See :meth:`redlock.Redlock.force_release` (and its warning)."""
-        spec = self.lock_spec(name, DEFAULT_TTL)
+        spec = self._lock_spec(name, DEFAULT_TTL)
         return await self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
     def semaphore(
@@ -531,7 +531,7 @@ class Election(ElectionState[Lock]):
         observer = self._observer()
         driver = self._lock._cluster._driver
         while not stopped():
-            leader = await driver.run(observer.step(self._lock._cluster.clock()), observer.seen)
+            leader = await driver.run(observer.step(self._lock._cluster._clock()), observer.seen)
             if leader is not UNCHANGED:
                 yield leader
 
