@@ -1,4 +1,5 @@
-"""The ``contention`` section: 8 clients on one name, throughput and handoff latency.
+"""The ``contention`` section: 8 clients on one name, throughput and handoff latency
+(and the same 8 as 7 readers and a writer of one read-write lock).
 
 Against redis-py's single-node Lock in the same run; redlock with wake-up on release and
 with plain polling. The handoff is the time from the start of a release to the next
@@ -8,6 +9,7 @@ holder's acquire returning.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -101,18 +103,30 @@ def contention_section(cluster: LocalMasters, seconds: float) -> tuple[dict[str,
         rl = Redlock(cluster.urls, wake_on_release=wake)
         contention[label] = contended(lambda rl=rl: rl.lock("bench:contended", ttl=10.0), 8, seconds)  # type: ignore[misc]
         handoff[label] = contended(lambda rl=rl: rl.lock("bench:handoff", ttl=10.0), 8, seconds, think=0.005)  # type: ignore[misc]
+        if wake:
+            # The same 8 clients on one read-write lock: all readers (who never wait for each
+            # other), then 7 readers and a writer that asks again as soon as it released (each
+            # write waits for the readers in to leave, and keeps new ones out meanwhile).
+            rw = rl.rwlock("bench:rw-contended", ttl=10.0)
+            contention["redlock rwlock 8 readers"] = contended(rw.read, 8, seconds)
+            sides = itertools.count()
+            contention["redlock rwlock 7 readers+1 writer"] = contended(
+                lambda rw=rw, sides=sides: rw.write() if next(sides) == 0 else rw.read(),  # type: ignore[misc]
+                8,
+                seconds,
+            )
         rl.close()
     single.close()
     print("contended, 8 clients on one name, no pause between turns:")
     for name, row in contention.items():
         share = row["min_share_of_mean"]
         failed = f"  ({row['failed']} failed)" if row["failed"] else ""
-        print(f"  {name:26s} {row['throughput_per_s']:8.1f} acq/s  min share {share:.2f} of mean{failed}")
+        print(f"  {name:34s} {row['throughput_per_s']:8.1f} acq/s  min share {share:.2f} of mean{failed}")
     print("handoff, 8 clients, 5 ms between a client's turns (release start -> next holder's acquire returns):")
     for name, row in handoff.items():
         h = row["handoff"]
         print(
-            f"  {name:26s} p50 {h['p50_ms']:7.2f} ms  p99 {h['p99_ms']:7.2f} ms  ({h['n']} handoffs,"
+            f"  {name:34s} p50 {h['p50_ms']:7.2f} ms  p99 {h['p99_ms']:7.2f} ms  ({h['n']} handoffs,"
             f" {row['throughput_per_s']:.0f} acq/s, min share {row['min_share_of_mean']:.2f})"
         )
     return contention, handoff

@@ -119,6 +119,8 @@ class AcquireReturned(Event):
     error: str | None = None
     #: For a semaphore's permit: how many may hold ``name`` at once (None: a lock, one).
     limit: int | None = None
+    #: For a side of a read-write lock: "read" or "write" (None: any other lock).
+    mode: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,6 +329,9 @@ class Tenure:
     via: Literal["acquire", "extend"] = "acquire"
     #: How many may hold ``name`` at once: 1 for a lock, the limit for a semaphore.
     limit: int = 1
+    #: A read-write lock's side ("read": it may share ``name`` with other readers); None
+    #: for any other lock.
+    mode: str | None = None
     #: When an operator force-released this holder's token (:class:`ForceReleased`).
     revoked: float | None = None
 
@@ -383,6 +388,7 @@ class _OpenTenure:
         self.revoked: float | None = None
         self.via = via
         self.limit = event.limit or 1
+        self.mode = event.mode
 
     def close(self) -> Tenure:
         ends = [t for t in (self.released, self.deadline, self.revoked) if t is not None]
@@ -399,6 +405,7 @@ class _OpenTenure:
             released=self.released,
             via="extend" if self.via == "extend" else "acquire",
             limit=self.limit,
+            mode=self.mode,
             revoked=self.revoked,
         )
 
@@ -533,6 +540,7 @@ class History:
                     deadline=event.deadline,
                     fencing=tenure.fencing,
                     limit=tenure.limit,
+                    mode=tenure.mode,
                 )
                 key = (tenure.client, tenure.name, tenure.token)
                 open_[key] = _OpenTenure(revived, tenure.invoked, via="extend")
@@ -688,6 +696,7 @@ class Recorder:
         fencing: int | None = None,
         error: str | None = None,
         limit: int | None = None,
+        mode: str | None = None,
     ) -> None:
         self.record(
             AcquireReturned(
@@ -701,6 +710,7 @@ class Recorder:
                 fencing=fencing,
                 error=error,
                 limit=limit,
+                mode=mode,
             )
         )
 

@@ -33,6 +33,7 @@ from redlock._lock import (
     semaphore_options,
 )
 from redlock._locked import NO_DEFAULT, LockedCall
+from redlock._rwlock import ReadWriteState
 from redlock._sync import Driver
 from redlock._topology import TopologyReport
 from redlock.exceptions import LockLost, LockNotAcquired
@@ -283,6 +284,43 @@ class Redlock(ClusterConfig):
         )
         return Semaphore(self, spec, options)
 
+    def rwlock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Lock], None] | None = None,
+        lock_delay: float = 0.0,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
+    ) -> ReadWriteLock:
+        """A read-write lock on ``name``: many readers at once, or one writer.
+
+        ``rw.read()`` and ``rw.write()`` each return a new :class:`Lock` (acquire, release,
+        extend, ``with``, validity) whose holders follow the rule; the options are those of
+        :meth:`lock` (no fencing, no reentrancy), for every reader and writer of this object. Both sides need a majority
+        of masters; each reader's lease expires on its own. A writer held back by readers
+        keeps new readers out while it waits (for at most ``ttl`` after its last attempt if
+        it dies waiting), so a steady stream of readers cannot starve it (docs/algorithm.md,
+        "Read-write lock").
+        """
+        return ReadWriteLock(
+            self,
+            Lock,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            lock_delay=lock_delay,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
+        )
+
     def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
 
@@ -515,6 +553,36 @@ class Semaphore(PermitView, Lock):
     def __enter__(self) -> Semaphore:
         super().__enter__()
         return self
+
+
+class ReadWriteLock(ReadWriteState[Lock]):
+    """A read-write lock on one name, made by :meth:`Redlock.rwlock`: many readers at once,
+    or one writer::
+
+        rw = rl.rwlock("config", ttl=10.0)
+        with rw.read() as reader:      # beside other readers, never beside the writer
+            settings = load(reader.validity)
+        with rw.write():               # alone: no reader, no other writer
+            store(new_settings)
+
+    :meth:`read` and :meth:`write` make a new Lock each call (each is one holder).
+    """
+
+    def read(self) -> Lock:
+        """A new reader: a Lock that, held, shares the name with other readers and no writer.
+
+        Each call makes a new Lock object, one holder: threads that read at once take one
+        each (a single Lock object shared by them would take turns, as a Lock does).
+        """
+        return super().read()
+
+    def write(self) -> Lock:
+        """A new writer: a Lock that, held, excludes every reader and every other writer.
+
+        A writer held back by readers keeps new readers out while it waits (docs/algorithm.md,
+        "Read-write lock": no writer starves under a steady stream of readers).
+        """
+        return super().write()
 
 
 class Election(ElectionState[Lock]):

@@ -88,7 +88,7 @@ import hiredis
 
 from redlock import _scripts
 from redlock._config import Credentials
-from redlock._core import Command, ErrorReply, NativeForm, Round, native_form, reply_status
+from redlock._core import Command, ErrorReply, NativeForm, Round, native_form, reply_status, wakes_all
 from redlock._facts import (
     ASKED,
     UNKNOWN,
@@ -241,7 +241,8 @@ class Waiters(Generic[EventT]):
     """Who waits for the release of which lock, in arrival order, for one client.
 
     A release is announced by every master that held it; it wakes one waiter of this client
-    (the longest waiting), not all of them, and only once. Waking all would send every waiter
+    (the longest waiting), not all of them, and only once (but every reader of a read-write
+    lock waiting for its writer to leave: readers share, so they are no herd). Waking all would send every waiter
     at the masters together, where all but one fail: a thundering herd that slows the very
     handoff it is meant to speed up. Other clients' waiters are woken by their own listeners.
     """
@@ -299,10 +300,12 @@ class Waiters(Generic[EventT]):
         if token in seen:
             return
         seen.append(token)
+        every = wakes_all(channel)  # a read-write lock's readers: they do not compete
         for event in self._waiting.get(channel, ()):
             if not event.is_set():
                 event.set()
-                return
+                if not every:
+                    return
 
 
 @dataclass(frozen=True, slots=True)

@@ -405,9 +405,11 @@ class Result:
 
 FENCE_PREFIX = "redlock:fence:"
 ORDER_PREFIX = "redlock:order:"
+READERS_PREFIX = "redlock:readers:"
+INTENT_PREFIX = "redlock:intent:"
 #: Lock names may not start with these: such a lock's key would be another lock's
 #: bookkeeping key, which that lock's scripts overwrite and delete without asking.
-RESERVED_PREFIXES = (FENCE_PREFIX, ORDER_PREFIX)
+RESERVED_PREFIXES = (FENCE_PREFIX, ORDER_PREFIX, READERS_PREFIX, INTENT_PREFIX)
 
 
 def fence_key(key: str) -> str:
@@ -421,6 +423,25 @@ def order_key(key: str) -> str:
     return ORDER_PREFIX + key
 
 
+def readers_key(key: str) -> str:
+    """Where each master keeps the readers of the read-write lock ``key`` (a sorted set of
+    their tokens, each scored by the time it expires on that master's clock)."""
+    return READERS_PREFIX + key
+
+
+def intent_key(key: str) -> str:
+    """Where each master marks that a writer of the read-write lock ``key`` waits for its
+    readers to leave: while it is there, no new reader is let in."""
+    return INTENT_PREFIX + key
+
+
 def release_channel(key: str) -> str:
     """The channel a release of ``key`` is announced on, for waiters to retry at once."""
     return f"redlock:released:{key}"
+
+
+def wakes_all(channel: str) -> bool:
+    """Whether an announcement on ``channel`` wakes every waiter of a client, not just one:
+    the channel readers of a read-write lock wait on (``release_channel(readers_key(key))``),
+    since readers share, and all of them may get in when the writer leaves."""
+    return channel.startswith(release_channel(READERS_PREFIX))

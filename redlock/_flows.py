@@ -339,11 +339,11 @@ def acquire_flow(
             attempts=attempts,
         )
         if not blocking or failure.misconfigured:
-            return failure
+            return (yield from _given_up(spec, token, failure))
         if max_attempts is not None and attempts >= max_attempts:
-            return failure
+            return (yield from _given_up(spec, token, failure))
         if unreachable_since is not None and timeout is None and now - unreachable_since >= spec.unavailable_timeout:
-            return failure
+            return (yield from _given_up(spec, token, failure))
         delay = next(delays)
         if woken:
             # A release on one master woke us, yet a majority refused: the release was sent
@@ -353,7 +353,7 @@ def acquire_flow(
             delay = min(delay, spec.node_timeout)
         if give_up_at is not None:
             if now >= give_up_at:
-                return Result(
+                timed_out = Result(
                     False,
                     failure.outcomes,
                     failure.granted,
@@ -361,11 +361,22 @@ def acquire_flow(
                     timed_out=True,
                     attempts=attempts,
                 )
+                return (yield from _given_up(spec, token, timed_out))
             delay = min(delay, give_up_at - now)
         resume_at = now + delay
         line = Line(_patience(give_up_at, now), spec.retry_delay, not unreachable) if in_line else None
         now = yield Pause(delay, wake_on=spec.kind.wake_key(spec.key, acquire), line=line)
         woken = now < resume_at - WOKEN_MARGIN
+
+
+def _given_up(spec: LockSpec, token: str, failure: Result) -> Flow:
+    """End an acquire that gives up with ``failure``; a kind whose refusals leave a mark of
+    ours (a writer's intent) takes back the last attempt's everywhere first, announcing it
+    to waiters. (An earlier attempt's mark is replaced by a later one on the same master, or
+    deleted by a grant there; one a master kept otherwise lapses with its ttl.)"""
+    if spec.kind.marks_refusals:
+        yield spec.round(spec.release_command(token, notify=True), cleanup=True)
+    return failure
 
 
 def _patience(give_up_at: float | None, now: float) -> float | None:

@@ -218,12 +218,16 @@ class ClusterConfig:
         lock_delay: object = 0.0,
         limit: object = None,
         retry_delay: object = None,
+        mode: str = "",
     ) -> LockSpec:
         """The spec of a lock on ``name`` (a str), on several names (a list or tuple of
-        str), or with ``limit``, of a semaphore of that many permits on ``name``.
+        str), with ``limit``, of a semaphore of that many permits on ``name``, or with
+        ``mode`` ("read" or "write"), of one side of the read-write lock on ``name``.
         ``retry_delay`` replaces the client's for this lock (None: the client's)."""
         names: tuple[str, ...] = ()
-        if limit is not None:
+        if mode:
+            key, permits = _config.check_lock_name(name), 0
+        elif limit is not None:
             key = _config.check_lock_name(name)
             permits = _config.check_limit(limit, len(self.masters))
         elif isinstance(name, list | tuple):
@@ -249,7 +253,7 @@ class ClusterConfig:
             clock_drift_factor=self.clock_drift_factor,
             retry_delay=retry,
             unavailable_timeout=self.unavailable_timeout,
-            kind=kind_of(fencing=fenced, names=names, limit=permits),
+            kind=kind_of(fencing=fenced, names=names, limit=permits, mode=mode),
             lock_delay=delay,
         )
 
@@ -268,10 +272,12 @@ class ClusterConfig:
         max_hold: object,
         retry_delay: object,
         max_attempts: object,
+        mode: str = "",
     ) -> tuple[LockSpec, LockOptions]:
         """The checked spec and options of ``lock()``, for both clients (see
-        :meth:`redlock.Redlock.lock` for each argument)."""
-        spec = self._lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay, retry_delay=retry_delay)
+        :meth:`redlock.Redlock.lock` for each argument); with ``mode``, of that side of a
+        read-write lock (``rwlock()``)."""
+        spec = self._lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay, retry_delay=retry_delay, mode=mode)
         options = LockOptions.checked(
             spec,
             timeout=timeout,
@@ -444,7 +450,14 @@ class LockState(Generic[ClusterT]):
 
     def __repr__(self) -> str:
         state = f"held, {self.validity:.3f}s left" if self.locked() else "not held"
-        return f"<{type(self).__name__} {self.name!r} ttl={self._spec.ttl} {state}>"
+        mode = f" ({self.mode})" if self.mode else ""
+        return f"<{type(self).__name__} {self.name!r}{mode} ttl={self._spec.ttl} {state}>"
+
+    @property
+    def mode(self) -> str:
+        """For a side of a read-write lock (``rwlock(...).read()`` or ``.write()``): "read"
+        or "write"; "" for any other lock."""
+        return self._spec.kind.mode
 
     @property
     def name(self) -> str:

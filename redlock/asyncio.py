@@ -35,6 +35,7 @@ from redlock._lock import (
     semaphore_options,
 )
 from redlock._locked import NO_DEFAULT, LockedCall
+from redlock._rwlock import ReadWriteState
 from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     AcquireTimeout,
@@ -74,6 +75,7 @@ __all__ = [
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
+    "ReadWriteLock",
     "Redlock",
     "RedlockError",
     "ReleaseUnconfirmed",
@@ -236,6 +238,36 @@ class Redlock(ClusterConfig):
             max_attempts=max_attempts,
         )
         return Semaphore(self, spec, options)
+
+    def rwlock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Lock], None] | None = None,
+        cancel_on_lost: bool = False,
+        lock_delay: float = 0.0,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
+    ) -> ReadWriteLock:
+        """A read-write lock; see :meth:`redlock.Redlock.rwlock` and :meth:`lock`."""
+        return ReadWriteLock(
+            self,
+            Lock,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            lock_delay=lock_delay,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
+        )
 
     async def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -444,6 +476,23 @@ class Semaphore(PermitView, Lock):
 
 def _use_async_with(used: object) -> None:
     raise TypeError(f"a redlock.asyncio {type(used).__name__} is used with 'async with', not 'with'")
+
+
+class ReadWriteLock(ReadWriteState[Lock]):
+    """A read-write lock on one name; see :class:`redlock.ReadWriteLock`::
+
+    rw = rl.rwlock("config")
+    async with rw.read() as reader:
+        settings = await load(reader.validity)
+    """
+
+    def read(self) -> Lock:
+        """A new reader; see :meth:`redlock.ReadWriteLock.read` (tasks take one each)."""
+        return super().read()
+
+    def write(self) -> Lock:
+        """A new writer; see :meth:`redlock.ReadWriteLock.write`."""
+        return super().write()
 
 
 class Election(ElectionState[Lock]):

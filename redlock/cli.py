@@ -346,7 +346,22 @@ def _build_parser() -> _Parser:
         allow_abbrev=False,
     )
     run.add_argument("name", metavar="NAME")
-    run.add_argument(
+    side = run.add_mutually_exclusive_group()
+    side.add_argument(
+        "--read",
+        dest="mode",
+        action="store_const",
+        const="read",
+        help="hold NAME as a reader of its read-write lock: beside other readers, never beside a writer",
+    )
+    side.add_argument(
+        "--write",
+        dest="mode",
+        action="store_const",
+        const="write",
+        help="hold NAME as the writer of its read-write lock: alone (no reader, no other writer)",
+    )
+    side.add_argument(
         "--limit",
         type=_count,
         metavar="K",
@@ -558,9 +573,11 @@ def _lock(
     fencing: bool = False,
     on_lost: Callable[[Lock], None] | None = None,
     limit: int | None = None,
+    mode: str | None = None,
 ) -> Lock:
-    """A Lock on ``name`` (with ``limit``, a permit of a semaphore); with ``on_lost``, one
-    that auto-extends and reports a loss to it.
+    """A Lock on ``name`` (with ``limit``, a permit of a semaphore; with ``mode``, "read" or
+    "write", that side of the read-write lock on ``name``); with ``on_lost``, one that
+    auto-extends and reports a loss to it.
 
     Built before anything talks to a master, so that the library's argument checks (and
     ours) turn a bad name or ttl into a usage error before any traffic.
@@ -570,6 +587,11 @@ def _lock(
     with _usage_errors():
         if limit is not None:
             lock: Lock = rl.semaphore(name, limit, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+        elif mode is not None:
+            if fencing:
+                raise ValueError("--fencing is for a plain lock: a read-write lock has no fencing token")
+            rw = rl.rwlock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+            lock = rw.read() if mode == "read" else rw.write()
         else:
             lock = rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost, fencing=fencing)
     _check_max_ttl(ttl)
@@ -1027,7 +1049,9 @@ def _exec_environment(name: str, lock: Lock) -> dict[str, str]:
 def _cmd_exec(args: argparse.Namespace) -> int:
     supervisor = Supervisor(args.grace)
     with _client(args) as rl, supervisor.handling_signals():
-        lock = _lock(rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost, limit=args.limit)
+        lock = _lock(
+            rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost, limit=args.limit, mode=args.mode
+        )
         return _run_holding(args, supervisor, lock)
 
 

@@ -14,7 +14,7 @@ import random
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, rule
 
 from redlock import _core
 from redlock._connection import Waiters
@@ -41,7 +41,7 @@ from redlock._flows import (
 from redlock._kinds import FENCED
 from redlock.exceptions import NodeStatus
 
-from .model import ModelCluster
+from .model import FaultyClusterMachine, ModelCluster
 
 statuses = st.sampled_from(list(NodeStatus))
 
@@ -448,7 +448,7 @@ def test_renewal_stops_when_the_lease_ends() -> None:
     assert not lease.lost
 
 
-class MutualExclusion(RuleBasedStateMachine):
+class MutualExclusion(FaultyClusterMachine):
     """Clients acquire, release and extend on model masters that may go down, while time
     passes; with masters that keep their data and a common clock, two clients never both
     believe they hold the lock."""
@@ -496,19 +496,6 @@ class MutualExclusion(RuleBasedStateMachine):
                 del self.deadlines[token]
             else:
                 self.deadlines[token] = lease.deadline
-
-    @rule(seconds=st.floats(min_value=0, max_value=1.5))
-    def time_passes(self, seconds: float) -> None:
-        self.cluster.now += seconds
-
-    @precondition(lambda self: sum(m.up for m in self.cluster.masters) > 0)
-    @rule(node=st.integers(0, 4))
-    def master_goes_down(self, node: int) -> None:
-        self.cluster.masters[node].up = False
-
-    @rule(node=st.integers(0, 4))
-    def master_comes_back(self, node: int) -> None:
-        self.cluster.masters[node].up = True  # with its data: an AOF fsync=always restart
 
     @invariant()
     def at_most_one_holder(self) -> None:
