@@ -27,6 +27,7 @@ from redlock._connection import Waiters
 from redlock._core import (
     Command,
     Pause,
+    Round,
     intent_key,
     order_key,
     readers_key,
@@ -67,8 +68,9 @@ def test_the_kinds_and_their_steps() -> None:
         assert script.sha in ALL_STEPS
         assert script in _scripts.ALL
     # Readers wait on their own channel, where the writer's release wakes them all at once.
-    assert READ.wake_key("k", None) == readers_key("k")  # type: ignore[arg-type]
-    assert WRITE.wake_key("k", None) == "k"  # type: ignore[arg-type]
+    refused = Round(Command(("SET", "k", "t")), (0, 1, 2), ("a", "b", "c"), quorum=2, timeout=0.05)
+    assert READ.wake_key("k", refused) == readers_key("k")
+    assert WRITE.wake_key("k", refused) == "k"
     assert wakes_all(release_channel(readers_key("k")))
     assert not wakes_all(release_channel("k"))
     assert not wakes_all(release_channel("redlock:readersX"))
