@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from redlock._config import DriverSettings, MasterAddress
 from redlock._connection import CLOSED, Connect, Connections, Kind, Write
-from redlock._core import Round
+from redlock._core import Round, release_channel
 from redlock._facts import MasterFacts
 from redlock._topology import Finding
 from redlock.exceptions import ClientClosed
@@ -219,6 +219,14 @@ class DriverBase(Generic[ConnectionT]):
         """Held around a look at the policy from outside the driver's own events (the sync
         driver's lock: its threads change the policy as replies arrive)."""
         return contextlib.nullcontext()
+
+    def released_here(self, key: str, token: str) -> None:
+        """A Lock of this client released ``key``: the first of its waiters here tries now,
+        not once the masters' announcement comes back (which then finds the token counted
+        and wakes nobody else), and also where wake-up on release is off: the line of this
+        client's waiters (see :class:`~redlock._core.Line`) moves on at each local release."""
+        with self._guarded():
+            self._policy.waiters.released(release_channel(key), token.encode())
 
     def report_findings(self, callback: Callable[[int, Finding], None]) -> None:
         """Tell ``callback(master, finding)`` of every warning and refusal found at a handshake."""

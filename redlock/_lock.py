@@ -822,6 +822,8 @@ class LockState(Generic[ClusterT]):
         # would leave the caller no way to try again.
         unconfirmed = not result.ok and not result.token_gone
         lease.release_unconfirmed = unconfirmed
+        if result.ok and self._spec.kind.waits_in_line:
+            self._cluster._driver.released_here(self._spec.key, lease.token)
         if not unconfirmed and self._lease is lease:
             self._lease = None
         lost_while_held = lease.lost

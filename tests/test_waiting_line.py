@@ -137,3 +137,27 @@ def test_the_line_is_the_acquires_in_arrival_order_and_watchers_do_not_hold_it()
     waiters.discard("c", second)
     waiters.discard("c", watcher)
     assert waiters.channels() == set()
+
+
+def test_a_local_release_moves_the_line_on_without_release_messages(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    masters = fresh_masters(3)
+    # No release messages, and a retry delay far beyond the test: each handoff must come
+    # from the local release itself (one turn of 4 waiters x 5 acquisitions = 20 handoffs;
+    # on the retry timer they would take 20 x 2 s).
+    rl = client(masters.urls, retry_delay=2.0, wake_on_release=False)
+    name = unique()
+    turns: list[int] = []
+    started = time.monotonic()
+
+    def work(index: int) -> None:
+        for _ in range(5):
+            lock = rl.lock(name, ttl=10)
+            assert lock.acquire(timeout=60)
+            turns.append(index)
+            lock.release()
+
+    in_threads(work, 4)
+    assert len(turns) == 20
+    assert time.monotonic() - started < 20.0
