@@ -121,7 +121,9 @@ class Nemesis:
             self._reapply_clock(index)
             master.restart(wipe=restart_wipe)
 
-        return self._begin("kill", self._label(index), "SIGKILL", restart)
+        # The detail says whether its keys survive: chaos.margins reads it.
+        detail = "SIGKILL, restart empty" if restart_wipe else "SIGKILL, restart from its data"
+        return self._begin("kill", self._label(index), detail, restart)
 
     def crash_restart(self, index: int, *, wipe: bool, detail: str = "") -> None:
         """SIGKILL master ``index`` and start it again at once, empty (``wipe``) or from
