@@ -67,6 +67,7 @@ __all__ = [
     "ResourceWrite",
     "Tenure",
     "event_from_dict",
+    "master_index",
     "master_label",
     "merge_files",
     "read_jsonl",
@@ -351,6 +352,15 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
 def master_label(index: int) -> str:
     """A, B, C, ... (then M26, M27, ... beyond the alphabet): how histories name masters."""
     return string.ascii_uppercase[index] if index < 26 else f"M{index}"
+
+
+def master_index(label: str) -> int:
+    """The index of the master called ``label`` (the inverse of :func:`master_label`)."""
+    if len(label) == 1 and label.isupper():
+        return ord(label) - ord("A")
+    if label.startswith("M") and label[1:].isdigit():
+        return int(label[1:])
+    raise ValueError(f"not a master label: {label!r}")
 
 
 def voters_of(outcomes: Iterable[NodeOutcome], labels: Mapping[str, str] | None = None) -> tuple[str, ...]:

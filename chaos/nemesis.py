@@ -188,11 +188,13 @@ class Nemesis:
 
     # -- clocks --
 
-    def clock_jump(self, index: int, seconds: float) -> str:
-        """Step master ``index``'s wall clock; :meth:`end` puts it back to real time."""
+    def clock_jump(self, index: int, seconds: float, *, cause: str = "") -> str:
+        """Step master ``index``'s wall clock; :meth:`end` puts it back to real time.
+        ``cause`` heads the recorded detail (a reactive nemesis says why it fired)."""
         control = self.cluster.clocks[index]
         control.jump(seconds)
-        return self._begin("clock-jump", self._label(index), f"{seconds:+g}s", control.reset)
+        detail = f"{cause}; {seconds:+g}s" if cause else f"{seconds:+g}s"
+        return self._begin("clock-jump", self._label(index), detail, control.reset)
 
     def clock_rate(self, index: int, factor: float) -> str:
         """Run master ``index``'s clock ``factor`` times as fast; :meth:`end` resets it."""
