@@ -263,4 +263,5 @@ class Cluster:
             raise RuntimeError(f"no proxy link {client}-{self.label(index)}: this scenario runs {why}") from None
 
     def history_paths(self) -> list[pathlib.Path]:
-        return [c.history_path for c in self.clients.values() if c.history_path.exists()]
+        # A copy: the observer reads this while replacement clients are being added.
+        return [c.history_path for c in list(self.clients.values()) if c.history_path.exists()]

@@ -90,12 +90,10 @@ def expiry_time(
     the clock runs at rate 1.
     """
     start = bisect.bisect_left(readings, (since, -math.inf))
-    points = readings[start:]
-    if not points:
-        return since + max(0.0, expires - _wall_at(readings, since))
-    first_t, first_w = points[0]
-    if first_w >= expires:
-        return first_t
+    # From ``since`` itself: its wall time is the reading before it, run on at rate 1.
+    points = [(since, _wall_at(readings, since)), *readings[start:]]
+    if points[0][1] >= expires:
+        return since
     for (t0, w0), (t1, w1) in itertools.pairwise(points):
         if w1 < expires:
             continue

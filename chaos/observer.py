@@ -29,6 +29,7 @@ import json
 import pathlib
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
@@ -182,10 +183,14 @@ class Observer:
         try:
             while True:
                 stopping = self._stop.is_set()
-                for path in self._files():
-                    tail = self._tails.setdefault(path, _Tail(path))
-                    for line in tail.lines():
-                        self._line(line, masters)
+                try:
+                    for path in self._files():
+                        tail = self._tails.setdefault(path, _Tail(path))
+                        for line in tail.lines():
+                            self._line(line, masters)
+                except Exception:
+                    # The ground truth is a witness, not the run: say what broke and go on.
+                    self.recorder.error("observer", traceback.format_exc())
                 if stopping:
                     return
                 self._stop.wait(self._poll)
