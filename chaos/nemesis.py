@@ -13,9 +13,12 @@ Masters are named by index (0 is A); clients by name ("c1"). An operator's
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pathlib
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import redis
@@ -60,8 +63,80 @@ def _readonly(master: redis.Redis) -> Callable[[], None]:
     return undo
 
 
+def _bgsave_status(master: redis.Redis, want: str, timeout: float = 10.0) -> None:
+    """Wait until the master's last background save ended ``want`` ("ok" or "err")."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = master.info("persistence")
+        if not info.get("rdb_bgsave_in_progress") and info.get("rdb_last_bgsave_status") == want:
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"the master's background save did not end {want!r} within {timeout}s")
+
+
+def _misconf(master: redis.Redis) -> Callable[[], None]:
+    # A background save that fails, with save points and stop-writes-on-bgsave-error (the
+    # defaults of a redis.conf), makes the master refuse every write with -MISCONF. The
+    # save fails because its file name is taken by a directory (rename onto a directory
+    # fails even for root).
+    directory = pathlib.Path(str(master.config_get("dir")["dir"]))
+    old_name = str(master.config_get("dbfilename")["dbfilename"])
+    old_save = str(master.config_get("save")["save"])
+    blocker = directory / "chaos-misconf.rdb"
+    blocker.mkdir(exist_ok=True)
+    master.config_set("stop-writes-on-bgsave-error", "yes")
+    master.config_set("save", "3600 1")
+    master.config_set("dbfilename", blocker.name)
+    master.bgsave()
+    _bgsave_status(master, "err")
+
+    def undo() -> None:
+        blocker.rmdir()
+        master.config_set("dbfilename", old_name)
+        master.bgsave()
+        _bgsave_status(master, "ok")
+        master.config_set("save", old_save)
+
+    return undo
+
+
+def _busy(master: redis.Redis) -> Callable[[], None]:
+    # A script that runs past lua-time-limit: the master then answers every other command
+    # with -BUSY until SCRIPT KILL (the script writes nothing, so it may be killed).
+    master.config_set("lua-time-limit", "1")
+
+    def spin() -> None:
+        # On a connection of the client's pool of its own: the pings below take another.
+        with contextlib.suppress(redis.RedisError):
+            master.eval("while true do end", 0)
+
+    thread = threading.Thread(target=spin, name="chaos-busy-script", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            master.ping()
+        except redis.ResponseError as exc:
+            if str(exc).startswith("BUSY"):
+                break
+        time.sleep(0.005)
+
+    def undo() -> None:
+        with contextlib.suppress(redis.ResponseError):  # (the script may have ended already)
+            master.script_kill()
+        thread.join(timeout=5.0)
+        master.config_set("lua-time-limit", "5000")
+
+    return undo
+
+
 #: How to make a master answer writes with each error reply; each returns its undo.
-ERROR_REPLIES: dict[str, Callable[[redis.Redis], Callable[[], None]]] = {"OOM": _oom, "READONLY": _readonly}
+ERROR_REPLIES: dict[str, Callable[[redis.Redis], Callable[[], None]]] = {
+    "OOM": _oom,
+    "READONLY": _readonly,
+    "MISCONF": _misconf,
+    "BUSY": _busy,
+}
 
 
 class Nemesis:
@@ -177,7 +252,8 @@ class Nemesis:
 
     def error_replies(self, index: int, error: str) -> str:
         """Make master ``index`` answer every write with an error reply (:data:`ERROR_REPLIES`:
-        ``OOM``, ``READONLY``); :meth:`end` makes it a writable master again."""
+        ``OOM``, ``READONLY``, ``MISCONF``, ``BUSY``: every command); :meth:`end` makes it a
+        writable master again."""
         undo = ERROR_REPLIES[error](self.cluster.direct(index))
         return self._begin("error-reply", self._label(index), f"-{error} to every write", undo)
 

@@ -9,8 +9,8 @@ validity) only by chance. A :class:`Reactor` listens to the grants the
   it empty (K4), while the holder still relies on the lock;
 * ``clock-jump`` on the same trigger: step one of those masters' clock forward past the
   ttl (K3), put back after a ttl;
-* ``client-pause`` on any grant: SIGSTOP the holder until a little after its deadline (K1),
-  so that, checking its validity before its work, it writes after it.
+* ``client-pause`` on any grant: SIGSTOP the holder until about a ttl after its deadline
+  (K1), so that, checking its validity before its work, it writes after the next holder.
 
 Each fault it fires is recorded with its cause: its detail starts with
 ``reactive: <trigger>: <holder> held <name> on <masters>``, which :mod:`chaos.margins`
@@ -128,7 +128,9 @@ class Reactor:
             self._open.append((time.monotonic() + self.ttl, fault))
         else:
             fault = self.nemesis.pause_client(grant.process, f"{cause}; SIGSTOP past its deadline")
-            self._open.append((time.monotonic() + left + self.rng.uniform(0.2, 0.5) * self.ttl, fault))
+            # Past the deadline by about a ttl: time for the next holder to take the lock and
+            # write, so that the paused holder's late write overwrites that increment.
+            self._open.append((time.monotonic() + left + self.rng.uniform(0.8, 1.5) * self.ttl, fault))
 
     def _pick(self, holders: Sequence[str]) -> int:
         return master_index(self.rng.choice(list(holders)))

@@ -291,6 +291,14 @@ def error_readonly(run: Run) -> None:
     _error_replies(run, "READONLY")
 
 
+def error_misconf(run: Run) -> None:
+    _error_replies(run, "MISCONF")
+
+
+def error_busy(run: Run) -> None:
+    _error_replies(run, "BUSY")
+
+
 def restart_empty(run: Run) -> None:
     ttl = _long_ttl(run)
     held = _c1_holds(run, ttl)
@@ -1119,6 +1127,10 @@ CATALOGUE: tuple[Scenario, ...] = (
              error_oom, why="an error reply is a refusal: c2 has 0 votes, not 3"),
     Scenario("26b", "error-readonly", "C, D, E demoted to replicas answer -READONLY while c2 tries", "SAFE",
              error_readonly, why="an error reply is a refusal: c2 has 0 votes, not 3"),
+    Scenario("26c", "error-misconf", "C, D, E answer -MISCONF (a failed background save) while c2 tries", "SAFE",
+             error_misconf, why="an error reply is a refusal: c2 has 0 votes, not 3"),
+    Scenario("26d", "error-busy", "C, D, E answer -BUSY (a script past lua-time-limit) while c2 tries", "SAFE",
+             error_busy, why="an error reply is a refusal: c2 has 0 votes, not 3"),
 )  # fmt: skip
 
 
