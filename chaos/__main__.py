@@ -106,7 +106,7 @@ def _add_explore_parsers(commands: Any) -> None:
     explore.add_argument(
         "--reactive",
         action="store_true",
-        help="fire restart, clock-jump and client-pause on events (a grant on a bare majority, a grant) "
+        help="fire restart, clock-jump and client-pause on events (a grant on a bare majority, a contended grant) "
         "instead of on the schedule's timer",
     )
     _add_network_argument(explore)

@@ -25,6 +25,7 @@ something else.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import threading
@@ -62,6 +63,9 @@ class Grant:
     holders: tuple[str, ...]
     #: "acquire" or "extend".
     kind: str
+    #: Other clients whose acquire of ``name`` was in flight when it was granted: a contended
+    #: grant, whose holder, paused, is overtaken at once.
+    waiters: int = 0
 
     @property
     def process(self) -> str:
@@ -127,6 +131,8 @@ class Observer:
         self._tails: dict[pathlib.Path, _Tail] = {}
         #: (client, op) -> token of extends in flight (their returned events carry none).
         self._extending: dict[tuple[str, int], str | None] = {}
+        #: (client, op) -> name of acquires in flight.
+        self._waiting: dict[tuple[str, int], str] = {}
         self.grants_seen = 0
 
     def listen(self, listener: Listener) -> None:
@@ -206,6 +212,11 @@ class Observer:
         except ValueError:
             return
         kind = event.get("type")
+        if kind == "acquire_invoked":
+            self._waiting[(event["client"], event["op"])] = event["name"]
+            return
+        if kind == "acquire_returned":
+            self._waiting.pop((event["client"], event["op"]), None)
         if kind == "extend_invoked":
             self._extending[(event["client"], event["op"])] = event.get("token")
             return
@@ -230,6 +241,8 @@ class Observer:
             holders=holders,
             kind="acquire" if kind == "acquire_returned" else "extend",
         )
+        waiters = sum(1 for (client, _), name in self._waiting.items() if name == grant.name and client != grant.client)
+        grant = dataclasses.replace(grant, waiters=waiters)
         self.grants_seen += 1
         for listener in self._listeners:
             listener(grant)

@@ -9,8 +9,9 @@ validity) only by chance. A :class:`Reactor` listens to the grants the
   it empty (K4), while the holder still relies on the lock;
 * ``clock-jump`` on the same trigger: step one of those masters' clock forward past the
   ttl (K3), put back after a ttl;
-* ``client-pause`` on any grant: SIGSTOP the holder until about a ttl after its deadline
-  (K1), so that, checking its validity before its work, it writes after the next holder.
+* ``client-pause`` on a contended grant (another client's acquire of the name is in
+  flight): SIGSTOP the holder until about a ttl after its deadline (K1), so that,
+  checking its validity before its work, it writes after the next holder.
 
 Each fault it fires is recorded with its cause: its detail starts with
 ``reactive: <trigger>: <holder> held <name> on <masters>``, which :mod:`chaos.margins`
@@ -35,7 +36,7 @@ from .observer import Grant
 __all__ = ["REACTIVE_KINDS", "Reactor"]
 
 #: Fault kinds a reactor plays, and the trigger each waits for.
-REACTIVE_KINDS = {"restart": "bare-majority", "clock-jump": "bare-majority", "client-pause": "grant"}
+REACTIVE_KINDS = {"restart": "bare-majority", "clock-jump": "bare-majority", "client-pause": "contended-grant"}
 
 #: A grant older than this when the reactor sees it is stale: its moment has passed.
 _STALE = 0.05
@@ -104,7 +105,9 @@ class Reactor:
         left = (grant.deadline or 0.0) - now
         if left < 0.2 * self.ttl:
             return  # too little validity left for another holder to get in before it ends
-        options = [k for k in self.kinds if REACTIVE_KINDS[k] == "grant" or bare]
+        contended = grant.kind == "acquire" and grant.waiters > 0
+        met = {"bare-majority": bare, "contended-grant": contended}
+        options = [k for k in self.kinds if met[REACTIVE_KINDS[k]]]
         if not options:
             return
         kind = self.rng.choice(options)

@@ -266,7 +266,7 @@ def test_a_reactive_explore_fires_on_grants_and_reports_its_verdict(tmp_path: pa
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["verdict"] in ("safe", "unsafe", "unknown")
     assert summary["margins"]["count"] > 0
-    assert summary["coverage"]["triggered"].get("grant", 0) >= 1
+    assert summary["coverage"]["triggered"].get("contended-grant", 0) >= 1
     assert all(op.kind != "client-pause" for op in outcome.schedule.ops)
     history = History.from_dicts(json.loads(outcome.result.history_path.read_text())["events"])  # type: ignore[union-attr]
     reactive = [w for w in history.fault_windows() if w.detail.startswith("reactive:")]
