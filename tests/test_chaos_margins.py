@@ -275,3 +275,58 @@ def test_a_reactive_explore_fires_on_grants_and_reports_its_verdict(tmp_path: pa
     granted = [e for e in history.of_type(AcquireReturned) if e.ok]
     assert granted
     assert all(e.voters is not None and len(e.voters) >= 3 for e in granted)
+
+
+# --- the reactor's choices (a stand-in nemesis that only records what it is asked) -------------
+
+
+class _Recording:
+    """Records the faults a reactor asks for; the real nemesis is tested on real processes."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object, str]] = []
+
+    def crash_restart(self, index: int, *, wipe: bool, detail: str = "") -> None:
+        self.calls.append(("restart", index, detail))
+
+    def clock_jump(self, index: int, seconds: float, *, cause: str = "") -> str:
+        self.calls.append(("clock-jump", index, cause))
+        return "f"
+
+    def pause_client(self, client: str, detail: str = "") -> str:
+        self.calls.append(("pause", client, detail))
+        return "f"
+
+    def end(self, fault: str) -> None:
+        self.calls.append(("end", fault, ""))
+
+
+def _grant(holders: tuple[str, ...], *, waiters: int = 0, age: float = 0.0, left: float = 0.8) -> Grant:
+    now = time.monotonic()
+    return Grant("c2/t1", "L1", 7, "tok", now - age, now + left, holders, holders, "acquire", waiters)
+
+
+def test_the_reactor_fires_on_its_trigger_only_and_once_at_a_time() -> None:
+    nemesis = _Recording()
+    reactor = Reactor(nemesis, ["restart", "client-pause"], ttl=1.0, nodes=5, seed=1)  # type: ignore[arg-type]
+    now = time.monotonic()
+    reactor._react(_grant(("A", "B", "C", "D")), now)  # neither bare nor contended
+    reactor._react(_grant(("A", "B", "C"), age=0.2), now)  # bare, but its moment has passed
+    reactor._react(_grant(("A", "B", "C"), left=0.1), now)  # bare, too little validity left
+    assert nemesis.calls == []
+    reactor._react(_grant(("B", "D", "E")), now)
+    ((kind, target, detail),) = nemesis.calls
+    assert kind == "restart"
+    assert target in (1, 3, 4)  # B, D or E
+    assert detail.startswith("reactive: bare-majority: c2/t1#7 held L1 on B,D,E")
+    assert "empty" in detail
+    reactor._react(_grant(("A", "B", "C")), now)  # within the cool-down
+    assert len(nemesis.calls) == 1
+    reactor._quiet_until = 0.0
+    reactor._react(_grant(("A", "B", "C", "D", "E"), waiters=2), now)
+    assert nemesis.calls[-1][:2] == ("pause", "c2")
+    reactor._react(_grant(("A", "B", "C"), waiters=1), now)  # a pause is still open
+    assert len(nemesis.calls) == 2
+    assert reactor.fired == {"bare-majority": 1, "contended-grant": 1}
+    reactor.stop()
+    assert nemesis.calls[-1][0] == "end"
