@@ -194,7 +194,8 @@ class Margins:
 
     margins: tuple[Margin, ...] = ()
     handovers: tuple[Handover, ...] = ()
-    #: Acquisitions the observer saw no sample of (it missed them: a master down, the run over).
+    #: Acquisitions without a margin: some master that granted them was not looked at while
+    #: they lasted (down, paused, or the observer late).
     unsampled: int = 0
     #: The masters' keys placed by each master's ``TIME``; False: no readings at all.
     sampled: bool = False
@@ -295,7 +296,9 @@ def measure_margins(history: History | Iterable[Event], nodes: int) -> Margins:
     tenures = [t for t in history.tenures() if t.limit == 1 and t.deadline is not None and t.token is not None]
     for tenure in tenures:
         first, last = truth.holders(tenure, tenure.end)
-        if not first:
+        # A voter not looked at while the holding lasted (down, paused, or the observer late)
+        # is unknown, not free: no margin rather than a false near miss.
+        if not first or any(v not in first for v in tenure.voters or ()):
             unsampled += 1
             continue
         holding = sorted(truth.key_end(s) for s in last.values() if s.expires is not None)

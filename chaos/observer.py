@@ -25,6 +25,7 @@ something else.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import pathlib
@@ -129,6 +130,7 @@ class Observer:
         self._threads: list[threading.Thread] = []
         self._listeners: list[Listener] = []
         self._tails: dict[pathlib.Path, _Tail] = {}
+        self._pool = concurrent.futures.ThreadPoolExecutor(len(self._urls), thread_name_prefix="chaos-observer-look")
         #: (client, op) -> token of extends in flight (their returned events carry none).
         self._extending: dict[tuple[str, int], str | None] = {}
         #: (client, op) -> name of acquires in flight.
@@ -159,6 +161,7 @@ class Observer:
         for thread in self._threads:
             thread.join(timeout=5.0)
         self._threads.clear()
+        self._pool.shutdown(wait=True)
 
     # -- the masters' clocks --
 
@@ -248,27 +251,38 @@ class Observer:
             listener(grant)
 
     def sample(self, name: str, token: str, masters: Sequence[redis.Redis]) -> tuple[str, ...]:
-        """Record what each master holds for ``name`` now; the masters that hold ``token``."""
+        """Record what each master holds for ``name`` now; the masters that hold ``token``.
+
+        The masters are looked at all at once: a paused one, which takes the whole look
+        timeout to fail, must not make the others' samples late (a late sample may find
+        the key already released, and the grant's moment past for a reactive nemesis)."""
+        looks = list(self._pool.map(lambda pair: self._look(name, *pair), zip(self.labels, masters, strict=True)))
         holders: list[str] = []
-        for label, master in zip(self.labels, masters, strict=True):
-            before = time.monotonic()
-            try:
-                with master.pipeline(transaction=True) as pipe:
-                    pipe.get(name)
-                    pipe.pttl(name)
-                    pipe.time()
-                    value, pttl, (seconds, micros) = pipe.execute()
-            except (redis.RedisError, OSError, ValueError):
+        for label, look in zip(self.labels, looks, strict=True):
+            if look is None:
                 continue
-            middle = (before + time.monotonic()) / 2
-            wall = seconds + micros / 1e6
-            held = value.decode(errors="replace") if isinstance(value, bytes) else None
+            middle, held, pttl, wall = look
             holds = held == token
             # The expiry of whichever token is there: a sample says something of every holder.
-            expires = wall + pttl / 1000 if held is not None and isinstance(pttl, int) and pttl >= 0 else None
+            expires = wall + pttl / 1000 if held is not None and pttl >= 0 else None
             self.recorder.record(
                 KeySample(time=middle, master=label, name=name, token=held, holds=holds, wall=wall, expires=expires)
             )
             if holds:
                 holders.append(label)
         return tuple(holders)
+
+    @staticmethod
+    def _look(name: str, label: str, master: redis.Redis) -> tuple[float, str | None, int, float] | None:
+        """One master's key and clock, read in one transaction: (when, token, PTTL, wall)."""
+        before = time.monotonic()
+        try:
+            with master.pipeline(transaction=True) as pipe:
+                pipe.get(name)
+                pipe.pttl(name)
+                pipe.time()
+                value, pttl, (seconds, micros) = pipe.execute()
+        except (redis.RedisError, OSError, ValueError):
+            return None
+        held = value.decode(errors="replace") if isinstance(value, bytes) else None
+        return (before + time.monotonic()) / 2, held, int(pttl), seconds + micros / 1e6
