@@ -56,9 +56,10 @@ __all__ = [
     "measure_margins",
 ]
 
-#: Master faults after which the master no longer has the keys it had (restarted empty, or
-#: with what its disk kept after a power cut). A kill's detail says whether it restarts empty.
-LOSS_KINDS = ("crash-restart", "kill", "power-loss")
+#: Master faults after which the master may no longer have the keys it had (restarted empty,
+#: with what its disk kept after a power cut, or evicted under maxmemory). A kill's detail
+#: says whether it restarts empty.
+LOSS_KINDS = ("crash-restart", "kill", "power-loss", "eviction")
 _CLOCK_KINDS = ("clock-jump", "clock-rate")
 
 Outcome = Literal["safe", "unsafe", "unknown"]
@@ -70,7 +71,7 @@ def _history(history: History | Iterable[Event]) -> History:
 
 def loses_keys(window: FaultWindow) -> bool:
     """Whether the master fault ``window`` takes its keys away."""
-    if window.kind == "power-loss":
+    if window.kind in ("power-loss", "eviction"):
         return True
     return window.kind in LOSS_KINDS and "empty" in window.detail
 

@@ -257,6 +257,35 @@ class Nemesis:
         undo = ERROR_REPLIES[error](self.cluster.direct(index))
         return self._begin("error-reply", self._label(index), f"-{error} to every write", undo)
 
+    def evict(self, index: int, key: str, *, timeout: float = 10.0) -> bool:
+        """Fill master ``index`` past a ``maxmemory`` just above what it uses, under
+        ``volatile-lru``, with keys of its own (each with a ttl, so each may be evicted),
+        until it evicts ``key``; then take the limit and the filler away. True if ``key``
+        was evicted. Every lock key has a ttl, so a volatile policy may evict it; the idle
+        one of a holder that is working goes among the first."""
+        master = self.cluster.direct(index)
+        filler = f"chaos:evict-filler:{index}:"
+        with self.recorder.fault("eviction", self._label(index), "maxmemory, volatile-lru, filled with keys"):
+            self._progress(f"fault: {self._label(index)} evicts under memory pressure")
+            used = int(master.info("memory")["used_memory"])
+            master.config_set("maxmemory-policy", "volatile-lru")
+            master.config_set("maxmemory", str(used + 256 * 1024))
+            deadline = time.monotonic() + timeout
+            written = 0
+            try:
+                while master.exists(key) and time.monotonic() < deadline:
+                    with master.pipeline(transaction=False) as pipe:
+                        for n in range(written, written + 64):
+                            pipe.set(f"{filler}{n}", b"x" * 1024, px=600_000)
+                        pipe.execute()
+                    written += 64
+            finally:
+                master.config_set("maxmemory", "0")
+                for start in range(0, written, 512):
+                    master.delete(*[f"{filler}{n}" for n in range(start, min(start + 512, written))])
+                master.config_set("maxmemory-policy", "noeviction")
+        return not master.exists(key)
+
     def _reapply_clock(self, index: int) -> None:
         control = self.cluster.clocks.get(index)
         if control is not None:

@@ -309,6 +309,19 @@ def restart_empty(run: Run) -> None:
     _c2_tries(run, held, ttl)
 
 
+def eviction(run: Run) -> None:
+    """As K4, but C keeps running: over its ``maxmemory`` under ``volatile-lru`` it evicts
+    c1's key (every lock key has a ttl, so it is a candidate) and grants the lock again."""
+    ttl = _long_ttl(run)
+    held = _c1_holds(run, ttl)
+    if held is None:
+        return
+    for i in run.overlap:
+        evicted = run.nemesis.evict(i, LOCK)
+        run.expect(evicted, f"{run.cluster.label(i)} evicts c1's key under memory pressure")
+    _c2_tries(run, held, ttl)
+
+
 def restart_delayed(run: Run) -> None:
     restart_after(run, run.params.ttl + 0.5)
 
@@ -1131,6 +1144,9 @@ CATALOGUE: tuple[Scenario, ...] = (
              error_misconf, why="an error reply is a refusal: c2 has 0 votes, not 3"),
     Scenario("26d", "error-busy", "C, D, E answer -BUSY (a script past lua-time-limit) while c2 tries", "SAFE",
              error_busy, why="an error reply is a refusal: c2 has 0 votes, not 3"),
+    Scenario("27", "eviction", "C evicts c1's key under maxmemory (volatile-lru)", "UNSAFE", eviction,
+             kinds=("mutual-exclusion", "lost-update"), proxies=True,
+             why="a volatile eviction policy may drop any lock key (each has a ttl): C grants c1's lock to c2"),
 )  # fmt: skip
 
 
