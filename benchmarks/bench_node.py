@@ -26,7 +26,14 @@ import redlock.asyncio
 from redlock import Redlock
 from redlock.servers import LocalMasters
 
+try:
+    import uvloop
+except ImportError:  # (the bench extra brings it; without it the row is left out)
+    uvloop = None  # type: ignore[assignment]
+
 HERE = Path(__file__).resolve().parent / "node"
+#: Our clients, beside node-redlock: asyncio on its own loop and on uvloop (uvicorn's), sync.
+CLIENTS = ("asyncio", "uvloop", "sync")
 CONCURRENCY = (1, 10, 100, 1000)
 #: Threads beyond this add nothing on one interpreter (issue 9): the sync client stops here.
 SYNC_CONCURRENCY = (1, 10)
@@ -88,9 +95,18 @@ def node_section(cluster: LocalMasters, out: Path, seconds: float, warmup: float
         return {"skipped": why}
     servers = [pid for pid in cluster.pids if pid is not None]
     result: dict[str, Any] = {"rounds": rounds, "seconds": seconds, "rows": {}}
-    print(f"node-redlock vs redlock-quorum, lock+unlock on distinct names, {rounds} interleaved rounds:", flush=True)
+    core = "compiled (mypyc)" if redlock.compiled else "pure Python"
+    loops = "asyncio's own loop" + ("" if uvloop is None else " and uvloop")
+    print(
+        f"node-redlock vs redlock-quorum ({core} core; {loops}), lock+unlock on distinct names,"
+        f" {rounds} interleaved rounds:",
+        flush=True,
+    )
+    result["compiled"] = redlock.compiled
     for concurrency in CONCURRENCY:
         runs: dict[str, list[dict[str, Any]]] = {"node-redlock": [], "asyncio": []}
+        if uvloop is not None:
+            runs["uvloop"] = []
         if concurrency in SYNC_CONCURRENCY:
             runs["sync"] = []
         for _ in range(rounds):
@@ -105,6 +121,18 @@ def node_section(cluster: LocalMasters, out: Path, seconds: float, warmup: float
                     servers=servers,
                 )
             )
+            if uvloop is not None:
+                runs["uvloop"].append(
+                    scale_async(
+                        lambda _tasks: redlock.asyncio.Redlock(cluster.urls),
+                        redlock_op_async,
+                        concurrency,
+                        seconds,
+                        warmup,
+                        servers=servers,
+                        loop_factory=uvloop.new_event_loop,
+                    )
+                )
             if "sync" in runs:
                 runs["sync"].append(
                     scale_sync(
@@ -118,7 +146,7 @@ def node_section(cluster: LocalMasters, out: Path, seconds: float, warmup: float
                 )
         row = {client: _median_row(rows) for client, rows in runs.items()}
         anchor = row["node-redlock"]
-        for client in ("asyncio", "sync"):
+        for client in CLIENTS:
             if client in row:
                 row[client]["ops_ratio"] = row[client]["ops_per_s"] / anchor["ops_per_s"]
                 row[client]["p50_ratio"] = row[client]["p50_ms"] / anchor["p50_ms"] if anchor["p50_ms"] else None
@@ -133,7 +161,7 @@ def print_node_row(concurrency: int, row: dict[str, Any]) -> None:
         f"  C={concurrency:<5} node-redlock {anchor['ops_per_s']:8,.0f} ops/s p50 {anchor['p50_ms'] * 1000:6.0f} us"
         f" cpu {anchor['cpu_us_per_op'] or 0:5.0f} us/op"
     )
-    for client in ("asyncio", "sync"):
+    for client in CLIENTS:
         if client in row:
             mine = row[client]
             line += (
@@ -148,7 +176,7 @@ def node_panel(ax: Any, result: dict[str, Any]) -> None:
         ax.set_title(f"node section skipped: {result.get('skipped', '')}", fontsize=8)
         return
     levels = sorted(result["rows"], key=int)
-    for client in ("node-redlock", "asyncio", "sync"):
+    for client in ("node-redlock", *CLIENTS):
         points = [(int(c), result["rows"][c][client]["ops_per_s"]) for c in levels if client in result["rows"][c]]
         ax.plot([c for c, _ in points], [ops for _, ops in points], marker="o", label=client)
     ax.set_xscale("log")

@@ -186,9 +186,11 @@ def scale_async(
     warmup: float,
     *,
     servers: Sequence[int] = (),
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
 ) -> dict[str, Any]:
     """One client for ``tasks`` concurrent tasks: a warm-up (the fresh client's burst), then
-    ``seconds`` measured; ``servers`` are the pids whose CPU time the window also reads."""
+    ``seconds`` measured; ``servers`` are the pids whose CPU time the window also reads;
+    ``loop_factory`` makes another event loop than asyncio's own (uvloop's)."""
 
     async def run() -> dict[str, Any]:
         prefix = f"scale:{secrets.token_hex(4)}"
@@ -209,7 +211,8 @@ def scale_async(
                 await asyncio.sleep(0.01)  # a closed transport lets go of its socket on a later loop turn
         return scale_row(tally, warm, elapsed, cpu, fds, server_cpu=server_cpu)
 
-    return asyncio.run(run())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(run())
 
 
 def run_threads(

@@ -41,7 +41,15 @@ bottom up:
 
 from __future__ import annotations
 
+import os
 import sys
+
+# The harness's broken clients (chaos.variants, chaos.sim.variants) patch the library's core,
+# which compiled code does not allow: the harness's own processes (and the workers they
+# start) run the core's sources, the same code, whatever build is installed
+# (redlock/_compiled.py). Not where redlock came first: a program importing the harness.
+if "redlock" not in sys.modules:
+    os.environ.setdefault("REDLOCK_PURE", "1")
 
 from redlock._extras import can_import, install_hint
 

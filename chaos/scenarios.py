@@ -1038,6 +1038,53 @@ def force_release_fenced(run: Run) -> None:
     _force_release(run, fencing=True)
 
 
+# --- 28: a holder outlives the restart of every master -----------------------------------------
+
+
+def rolling_restart(run: Run) -> None:
+    """c1 holds an auto-extended lock while every master in turn crashes and comes back
+    empty (no persistence), the next only once the previous one has c1's key again; after
+    each restart c2 tries to take the lock. Each extension a majority confirms writes c1's
+    key back where it was lost, so c1 never falls to a minority; without that write-back,
+    the third restart (of five) would leave c1 two keys, and c2 the other three."""
+    ttl = run.params.ttl
+    c1, c2 = run.clients(["c1", "c2"])
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl, auto_extend=True)
+    if not run.expect(got["ok"], "c1 acquires, auto-extended", _error(got)):
+        return
+    token = str(got["token"]).encode()
+    c1.call("read", name=LOCK)
+    restored: list[float] = []
+    for i in range(run.params.nodes):
+        label = run.cluster.labels([i])
+        direct = run.cluster.direct(i)
+        run.nemesis.crash_restart(i, wipe=True)
+        gone_at = time.monotonic()
+        # The renewer extends every ttl/3: two periods and a busy machine's slack. c1 is
+        # asked for its deadline meanwhile, so that its recorded holding never lapses
+        # between the renewer's unrecorded extensions (see ClientSession.renewal).
+        while direct.get(LOCK) != token and time.monotonic() < gone_at + 3 * ttl:
+            c1.call("renewal", name=LOCK)
+            run.sleep(0.02)
+        back = direct.get(LOCK) == token
+        if run.expect(back, f"{label} has c1's key again after c1's next extension"):
+            restored.append(time.monotonic() - gone_at)
+            left = int(direct.pttl(LOCK))
+            run.expect(0 < left <= ttl * 1000, f"{label}'s restored key expires within the ttl", f"pttl {left} ms")
+        held = c1.call("renewal", name=LOCK)
+        run.expect(held["held"], f"c1 still holds the lock after {label}'s restart", f"lost={held['lost']}")
+        tried = c2.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+        run.expect(not tried["ok"], f"c2 is refused after {label}'s restart", _error(tried))
+        if tried["ok"]:
+            c2.call("release", name=LOCK)
+    run.metric("restored_within_s", [round(t, 3) for t in restored])
+    held = c1.call("renewal", name=LOCK)
+    run.expect(held["held"] and not held["lost"], "c1 never lost the lock", f"held={held['held']}, lost={held['lost']}")
+    c1.call("write", name=LOCK)
+    released = c1.call("release", name=LOCK)
+    run.expect(released["ok"], "c1's release is confirmed by a majority", _error(released))
+
+
 CATALOGUE: tuple[Scenario, ...] = (
     Scenario("1", "baseline", "no faults", "SAFE", baseline, loop=True,
              why="three clients contend for two names; every holder interval is disjoint"),
@@ -1147,6 +1194,10 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("27", "eviction", "C evicts c1's key under maxmemory (volatile-lru)", "UNSAFE", eviction,
              kinds=("mutual-exclusion", "lost-update"), proxies=True,
              why="a volatile eviction policy may drop any lock key (each has a ttl): C grants c1's lock to c2"),
+    Scenario("28", "rolling-restart", "every master in turn restarts empty under an auto-extended lock",
+             "SAFE", rolling_restart, leftovers=True,
+             why="each extension a majority confirms writes c1's key back (SET NX) where a master lost it: "
+                 "c1 keeps a majority through all five restarts, and c2 is always refused"),
 )  # fmt: skip
 
 

@@ -146,6 +146,7 @@ class _Worker:
                 also=list(args.get("also", ())),
                 limit=int(args.get("limit", 0)),
                 quorum=int(args.get("quorum", 0)),
+                auto_extend=bool(args.get("auto_extend", False)),
             )
         elif name == "read":
             result = session.read(args["name"])
@@ -153,6 +154,8 @@ class _Worker:
             result = session.write(args["name"], pause=pause, check=bool(args.get("check", True)))
         elif name == "extend":
             result = session.extend(args["name"], args.get("ttl"))
+        elif name == "renewal":
+            result = session.renewal(args["name"])
         elif name == "release":
             result = session.release(args["name"])
         elif name == "cycle":

@@ -8,6 +8,11 @@
 The asyncio client, with the same names, is :mod:`redlock.asyncio`.
 """
 
+from redlock import _compiled
+
+_compiled.prefer_sources_if_asked()  # (first: before anything imports the core)
+
+from redlock import _core
 from redlock._client import Election, Lock, Redlock, Semaphore
 from redlock._core import quorum_size, semaphore_quorum, validity_left
 from redlock._flows import LockInfo, MasterInfo
@@ -28,6 +33,11 @@ from redlock.exceptions import (
     RedlockError,
     ReleaseUnconfirmed,
 )
+
+#: True when the sans-I/O core (lock arithmetic, flows, connection policy) runs compiled by
+#: mypyc, as in a wheel built with ``REDLOCK_COMPILE=1`` (setup.py); False for the pure
+#: Python package, which behaves the same, with more CPU per operation.
+compiled: bool = not _core.__file__.endswith(".py")
 
 __all__ = [
     "AcquireTimeout",
@@ -54,6 +64,7 @@ __all__ = [
     "Severity",
     "TopologyReport",
     "Verdict",
+    "compiled",
     "quorum_size",
     "semaphore_quorum",
     "validity_left",

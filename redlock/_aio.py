@@ -18,7 +18,7 @@ import functools
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from redlock._connection import Connect, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
@@ -44,8 +44,9 @@ class _Protocol(asyncio.Protocol):
         self.queued: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not an isinstance check: uvloop's transports (uvicorn's default loop) write and
+        # close like asyncio's but do not derive from asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family != socket.AF_UNIX:
             keep_alive(sock)
@@ -59,14 +60,20 @@ class _Protocol(asyncio.Protocol):
         self.driver.lost(self, exc or ConnectionResetError("the master closed the connection"))
 
     def write(self, data: bytes) -> None:
-        if self.transport is None or not data:
+        transport = self.transport
+        if transport is None or not data:
             return
-        alone = self.driver.alone
-        if not self.queued and not alone:
+        if self.driver.alone:
+            # No other round can join ours: waiting for the turn's end buys nothing.
+            if self.queued:
+                self.queued.append(data)
+                self.flush()
+            elif not transport.is_closing():
+                transport.write(data)
+            return
+        if not self.queued:
             self.loop.call_soon(self.flush)
         self.queued.append(data)
-        if alone:
-            self.flush()  # no other round can join ours: waiting for the turn's end buys nothing
 
     def flush(self) -> None:
         data = b"".join(self.queued)
@@ -182,10 +189,16 @@ class Driver(DriverBase["_Protocol"]):
         now = self._clock()
         # No await inside the submission: nothing can interleave with it.
         written = True
+        submit, conns = self._policy.submit, self._conns
         for node in round_.targets:
-            action = self._policy.submit(round_, node, now)
-            written = written and isinstance(action, Write)
-            self._carry_out(action)
+            action = submit(round_, node, now)
+            if type(action) is Write:  # (the common case, without _carry_out's dispatch)
+                conn = conns.get((action.kind, action.node))
+                if conn is not None:
+                    conn.write(action.data)
+            else:
+                written = False
+                self._carry_out(action)
         if not (self.alone and written):
             # Our commands leave with this turn's others (one send per master, see
             # _Protocol), or behind a connect; the round's time counts from the end of this
@@ -203,17 +216,20 @@ class Driver(DriverBase["_Protocol"]):
             settled: asyncio.Future[None] = loop.create_future()
             round_.waker = functools.partial(_resolve, settled)
             timer = loop.call_later(max(0.0, deadline - self._clock()), _after_next_reads, loop, settled)
+            interrupted = False
             try:
                 await settled
             except asyncio.CancelledError as cancel:
                 if cancels is None:
                     raise
                 cancels.append(cancel)
-                continue  # the same deadline, on a new future
+                interrupted = True
             finally:
                 timer.cancel()
             if round_.settled:
                 break
+            if interrupted:
+                continue  # the same deadline, on a new future
             deadline = self._overtime(round_, first_deadline)
         round_.waker = None
         self._policy.time_out(round_)

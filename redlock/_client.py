@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
 
 from redlock._core import Result
 from redlock._election import UNCHANGED, ElectionState
@@ -19,9 +22,14 @@ from redlock._lock import (
     _masters_text,
     semaphore_options,
 )
+from redlock._locked import NO_DEFAULT, LockedCall
 from redlock._sync import Driver
 from redlock._topology import TopologyReport
-from redlock.exceptions import LockLost
+from redlock.exceptions import LockLost, LockNotAcquired
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 class Redlock(ClusterConfig):
@@ -77,6 +85,9 @@ class Redlock(ClusterConfig):
         fencing: bool = False,
         reentrant: bool = False,
         lock_delay: float = 0.0,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
     ) -> Lock:
         """A Lock on ``name`` that expires after ``ttl`` seconds unless extended.
 
@@ -102,12 +113,74 @@ class Redlock(ClusterConfig):
         names are sorted and de-duplicated (``lock.names``), so clients asking for
         overlapping sets never deadlock; release and extend cover every name. An empty list
         is a ValueError, a name that is not a str a TypeError.
+
+        ``max_hold`` (seconds, at least ``ttl``; needs ``auto_extend=True``) bounds the whole
+        holding: auto-extension never moves the deadline past ``max_hold`` after the acquire
+        began (its last extend sets a shorter ttl, so the keys expire then too), and the lock
+        is then lost like any lock that could not be renewed (``on_lost``, :attr:`Lock.lost`,
+        LockLost on leaving the block; the cause is ``max_hold``). ``retry_delay`` replaces
+        the client's for this lock (the mean pause between attempts of a blocking acquire).
+        ``max_attempts`` bounds how many attempts a blocking acquire makes at the masters
+        (node-redlock's ``retryCount`` + 1), beside ``timeout``: whichever runs out first
+        ends it (False from ``acquire``; LockNotAcquired, or AcquireTimeout, from ``with``).
         """
-        spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay)
-        options = LockOptions.checked(
-            spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, reentrant=reentrant
+        spec, options = self._lock_parts(
+            name,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            fencing=fencing,
+            reentrant=reentrant,
+            lock_delay=lock_delay,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
         )
         return Lock(self, spec, options)
+
+    def locked(
+        self,
+        name: str | list[str] | tuple[str, ...],
+        *,
+        on_busy: str = "wait",
+        default: Any = NO_DEFAULT,
+        **lock_options: Any,
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """A decorator: each call of the function runs holding ``rl.lock(name, **lock_options)``.
+
+        ``name`` may be a template with ``{fields}`` naming the function's parameters
+        (``"report:{user_id}"``, ``"{order.id}"``): each call's arguments, defaults
+        applied, build its lock's name. A list or tuple of them locks several names at once.
+        ``lock_options`` are :meth:`lock`'s (``ttl``, ``timeout``, ``auto_extend``, ...),
+        checked here, when decorating. ``on_busy`` says what a call does when others hold
+        the lock: ``"wait"`` (the default) waits as ``with rl.lock(...)`` does, bounded by
+        ``timeout`` / ``max_attempts`` (then AcquireTimeout / LockNotAcquired); ``"raise"``
+        tries once and raises LockNotAcquired; ``"skip"`` tries once and returns
+        ``default`` (None unless given) without calling the function. A call made while the
+        same thread already runs a call holding the same name raises LockAlreadyHeld
+        (``reentrant=True``: it runs under the outer hold) instead of waiting for itself.
+        """
+        plan = LockedCall.planned(self, name, on_busy, default, lock_options, asynchronous=False)
+
+        def decorate(function: Callable[P, R]) -> Callable[P, R]:
+            call = plan.bound_to(function)
+
+            @functools.wraps(function)
+            def locked_call(*args: P.args, **kwargs: P.kwargs) -> R:
+                with call.running(args, kwargs, threading.current_thread()) as lock:
+                    if lock is None:  # nested, reentrant: the outer call holds it
+                        return function(*args, **kwargs)
+                    with contextlib.ExitStack() as stack:
+                        try:
+                            stack.enter_context(lock)
+                        except LockNotAcquired as refused:
+                            return call.refused(refused)  # type: ignore[no-any-return]
+                        return function(*args, **kwargs)
+
+            return locked_call
+
+        return decorate
 
     def election(
         self,
@@ -171,6 +244,9 @@ class Redlock(ClusterConfig):
         timeout: float | None = None,
         auto_extend: bool = False,
         on_lost: Callable[[Semaphore], None] | None = None,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
     ) -> Semaphore:
         """A counting Semaphore on ``name``: at most ``limit`` holders at once, each permit
         expiring after ``ttl`` seconds unless extended; the other options as for :meth:`lock`.
@@ -179,9 +255,19 @@ class Redlock(ClusterConfig):
         majority (see docs/algorithm.md): with fewer, ``limit + 1`` holders could each find
         enough masters with a free place. So a semaphore tolerates fewer masters down than a
         lock: ``sem.quorum`` tells how many it needs. Every client must use the same limit.
+        ``max_hold``, ``retry_delay`` and ``max_attempts`` are as for :meth:`lock`.
         """
         spec, options = semaphore_options(
-            self, name, limit, ttl, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost
+            self,
+            name,
+            limit,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
         )
         return Semaphore(self, spec, options)
 
@@ -265,13 +351,7 @@ class Lock(LockState[Redlock]):
         give_up_at = self._acquire_deadline(blocking, timeout)
         me = threading.current_thread()
         try:
-            with self._gate:
-                turns = self._turn(me, blocking, give_up_at)
-                try:
-                    while True:
-                        self._gate.wait(next(turns))
-                except StopIteration as stop:
-                    turn: Turn = stop.value
+            turn = self._waited(self._turn(me, blocking, give_up_at))
             if turn is not Turn.AT_MASTERS:
                 return turn is Turn.NESTED
             tokens, flow = self._acquire_flow(blocking, give_up_at)
@@ -302,10 +382,75 @@ class Lock(LockState[Redlock]):
         with self._gate:
             self._gate.notify_all()
 
-    def extend(self, ttl: float | None = None) -> float:
-        """Reset the lock's ttl (default: its own) on a majority; returns the new validity."""
-        lease, flow = self._extend_flow(ttl)
+    def _waited(self, steps: Generator[float | None, None, T]) -> T:
+        """Run ``steps`` under the local gate, waiting on it (woken by releases and losses)
+        as long as each step says; what the steps return."""
+        with self._gate:
+            try:
+                while True:
+                    self._gate.wait(next(steps))
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+    def extend(self, ttl: float | None = None, *, add: float | None = None) -> float:
+        """Reset the lock's ttl (default: its own) on a majority; returns the new validity.
+
+        ``add=seconds`` instead moves the deadline that much later than it is now (the keys
+        get the validity left plus ``add``, drift included). Unlike redis-py, whose
+        ``extend(t)`` adds ``t`` unless ``replace_ttl=True``, ``extend()`` and
+        ``extend(ttl)`` reset: the lock then lasts ``ttl`` from the start of the extend.
+        With ``max_hold``, neither moves the deadline past the bound.
+        """
+        lease, flow = self._extend_flow(ttl, add)
         return self._cluster._driver.run(flow, lambda result: self._extended(lease, result))
+
+    def adopt(self, token: str, *, fencing_token: int | None = None) -> float:
+        """Take over the holding of this Lock's name under ``token`` (acquired by another
+        process or request, which hands over its ``lock.token``); returns the validity.
+
+        A compare-and-pexpire with ``token`` resets the ttl to this Lock's on every master;
+        it counts with a majority, as an extend does, and never re-creates a key that is
+        gone. Then this Lock extends, releases, auto-extends (``auto_extend=True``) and
+        reports a loss as if it had acquired. LockLost when a majority answered that the
+        token does not hold the name; ExtendUnconfirmed (retryable) when no majority
+        answered in time; LockAlreadyHeld if this object holds or is acquiring the lock.
+        The giver must stop using the token (:meth:`hand_over` stops its auto-extension):
+        two users of one holding cannot know each other's deadlines. ``fencing_token`` (with ``fencing=True``)
+        is the giver's ``lock.fencing_token``, handed over with the token.
+        """
+        lease, flow = self._adopt_flow(token, fencing_token)
+        me = threading.current_thread()
+        with self._gate:
+            self._claim_for_adoption(me)
+        try:
+            return self._cluster._driver.run(flow, lambda result: self._adopted(lease, result))
+        finally:
+            self._end_turn(me)
+
+    def hand_over(self) -> str:
+        """Stop holding the lock here without releasing it; returns the token for another
+        Lock (another process) to :meth:`adopt`.
+
+        Auto-extension stops (its extend under way, if any, is waited for), and this object
+        holds nothing afterwards: the holding lives on in the masters until it is adopted,
+        or until it expires. LockLost if the lock was lost (or its validity ran out).
+        """
+        lease = self._handing_over()
+        self._stop_renewer()
+        self._leave()
+        return lease.token
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until the lock is lost (True) or ``timeout`` runs out (False).
+
+        For a watchdog thread that must stop a worker when the lock is lost: True as soon
+        as auto-extension, an extend or a release finds the loss (at once if it is lost
+        already), and at the deadline if nothing extended the lock. False when ``timeout``
+        runs out, or when the lock is released meanwhile (nothing was lost).
+        LockNotHeld if this Lock does not hold it when called.
+        """
+        give_up_at = self._give_up_at(timeout)
+        return self._waited(self._loss_wait(give_up_at))
 
     def _start_renewer(self, lease: Lease) -> None:
         stop = threading.Event()

@@ -95,6 +95,15 @@ def check_seconds(name: str, value: object, *, allow_zero: bool = False) -> floa
     return seconds
 
 
+def check_count(name: str, value: object) -> int:
+    """A number of times: an int of at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
 def check_drift_factor(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"clock_drift_factor must be a number, got {type(value).__name__}")
@@ -143,10 +152,7 @@ def check_lock_names(names: object) -> tuple[str, ...]:
 
 def check_limit(limit: object, node_count: int) -> int:
     """A semaphore's number of permits: an int of at least 1."""
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"limit must be an int, got {type(limit).__name__}")
-    if limit < 1:
-        raise ValueError(f"limit must be at least 1, got {limit}")
+    limit = check_count("limit", limit)
     try:
         semaphore_quorum(node_count, limit)
     except ValueError as error:

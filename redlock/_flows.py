@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from redlock import _scripts
 from redlock._core import (
+    EXPIRY_PRECISION,
     WOKEN_MARGIN,
     Command,
     Flow,
@@ -29,6 +30,7 @@ from redlock._core import (
     release_channel,
     retry_delays,
     ttl_milliseconds,
+    validity_left,
 )
 from redlock._kinds import PLAIN, FencedLock, LockKind
 from redlock.exceptions import MasterMisconfigured, NodeOutcome, NodeStatus
@@ -117,12 +119,16 @@ class LockSpec:
     def acquire_command(self, token: str) -> Command:
         return self.kind.acquire(self.key, token, self.key_milliseconds(self.ttl))
 
-    def extend_command(self, token: str, ttl: float, extend_id: int) -> Command:
-        return self.kind.extend(self.key, token, self.key_milliseconds(ttl), extend_id)
+    def extend_command(self, token: str, ttl: float, extend_id: int, *, adopt: bool = False) -> Command:
+        return self.kind.extend(self.key, token, self.key_milliseconds(ttl), extend_id, adopt=adopt)
 
     def release_command(self, token: str, *, notify: bool = False) -> Command:
         """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
         return self.kind.release(self.key, token, notify=notify)
+
+    def restore_command(self, token: str, ttl: float, fencing_token: int | None) -> Command:
+        """Write our holding back, for ``ttl`` more seconds, where a master lost it."""
+        return self.kind.restore(self.key, token, self.key_milliseconds(ttl), fencing_token)
 
 
 @dataclass
@@ -158,6 +164,12 @@ class Lease:
     loss_why: str = ""
     #: The rounds of the tries of its release so far (a release may be retried).
     release_rounds: list[Round] = field(default_factory=list)
+    #: The monotonic time the holding may last until at most (``max_hold`` after it began):
+    #: no extend moves the deadline past it (see :func:`held_ttl`).
+    hold_until: float = math.inf
+    #: Set once no extend may move the deadline any more because of ``hold_until``: the
+    #: loss that comes at the deadline is the bounded hold's, reported as such.
+    held_out: bool = False
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
     #: Extends are numbered from 1, in the order they begin; the masters apply an extend
     #: only if it is newer than the last one they applied (see _scripts.EXTEND).
@@ -249,10 +261,13 @@ def acquire_flow(
     blocking: bool,
     timeout: float | None,
     rng: random.Random,
+    max_attempts: int | None = None,
 ) -> Flow:
     """Try to set ``token`` on a majority; retry while ``blocking`` and time remains.
 
-    ``timeout`` bounds the whole wait; with ``timeout=None`` a blocking acquire retries
+    ``timeout`` bounds the whole wait, and ``max_attempts`` the number of attempts (each one
+    round of SETs; node-redlock's ``retryCount`` + 1), whichever runs out first; with
+    ``timeout=None`` a blocking acquire retries
     until it gets the lock, except that it gives up after ``spec.unavailable_timeout`` of
     consecutive attempts that could not reach a majority: waiting forever on a dead
     cluster helps nobody. With ``spec.fencing``, a held lock also gets a fencing token,
@@ -319,6 +334,8 @@ def acquire_flow(
         )
         if not blocking or failure.misconfigured:
             return failure
+        if max_attempts is not None and attempts >= max_attempts:
+            return failure
         if unreachable_since is not None and timeout is None and now - unreachable_since >= spec.unavailable_timeout:
             return failure
         delay = next(delays)
@@ -344,17 +361,19 @@ def acquire_flow(
         woken = now < resume_at - WOKEN_MARGIN
 
 
-def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
+def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float, *, adopt: bool = False) -> Flow:
     """Reset the ttl of our token on a majority; validity counts from the start of the extend.
 
     The lease's deadline is updated here (see :meth:`Lease.end_extend`), also when the
-    flow is abandoned midway (closed by its driver): its commands may still land.
+    flow is abandoned midway (closed by its driver): its commands may still land. With
+    ``adopt``, this is the first extend of a Lock taking over a holding known by its token
+    (``lease`` is new, its deadline the start: nothing to rely on until a majority confirms).
     """
     started = now
     extend_id = lease.begin_extend(spec.deadline_after(started, ttl))
     finished = False
     try:
-        extend = spec.round(spec.extend_command(lease.token, ttl, extend_id))
+        extend = spec.round(spec.extend_command(lease.token, ttl, extend_id, adopt=adopt))
         now = yield extend
         deadline = spec.deadline_after(started, ttl)
         ok = extend.majority_granted and deadline > now
@@ -366,13 +385,48 @@ def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
         if not finished:
             lease.end_extend(extend_id, ok=False, may_have_landed=True)
     gone = extend.count(NodeStatus.DENIED) > len(spec.node_names) - spec.quorum
+    outcomes = extend.ordered_outcomes()
+    lost_it = lost_keys(extend)
+    # The lease's deadline, not this extend's: an overlapping shorter extend may have set it
+    # lower, and a restored key need not outlive what the holder relies on.
+    left = lease.deadline - now
+    if ok and lost_it and left > 0 and not (lease.ended or lease.lost):
+        # Confirmed by a majority, which alone decided ``ok`` and the deadline: the masters
+        # that had no key at all (restarted empty, most likely) get ours back, only where the
+        # key is still free, for the validity left. Never counted: it only restores a copy of
+        # a lease the majority already proves (docs/algorithm.md, "Restoring a key a master
+        # lost"), so that a rolling restart of every master does not wear the lock down to a
+        # minority.
+        restore = Round(
+            command=spec.restore_command(lease.token, left, lease.fencing_token),
+            targets=lost_it,
+            node_names=spec.node_names,
+            quorum=spec.quorum,
+            timeout=spec.node_timeout,
+            # Every master asked is waited for (up to node_timeout): no count decides it.
+            wait_for_all=True,
+        )
+        now = yield restore
     return Result(
         ok,
-        extend.ordered_outcomes(),
+        outcomes,
         extend.granted,
         deadline=deadline if ok else 0.0,
         token_gone=gone,
         finished_at=now,
+    )
+
+
+def lost_keys(extend: Round) -> tuple[int, ...]:
+    """The masters that answered an extend with no key of the lock at all (the scripts'
+    nil). The native ``SET IFEQ`` answers nil for another holder's token too: there a
+    restore is tried as well, and its ``SET NX`` finds the key taken and changes nothing."""
+    return tuple(
+        sorted(
+            node
+            for node, outcome in extend.outcomes.items()
+            if outcome.status is NodeStatus.DENIED and extend.replies.get(node) is None
+        )
     )
 
 
@@ -452,6 +506,55 @@ def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:
     return last
 
 
+def hold_start(spec: LockSpec, deadline: float) -> float:
+    """When the attempt that gave ``deadline`` (with the lock's own ttl) began: where a
+    bounded hold is counted from, the first SET sent rather than the acquire returning."""
+    return deadline - spec.ttl + drift_allowance(spec.ttl, spec.clock_drift_factor)
+
+
+def held_ttl(spec: LockSpec, lease: Lease, ttl: float, now: float) -> float | None:
+    """The ttl an extend starting at ``now`` may set without moving the holder's deadline
+    past ``lease.hold_until`` (``ttl`` itself when the bound is far); None when the bound
+    leaves too little for an extend to be worth a round: one that could not give validity
+    after ``node_timeout``, or would not move the deadline at all.
+
+    Capping the ttl, not just stopping the extends, also makes the keys on the masters
+    expire with the hold: the next holder gets the lock when the bounded one lost it.
+    """
+    room = lease.hold_until - now
+    if room >= ttl:
+        return ttl
+    if validity_left(room, spec.node_timeout, spec.clock_drift_factor) <= 0:
+        return None
+    if spec.deadline_after(now, room) <= lease.deadline:
+        return None
+    return room
+
+
+def added_ttl(spec: LockSpec, lease: Lease, add: float, now: float) -> float:
+    """The ttl an extend starting at ``now`` sets so that the deadline moves ``add`` seconds
+    later than it is (``extend(add=...)``): ``t - drift(t) = left + add``, ``drift(t) = t *
+    factor + EXPIRY_PRECISION``, solved for ``t``. The keys get that ttl, drift included,
+    so the holder relies on no more than a fresh ttl of that length would give it."""
+    left = max(0.0, lease.deadline - now)
+    return (left + add + EXPIRY_PRECISION) / (1 - spec.clock_drift_factor)
+
+
+def bounded_extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float) -> Flow:
+    """An extend within the bounded hold (``lease.hold_until``): its ttl is capped by
+    :func:`held_ttl`, and where the bound leaves nothing to add, nothing is sent and the
+    deadline stays. Once a capped extend worked, or nothing could be added, the lease is
+    ``held_out``: its deadline is as late as it may ever be."""
+    capped = None if lease.held_out else held_ttl(spec, lease, ttl, now)
+    if capped is None:
+        lease.held_out = True
+        return Result(True, (), 0, deadline=lease.deadline, finished_at=now)
+    result = yield from extend_flow(spec, lease, capped, now)
+    if result.ok and capped < ttl:
+        lease.held_out = True
+    return result
+
+
 def next_renewal(now: float, lease: Lease, ttl: float, *, failed: bool, retry_delay: float) -> float | None:
     """Seconds until the next extension of an auto-extended lock; None once it is lost.
 
@@ -471,7 +574,10 @@ def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
     """Keep ``lease`` alive until it ends (release) or is lost; returns how it finished.
 
     A failed extension is retried while validity remains. The lease is marked lost at once
-    when a majority says our token is gone, or when the validity runs out first.
+    when a majority says our token is gone, or when the validity runs out first. A bounded
+    hold (``lease.hold_until``) caps each extension's ttl; once no extension may move the
+    deadline any more (``lease.held_out``), the renewer only waits for the deadline, where
+    the lease is lost as any other that could not be renewed.
     """
     failed = False
     last = Result(True, (), 0, deadline=lease.deadline)
@@ -479,10 +585,13 @@ def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
         delay = next_renewal(now, lease, spec.ttl, failed=failed, retry_delay=spec.retry_delay)
         if delay is None:
             break
+        if lease.held_out:
+            now = yield Pause(lease.deadline - now)  # nothing more to add: wait for the end
+            continue
         now = yield Pause(delay)
         if lease.ended:
             return last
-        last = yield from extend_flow(spec, lease, spec.ttl, now)
+        last = yield from bounded_extend_flow(spec, lease, spec.ttl, now)
         now = last.finished_at
         if lease.ended:
             return last

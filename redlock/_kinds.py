@@ -6,6 +6,12 @@ its commands for acquire, extend, release and rollback, its quorum rule, the key
 acquire waits on, and the names telemetry gives its rounds. A new primitive is one new
 class here plus its scripts in :mod:`redlock._scripts`.
 
+Every kind also has a *restore*: the command that writes our holding back on a master that
+answered an extend with "no key at all" (it restarted empty), once a majority has confirmed
+the extend elsewhere. It is the kind's own acquire with our token, so it never overwrites
+another holder and keeps every per-master limit (docs/algorithm.md, "Restoring a key a
+master lost", says why it is safe).
+
 Every kind keeps an extend-order key (:func:`~redlock._core.order_key`) beside its first
 key, so that an extend arriving late never undoes a newer one, and its release deletes it.
 
@@ -18,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 from redlock import _scripts
 from redlock._core import (
@@ -40,15 +45,13 @@ from redlock._core import (
 class LockKind:
     """A lock on one name (the base: plain Redlock)."""
 
-    #: Telemetry's ``redlock.round.step`` of each script this kind runs (by its sha); a
-    #: plain ``SET`` round is an "acquire" and needs no entry.
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.RELEASE.sha: "release",
-        _scripts.RELEASE_AND_NOTIFY.sha: "release",
-        _scripts.EXTEND.sha: "extend",
-    }
-    #: A fenced lock's acquire returns each master's counter (see :class:`FencedLock`).
-    fencing: ClassVar[bool] = False
+    # (No ClassVar here: a mypyc-compiled dataclass takes a ClassVar for a read-only field
+    # of every subclass. Properties are what compiled and pure code read alike.)
+
+    @property
+    def fencing(self) -> bool:
+        """Whether the acquire also returns each master's counter (see :class:`FencedLock`)."""
+        return False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -70,10 +73,18 @@ class LockKind:
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.set_nx_px(key, token, ttl_ms)
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        """Reset our token's ttl; ``adopt``: as the first extend of a Lock that takes the
+        holding over by its token, whose numbering starts again (see _scripts.EXTEND)."""
         script = _scripts.EXTEND
         native = NativeForm(SET_IFEQ, Command(("SET", key, token, "IFEQ", token, "PX", ttl_ms), script))
-        return Command.run_script(script, [key, order_key(key)], [token, ttl_ms, extend_id], (native,))
+        return Command.run_script(
+            script, [key, order_key(key)], _extend_args(token, ttl_ms, extend_id, adopt), (native,)
+        )
+
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Write our token back where a master lost it: ``SET NX``, never over another's."""
+        return Command.set_nx_px(key, token, ttl_ms)
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         """Delete our token (``notify``: and announce it to waiters; a rollback does not)."""
@@ -100,15 +111,16 @@ class FencedLock(LockKind):
     """A lock on one name whose holders get increasing fencing tokens (see
     :func:`redlock._flows.fencing_token_from`): the acquire also reads each master's counter."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        **LockKind.steps,
-        _scripts.FENCED_ACQUIRE.sha: "acquire",
-        _scripts.FENCE_RAISE.sha: "fence",
-    }
-    fencing: ClassVar[bool] = True
+    @property
+    def fencing(self) -> bool:
+        return True
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.FENCED_ACQUIRE, [key, fence_key(key)], [token, ttl_ms])
+
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """As the plain lock's, and the master's lost counter raised back to our fencing token."""
+        return Command.run_script(_scripts.FENCED_RESTORE, [key, fence_key(key)], [token, ttl_ms, fencing_token or 0])
 
     def raise_fence(self, key: str, fencing_token: int) -> Command:
         """Write ``fencing_token`` back as the counter's new floor (``max(counter, token)``)."""
@@ -119,11 +131,6 @@ class FencedLock(LockKind):
 class MultiLock(LockKind):
     """One lock on several names, all or none on each master (one script per master)."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.MULTI_ACQUIRE.sha: "acquire",
-        _scripts.MULTI_EXTEND.sha: "extend",
-        _scripts.MULTI_RELEASE.sha: "release",
-    }
     #: Sorted and unique (the lock's key is the first).
     all_names: tuple[str, ...] = ()
 
@@ -137,8 +144,13 @@ class MultiLock(LockKind):
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.MULTI_ACQUIRE, [*self.all_names, order_key(key)], [token, ttl_ms])
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
-        return Command.run_script(_scripts.MULTI_EXTEND, [*self.all_names, order_key(key)], [token, ttl_ms, extend_id])
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        keys = [*self.all_names, order_key(key)]
+        return Command.run_script(_scripts.MULTI_EXTEND, keys, _extend_args(token, ttl_ms, extend_id, adopt))
+
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """All names or none, each only where free: the acquire itself, with our token."""
+        return self.acquire(key, token, ttl_ms)
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channels = [release_channel(name) for name in self.all_names] if notify else []
@@ -159,11 +171,6 @@ class MultiLock(LockKind):
 class Semaphore(LockKind):
     """Up to ``permits`` holders at once on one name (see :func:`~redlock._core.semaphore_quorum`)."""
 
-    steps: ClassVar[Mapping[str, str]] = {
-        _scripts.SEMAPHORE_ACQUIRE.sha: "acquire",
-        _scripts.SEMAPHORE_EXTEND.sha: "extend",
-        _scripts.SEMAPHORE_RELEASE.sha: "release",
-    }
     permits: int = 1
 
     @property
@@ -176,12 +183,22 @@ class Semaphore(LockKind):
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.SEMAPHORE_ACQUIRE, [key, order_key(key)], [token, ttl_ms, self.permits])
 
-    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int) -> Command:
-        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [key, order_key(key)], [token, ttl_ms, extend_id])
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        args = _extend_args(token, ttl_ms, extend_id, adopt)
+        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [key, order_key(key)], args)
+
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Our permit back only if the master has one free: the acquire itself, with our token."""
+        return self.acquire(key, token, ttl_ms)
 
     def release(self, key: str, token: str, *, notify: bool) -> Command:
         channel = [release_channel(key)] if notify else []
         return Command.run_script(_scripts.SEMAPHORE_RELEASE, [key, order_key(key)], [token, *channel])
+
+
+def _extend_args(token: str, ttl_ms: int, extend_id: int, adopt: bool) -> list[str | int]:
+    """The arguments of every kind's extend script: an adoption adds its flag (ARGV[4])."""
+    return [token, ttl_ms, extend_id, 1] if adopt else [token, ttl_ms, extend_id]
 
 
 PLAIN = LockKind()
@@ -197,7 +214,19 @@ def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0)
     return FENCED if fencing else PLAIN
 
 
-#: Every script's step name, whichever kind runs it (telemetry names rounds by these).
+#: Telemetry's ``redlock.round.step`` of every script a kind runs, by its sha (a plain
+#: ``SET`` round is an "acquire" and needs no entry).
 ALL_STEPS: Mapping[str, str] = {
-    sha: step for kind in (LockKind, FencedLock, MultiLock, Semaphore) for sha, step in kind.steps.items()
+    _scripts.RELEASE.sha: "release",
+    _scripts.RELEASE_AND_NOTIFY.sha: "release",
+    _scripts.EXTEND.sha: "extend",
+    _scripts.FENCED_ACQUIRE.sha: "acquire",
+    _scripts.FENCE_RAISE.sha: "fence",
+    _scripts.FENCED_RESTORE.sha: "restore",
+    _scripts.MULTI_ACQUIRE.sha: "acquire",
+    _scripts.MULTI_EXTEND.sha: "extend",
+    _scripts.MULTI_RELEASE.sha: "release",
+    _scripts.SEMAPHORE_ACQUIRE.sha: "acquire",
+    _scripts.SEMAPHORE_EXTEND.sha: "extend",
+    _scripts.SEMAPHORE_RELEASE.sha: "release",
 }

@@ -7,6 +7,7 @@ flow's result to a return value or an exception, is written once here.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import random
@@ -27,7 +28,10 @@ from redlock._flows import (
     LockSpec,
     Tokens,
     acquire_flow,
+    added_ttl,
+    bounded_extend_flow,
     extend_flow,
+    hold_start,
     release_flow,
     release_timeout,
     renewal_flow,
@@ -149,6 +153,7 @@ class ClusterConfig:
         _config.check_callable("clock", clock)
         accepted = loaded_class(self.client_class)
         self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self.client_kind)
+        self._master_names = tuple(master.name for master in self.masters)  # (every new Lock asks)
         if len(self.masters) < 3:
             # Legal (a single master is the classic single-node lock), but rarely meant: with
             # two, the quorum is both, so either master down stops every lock.
@@ -203,13 +208,21 @@ class ClusterConfig:
 
     @property
     def master_names(self) -> tuple[str, ...]:
-        return tuple(master.name for master in self.masters)
+        return self._master_names
 
     def lock_spec(
-        self, name: object, ttl: object, *, fencing: object = False, lock_delay: object = 0.0, limit: object = None
+        self,
+        name: object,
+        ttl: object,
+        *,
+        fencing: object = False,
+        lock_delay: object = 0.0,
+        limit: object = None,
+        retry_delay: object = None,
     ) -> LockSpec:
         """The spec of a lock on ``name`` (a str), on several names (a list or tuple of
-        str), or with ``limit``, of a semaphore of that many permits on ``name``."""
+        str), or with ``limit``, of a semaphore of that many permits on ``name``.
+        ``retry_delay`` replaces the client's for this lock (None: the client's)."""
         names: tuple[str, ...] = ()
         if limit is not None:
             key = _config.check_lock_name(name)
@@ -221,6 +234,7 @@ class ClusterConfig:
             key, permits = _config.check_lock_name(name), 0
         seconds = _config.check_ttl(ttl, node_timeout=self.node_timeout, clock_drift_factor=self.clock_drift_factor)
         delay = _config.check_lock_delay(lock_delay, seconds)
+        retry = self.retry_delay if retry_delay is None else _config.check_seconds("retry_delay", retry_delay)
         fenced = _config.check_flag("fencing", fencing)
         if fenced and (names or permits):
             raise ValueError("fencing is for a lock on one name: a semaphore or a multi-name lock has no fencing token")
@@ -234,11 +248,42 @@ class ClusterConfig:
             node_names=self.master_names,
             node_timeout=self.node_timeout,
             clock_drift_factor=self.clock_drift_factor,
-            retry_delay=self.retry_delay,
+            retry_delay=retry,
             unavailable_timeout=self.unavailable_timeout,
             kind=kind_of(fencing=fenced, names=names, limit=permits),
             lock_delay=delay,
         )
+
+    def _lock_parts(
+        self,
+        name: object,
+        ttl: object,
+        *,
+        timeout: object,
+        auto_extend: object,
+        on_lost: object,
+        cancel_on_lost: object = False,
+        fencing: object,
+        reentrant: object,
+        lock_delay: object,
+        max_hold: object,
+        retry_delay: object,
+        max_attempts: object,
+    ) -> tuple[LockSpec, LockOptions]:
+        """The checked spec and options of ``lock()``, for both clients (see
+        :meth:`redlock.Redlock.lock` for each argument)."""
+        spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay, retry_delay=retry_delay)
+        options = LockOptions.checked(
+            spec,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            reentrant=reentrant,
+            max_hold=max_hold,
+            max_attempts=max_attempts,
+        )
+        return spec, options
 
 
 @dataclass(frozen=True)
@@ -252,6 +297,10 @@ class LockOptions:
     reentrant: bool = False
     #: Carried in every token of this Lock (an election's leader identity), or None.
     identity: str | None = None
+    #: The longest a holding may last, auto-extension included (seconds), or None.
+    max_hold: float | None = None
+    #: The most attempts a blocking acquire makes (at the masters), or None: no bound.
+    max_attempts: int | None = None
 
     def new_token(self) -> str:
         """A fresh token for one acquire attempt (with the identity, if any)."""
@@ -268,6 +317,8 @@ class LockOptions:
         cancel_on_lost: object = False,
         reentrant: object = False,
         identity: object = None,
+        max_hold: object = None,
+        max_attempts: object = None,
     ) -> LockOptions:
         seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
         extend = _config.check_flag("auto_extend", auto_extend)
@@ -281,7 +332,18 @@ class LockOptions:
                 spec.ttl, node_timeout=spec.node_timeout, clock_drift_factor=spec.clock_drift_factor
             )
         carried = None if identity is None else _config.check_identity(identity)
-        return cls(seconds, extend, on_lost, cancel, nested, carried)  # type: ignore[arg-type]
+        hold = None if max_hold is None else _config.check_seconds("max_hold", max_hold)
+        if hold is not None and not extend:
+            raise ValueError(
+                "max_hold bounds how long auto-extension may keep the lock: pass auto_extend=True "
+                "(without it, a holding lasts its ttl and whatever your own extend() calls add)"
+            )
+        if hold is not None and hold < spec.ttl:
+            raise ValueError(
+                f"max_hold must be at least the ttl ({spec.ttl!r} s): the acquire alone holds it that long"
+            )
+        attempts = None if max_attempts is None else _config.check_count("max_attempts", max_attempts)
+        return cls(seconds, extend, on_lost, cancel, nested, carried, hold, attempts)  # type: ignore[arg-type]
 
 
 ClusterT = TypeVar("ClusterT", bound=ClusterConfig)
@@ -308,13 +370,22 @@ def semaphore_options(
     auto_extend: object,
     on_lost: object,
     cancel_on_lost: object = False,
+    max_hold: object = None,
+    retry_delay: object = None,
+    max_attempts: object = None,
 ) -> tuple[LockSpec, LockOptions]:
     """The checked spec and options of a semaphore, for both clients' ``semaphore()``."""
     if limit is None:  # (lock_spec reads None as "not a semaphore")
         raise TypeError("limit must be an int, got NoneType")
-    spec = cluster.lock_spec(name, ttl, limit=limit)
+    spec = cluster.lock_spec(name, ttl, limit=limit, retry_delay=retry_delay)
     options = LockOptions.checked(
-        spec, timeout=timeout, auto_extend=auto_extend, on_lost=on_lost, cancel_on_lost=cancel_on_lost
+        spec,
+        timeout=timeout,
+        auto_extend=auto_extend,
+        on_lost=on_lost,
+        cancel_on_lost=cancel_on_lost,
+        max_hold=max_hold,
+        max_attempts=max_attempts,
     )
     return spec, options
 
@@ -368,6 +439,9 @@ class LockState(Generic[ClusterT]):
         self._owner: object | None = None
         #: How many acquires it made that are not released yet (0 while it is acquiring).
         self._holds = 0
+        #: How the last acquire at the masters was refused (None: it was not), for the
+        #: error a ``with`` block raises.
+        self._refusal: Result | None = None
         self._outcomes: tuple[NodeOutcome, ...] = ()
 
     def __repr__(self) -> str:
@@ -437,8 +511,64 @@ class LockState(Generic[ClusterT]):
         if lease.deadline > self._cluster.clock():
             return True
         if not self._cluster._driver.closed:  # (closed: nobody was to extend it any more)
-            self._notice_loss(lease, "expired", "its validity ran out while it was held", told=False)
+            why = "its validity ran out while it was held"
+            self._notice_loss(lease, *self._expiry_cause(lease, "expired", why), told=False)
         return False
+
+    def _expiry_cause(self, lease: Lease, cause: str, why: str) -> tuple[str, str]:
+        """The telemetry cause and the words for a lease that ran out: a bounded hold's end
+        (``max_hold``) is told apart from a renewal that failed (``cause``, ``why``)."""
+        if lease.held_out:
+            return "max_hold", f"it was held for max_hold={self._options.max_hold!r} s, the longest it may be"
+        return cause, why
+
+    def check(self) -> float:
+        """The validity left, if this object holds the lock; else raise at once.
+
+        LockLost once the lock is lost (auto-extension, an extend, or this very check found
+        its validity run out), LockNotHeld if it is not held (never acquired, or released).
+        For work in steps: ``lock.check()`` between two steps stops the work at the first
+        step after a loss, where :attr:`lost` would have to be polled.
+        """
+        lease = self._lease
+        if lease is not None and not lease.ended and self.locked():
+            return self.validity
+        if lease is not None and lease.lost:
+            raise LockLost(
+                f"lock {self.name!r} was lost while held ({lease.loss_why or 'its validity ran out'})",
+                resource=self.name,
+                quorum=self._spec.quorum,
+            )
+        raise LockNotHeld(
+            f"lock {self.name!r} is not held by this Lock (never acquired, released, or its client closed)",
+            resource=self.name,
+        )
+
+    def _loss_wait(self, give_up_at: float | None) -> Generator[float, None, bool]:
+        """For ``wait_lost``: yields how long to wait for a change (a loss, a release), and
+        returns True once the holding is lost, False when it ends otherwise (released, the
+        client closed) or ``give_up_at`` passes. The caller waits between steps on what
+        ``_wake_local`` wakes (every loss and every release wakes it), so a loss is seen
+        at once; the wait never goes past the deadline either, where a holding nobody
+        extended is found run out (and so lost) by :meth:`locked`.
+        """
+        lease = self._lease
+        if lease is None or lease.ended:
+            raise LockNotHeld(
+                f"cannot wait for the loss of {self.name!r}: this Lock does not hold it "
+                "(never acquired, or already released)",
+                resource=self.name,
+            )
+        while True:
+            if self._lease is not lease or lease.ended or not self.locked():
+                return lease.lost
+            wait = lease.deadline - self._cluster.clock()
+            left = self._time_left(give_up_at)
+            if left is not None:
+                if left <= 0:
+                    return False
+                wait = min(wait, left)
+            yield max(0.0, wait)
 
     @property
     def reentrant(self) -> bool:
@@ -461,9 +591,14 @@ class LockState(Generic[ClusterT]):
         """Check acquire's arguments; the time (cluster clock) it gives up at, if any."""
         if not isinstance(blocking, bool):
             raise TypeError(f"blocking must be a bool, got {type(blocking).__name__}")
-        seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
-        if not blocking and seconds is not None:
+        give_up_at = self._give_up_at(timeout)
+        if not blocking and give_up_at is not None:
             raise ValueError("timeout cannot be given for a non-blocking acquire (blocking=False)")
+        return give_up_at
+
+    def _give_up_at(self, timeout: object) -> float | None:
+        """Check a ``timeout``; the time (cluster clock) a wait bounded by it gives up at, if any."""
+        seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
         return None if seconds is None else self._cluster.clock() + seconds
 
     def _time_left(self, give_up_at: float | None) -> float | None:
@@ -540,6 +675,7 @@ class LockState(Generic[ClusterT]):
             blocking=blocking,
             timeout=self._time_left(give_up_at),
             rng=self._cluster.rng,
+            max_attempts=self._options.max_attempts,
         )
         return tokens, self._observed("acquire", flow)
 
@@ -548,10 +684,13 @@ class LockState(Generic[ClusterT]):
 
     def _acquired(self, result: Result) -> Lease | None:
         """The new lease if the acquire held the lock; None if others hold it."""
+        self._refusal = None if result.ok else result
         if result.ok:
             assert result.token is not None
             self._lease = Lease(result.token, result.deadline, result.fencing_token)
             self._outcomes = result.outcomes
+            if self._options.max_hold is not None:
+                self._lease.hold_until = hold_start(self._spec, result.deadline) + self._options.max_hold
             return self._lease
         if result.misconfigured:
             raise self._error(
@@ -574,6 +713,69 @@ class LockState(Generic[ClusterT]):
         if not isinstance(token, str) or not token:
             raise ValueError("token must be a non-empty str")
         self._lease = Lease(token, self._cluster.clock() + RELEASE_PATIENCE)
+
+    def _adopt_flow(self, token: object, fencing_token: object) -> tuple[Lease, Flow]:
+        """Check ``adopt``'s arguments; the new lease and the flow that verifies it (an extend
+        with the adopted token, resetting the masters' extend numbering: see _scripts.EXTEND)."""
+        if not isinstance(token, str):
+            raise TypeError(f"token must be a str, got {type(token).__name__}")
+        if not token or not token.isprintable():
+            raise ValueError(f"token must be a non-empty printable str, got {token!r}")
+        if fencing_token is not None:
+            if not self._spec.fencing:
+                raise ValueError("fencing_token is for a Lock made with fencing=True")
+            _config.check_count("fencing_token", fencing_token)
+        now = self._cluster.clock()
+        # Nothing to rely on before a majority confirms: the deadline starts at now.
+        lease = Lease(token, now, fencing_token)  # type: ignore[arg-type]
+        if self._options.max_hold is not None:
+            lease.hold_until = now + self._options.max_hold
+        return lease, self._observed("extend", extend_flow(self._spec, lease, self._spec.ttl, now, adopt=True))
+
+    def _handing_over(self) -> Lease:
+        """For ``hand_over``: the holding to give away, forgotten here; its renewer stops at
+        its next step (the caller stops it now). LockLost if it is lost or ran out."""
+        lease = self._held_lease("hand over")
+        if lease.lost or lease.ended or not self.locked():
+            raise LockLost(
+                f"cannot hand {self.name!r} over: the lock was lost while held ({lease.loss_why or 'it ran out'})",
+                resource=self.name,
+                quorum=self._spec.quorum,
+            )
+        lease.ended = True  # not lost: the holding goes on, elsewhere
+        self._lease = None
+        return lease
+
+    def _claim_for_adoption(self, me: object) -> None:
+        """Under the local gate: make ``me`` the user of this object for an adoption, which
+        needs an object that holds nothing and is not being acquired."""
+        if self._busy:
+            raise LockAlreadyHeld(
+                f"cannot adopt {self.name!r} through this Lock object: it holds the lock or is acquiring it; "
+                "adopt with a Lock object of its own",
+                resource=self.name,
+            )
+        self._busy, self._owner = True, me
+
+    def _adopted(self, lease: Lease, result: Result) -> float:
+        """Record an adoption that a majority confirmed; its validity. Raise otherwise."""
+        if result.ok:
+            self._lease, self._holds = lease, 1
+            if self._options.auto_extend:
+                self._start_renewer(lease)
+            return self.validity
+        if result.token_gone:
+            raise self._error(
+                LockLost,
+                f"cannot adopt {self.name!r}: a majority of masters answered that the token does not hold it "
+                "(it expired, was released, or was never acquired)",
+                result,
+            )
+        raise self._error(
+            ExtendUnconfirmed,
+            f"adoption of {self.name!r} was not confirmed by a majority of masters in time; adopt() may be retried",
+            result,
+        )
 
     def _commit_acquire(self, result: Result) -> bool:
         """Record what an acquire flow found; True if the lock is now held by this object."""
@@ -655,23 +857,30 @@ class LockState(Generic[ClusterT]):
                 result,
             )
 
-    def _extend_flow(self, ttl: object) -> tuple[Lease, Flow]:
-        seconds = (
-            self._spec.ttl
-            if ttl is None
-            else _config.check_ttl(
-                ttl, node_timeout=self._spec.node_timeout, clock_drift_factor=self._spec.clock_drift_factor
-            )
+    def _extend_flow(self, ttl: object, add: object = None) -> tuple[Lease, Flow]:
+        if ttl is not None and add is not None:
+            raise ValueError("give ttl (reset the ttl) or add (move the deadline later), not both")
+        check_ttl = functools.partial(
+            _config.check_ttl, node_timeout=self._spec.node_timeout, clock_drift_factor=self._spec.clock_drift_factor
         )
+        seconds = self._spec.ttl if ttl is None else check_ttl(ttl)
+        extra = None if add is None else _config.check_seconds("add", add)
         _config.check_lock_delay(self._spec.lock_delay, seconds)
         lease = self._held_lease("extend")
         if lease.lost:
             raise LockLost(
-                f"cannot extend {self.name!r}: the lock was lost while held (auto-extension could not renew it)",
+                f"cannot extend {self.name!r}: the lock was lost while held ({lease.loss_why or 'it ran out'})",
                 resource=self.name,
                 quorum=self._spec.quorum,
             )
-        return lease, self._observed("extend", extend_flow(self._spec, lease, seconds, self._cluster.clock()))
+        now = self._cluster.clock()
+        if extra is not None:
+            try:
+                seconds = check_ttl(added_ttl(self._spec, lease, extra, now))
+                _config.check_lock_delay(self._spec.lock_delay, seconds)
+            except ValueError as error:
+                raise ValueError(f"add={add!r} gives no valid ttl: {error}") from None
+        return lease, self._observed("extend", bounded_extend_flow(self._spec, lease, seconds, now))
 
     def _extended(self, lease: Lease, result: Result) -> float:
         if self._lease is not lease or lease.ended:
@@ -711,7 +920,8 @@ class LockState(Generic[ClusterT]):
             logger.error("auto-extension of %r stopped by an unexpected error", self.name, exc_info=error)
         if not lease.lost or lease.ended:
             return
-        self._notice_loss(lease, "extend_failed", "auto-extension could not renew it in time", told=False)
+        why = "auto-extension could not renew it in time"
+        self._notice_loss(lease, *self._expiry_cause(lease, "extend_failed", why), told=False)
 
     def _notice_loss(self, lease: Lease, cause: str, why: str, *, told: bool = True) -> None:
         """Mark the lease lost, and log, count and report the loss once per lease, whichever
@@ -730,6 +940,7 @@ class LockState(Generic[ClusterT]):
             self._cluster._telemetry.lock_lost(cause)
         if not lease.ended:
             self._loss_found(lease)
+        self._wake_local()  # wait_lost() waiters
 
     def _loss_found(self, lease: Lease) -> None:
         """A loss of the lock this object holds was just found: tell ``on_lost``, once."""
@@ -748,6 +959,12 @@ class LockState(Generic[ClusterT]):
         return self._lease
 
     def _not_acquired_in_with(self) -> RedlockError:
+        refusal = self._refusal
+        if refusal is not None and not refusal.timed_out and self._options.max_attempts is not None:
+            # The attempts ran out before any timeout did: not a TimeoutError.
+            return self._error(
+                LockNotAcquired, f"could not acquire {self.name!r} in {refusal.attempts} attempt(s)", refusal
+            )
         if self._options.timeout is None:
             return LockNotAcquired(f"could not acquire {self.name!r}", resource=self.name, quorum=self._spec.quorum)
         return AcquireTimeout(

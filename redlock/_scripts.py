@@ -45,16 +45,28 @@ return 0
 # milliseconds; ARGV[3] the number of this extend within our holding (1, 2, ...).
 # Returns 1 when our token is there: its ttl is now ARGV[2], or a newer extend of ours
 # already set it (this one arrived late and must not undo that, e.g. a ttl=1 extend landing
-# after a later ttl=10 one). Returns 0 when our token is gone: extending must never
-# re-create a lock that expired. The order key lives exactly as long as the lock key.
+# after a later ttl=10 one). Returns 0 when another token holds the key, and nil (Lua false)
+# when there is no key at all (the master restarted empty, or our key expired there):
+# either way nothing is touched, since extending must never re-create a lock that expired.
+# The difference tells the client where it may write its key back once a majority has
+# confirmed it (see redlock._flows.extend_flow). The order key lives as long as the lock key.
+# ARGV[4] '1' (optional) for an adoption: another Lock object takes the holding over by its
+# token and numbers its extends from 1 again, so the number replaces whatever the giver's
+# extends left instead of being compared with it (else the adopter's first extends would be
+# taken for late ones and change nothing while it counted on them).
 EXTEND = Script(
     """
-if redis.call('get', KEYS[1]) ~= ARGV[1] then
+local current = redis.call('get', KEYS[1])
+if not current then
+    return false
+end
+if current ~= ARGV[1] then
     return 0
 end
 local mark = ARGV[1] .. ':'
 local last = redis.call('get', KEYS[2])
-if last and string.sub(last, 1, #mark) == mark and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= '1' and last and string.sub(last, 1, #mark) == mark
+    and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
     return 1
 end
 redis.call('set', KEYS[2], mark .. ARGV[3], 'PX', ARGV[2])
@@ -90,6 +102,24 @@ FENCED_ACQUIRE = Script(
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return {1, tonumber(redis.call('get', KEYS[2]) or '0')}
 end
+return 0
+"""
+)
+
+# KEYS[1] lock key; KEYS[2] the lock's fencing counter; ARGV[1] our token; ARGV[2] ttl in ms;
+# ARGV[3] our fencing token.
+# A fenced lock's key written back, after an extend a majority confirmed, on a master that
+# had lost it: SET NX PX (never over another token), and the counter raised to our fencing
+# token (a master that restarted empty lost its counter too; raising never lowers it).
+# Returns 1 when our key was set, 0 when the key was there (the counter is raised anyway).
+FENCED_RESTORE = Script(
+    """
+local set = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+local counter = tonumber(redis.call('get', KEYS[2]) or '0')
+if counter < tonumber(ARGV[3]) then
+    redis.call('set', KEYS[2], ARGV[3])
+end
+if set then return 1 end
 return 0
 """
 )
@@ -186,12 +216,17 @@ return 0
     removes_token=True,
 )
 
-# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend (see EXTEND).
+# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend, ARGV[4] the
+# adoption flag (see EXTEND).
 # As EXTEND, over every name: 1 when all hold our token (their ttl is now ARGV[2], unless a
-# newer extend of ours set it), 0 and nothing touched when any is gone (never revive one).
+# newer extend of ours set it), 0 and nothing touched when any is gone (never revive one);
+# nil (Lua false) instead of 0 when no name exists at all (the master lost them all).
 MULTI_EXTEND = Script(
     """
 local n = #KEYS - 1
+if redis.call('exists', unpack(KEYS, 1, n)) == 0 then
+    return false
+end
 for i = 1, n do
     if redis.call('get', KEYS[i]) ~= ARGV[1] then
         return 0
@@ -199,7 +234,8 @@ for i = 1, n do
 end
 local mark = ARGV[1] .. ':'
 local last = redis.call('get', KEYS[n + 1])
-if last and string.sub(last, 1, #mark) == mark and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= '1' and last and string.sub(last, 1, #mark) == mark
+    and tonumber(string.sub(last, #mark + 1)) >= tonumber(ARGV[3]) then
     return 1
 end
 redis.call('set', KEYS[n + 1], mark .. ARGV[3], 'PX', ARGV[2])
@@ -252,20 +288,26 @@ return 1
 """
 )
 
-# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend (see EXTEND).
+# ARGV[1] our token; ARGV[2] new ttl in ms; ARGV[3] the number of this extend, ARGV[4] the
+# adoption flag (see EXTEND).
 # Returns 1 when our permit is there and unexpired: it now expires ARGV[2] ms from now, or a
-# newer extend of ours already set it. Returns 0 when it is gone or expired, changing
-# nothing: an extend never revives a permit (its place may be someone else's by now).
+# newer extend of ours already set it. Returns 0 when it is there but expired, and nil (Lua
+# false) when it is not in the set at all (the master restarted empty, or our expired permit
+# was cleared away), changing nothing: an extend never revives a permit (its place may be
+# someone else's by now).
 SEMAPHORE_EXTEND = Script(
     """
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local score = redis.call('zscore', KEYS[1], ARGV[1])
-if not score or tonumber(score) < now then
+if not score then
+    return false
+end
+if tonumber(score) < now then
     return 0
 end
 local last = redis.call('hget', KEYS[2], ARGV[1])
-if last and tonumber(last) >= tonumber(ARGV[3]) then
+if ARGV[4] ~= '1' and last and tonumber(last) >= tonumber(ARGV[3]) then
     return 1
 end
 redis.call('hset', KEYS[2], ARGV[1], ARGV[3])
@@ -306,6 +348,7 @@ ALL = (
     EXTEND,
     RELEASE_AND_NOTIFY,
     FENCED_ACQUIRE,
+    FENCED_RESTORE,
     FENCE_RAISE,
     INSPECT,
     FORCE_RELEASE,

@@ -51,6 +51,12 @@ _HOUSEKEEPING = 0.5
 _NEW_SOCKET_CHECK = 0.002
 
 
+class _Running:
+    """A flow under way, as :attr:`Driver._running` counts it."""
+
+    __slots__ = ("__weakref__",)
+
+
 class _Socket:
     """A connected socket, its reply parser and what is still to be written on it."""
 
@@ -109,7 +115,8 @@ class Driver(DriverBase["_Socket"]):
         self._poke_read = self._poke_write = -1
         #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
         #: Weak: a flow whose run() a Ctrl-C left before it could say so is gone with it.
-        self._running: weakref.WeakSet[Flow] = weakref.WeakSet()
+        #: (Its ticket, not the flow: a compiled flow's generator takes no weak reference.)
+        self._running: weakref.WeakSet[_Running] = weakref.WeakSet()
         #: The waiting thread that reads the command sockets for everyone (by its event),
         #: and until when its claim holds: past that, a claim left by an interrupted thread
         #: is void.
@@ -155,9 +162,10 @@ class Driver(DriverBase["_Socket"]):
         goes on: on the same connections, so on each master it lands after what it undoes.
         """
         self._check_fork()
+        running = _Running()
         try:
             with self._lock:
-                self._running.add(flow)
+                self._running.add(running)
                 if interrupt is not None:
                     self._interrupts.add(interrupt)
             try:
@@ -172,7 +180,7 @@ class Driver(DriverBase["_Socket"]):
         finally:
             flow.close()
             with self._lock:
-                self._running.discard(flow)
+                self._running.discard(running)
                 if interrupt is not None:
                     self._interrupts.discard(interrupt)
 
@@ -217,9 +225,10 @@ class Driver(DriverBase["_Socket"]):
             self._await(round_, wake, until)
             with self._lock:
                 if round_.settled:
-                    break
-                self._last_look(round_)
-                until = self._overtime(round_, deadline)
+                    until = None
+                else:
+                    self._last_look(round_)
+                    until = self._overtime(round_, deadline)
         with self._lock:
             round_.waker = None
             self._policy.time_out(round_)

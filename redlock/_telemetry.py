@@ -125,7 +125,7 @@ FAILURES = {
 #: Master outcomes counted as errors of that master (a denial is an answer, not an error).
 MASTER_ERRORS = frozenset({NodeStatus.UNREACHABLE, NodeStatus.TIMEOUT, NodeStatus.ERROR, NodeStatus.MISCONFIGURED})
 
-STEPS = ("acquire", "fence", "rollback", "release", "extend")
+STEPS = ("acquire", "fence", "rollback", "release", "extend", "restore")
 
 
 class ObservedLock(Protocol):
@@ -144,11 +144,12 @@ ConnectionStates = Callable[[], Iterable[tuple[bool, bool]]]
 
 
 def step_of(operation: str, round_: Round) -> str:
-    """What a round does: acquire, fence, rollback (of a failed attempt), release, extend."""
+    """What a round does: acquire, fence, rollback (of a failed attempt), release, extend,
+    restore (an extend writing our key back where a master lost it: the kind's acquire)."""
     script = round_.command.script
     step = ALL_STEPS.get(script.sha, "script") if script is not None else str(round_.command.args[0]).lower()
-    if step == "set":
-        return "acquire"
+    if step in ("set", "acquire"):
+        return "restore" if operation == "extend" else "acquire"
     if operation == "acquire" and step == "release":
         return "rollback"
     return step
@@ -651,7 +652,13 @@ def _auto_extension(telemetry: ClientTelemetry | None, lock: ObservedLock, flow:
     try:
         request = next(flow)
         while True:
-            if isinstance(request, Round):
+            if isinstance(request, Round) and step_of("extend", request) == "restore":
+                # It belongs to the extension just reported, which it cannot change: its
+                # masters' latencies are measured, and it is no extension of its own.
+                if telemetry is not None:
+                    request.latencies = telemetry.latencies("restore")
+                now = yield request
+            elif isinstance(request, Round):
                 extend = _Operation(telemetry, "extend", lock)
                 step = extend.sent(request)
                 try:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from redlock._aio import Driver
 from redlock._core import Result
@@ -32,6 +33,7 @@ from redlock._lock import (
     _masters_text,
     semaphore_options,
 )
+from redlock._locked import NO_DEFAULT, LockedCall
 from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     AcquireTimeout,
@@ -48,6 +50,10 @@ from redlock.exceptions import (
     RedlockError,
     ReleaseUnconfirmed,
 )
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
 
 __all__ = [
     "AcquireTimeout",
@@ -100,6 +106,9 @@ class Redlock(ClusterConfig):
         fencing: bool = False,
         reentrant: bool = False,
         lock_delay: float = 0.0,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
     ) -> Lock:
         """A Lock on ``name``; see :meth:`redlock.Redlock.lock` for the arguments.
 
@@ -110,16 +119,53 @@ class Redlock(ClusterConfig):
         share an ``asyncio.Lock``; with ``reentrant=True`` the owning task may acquire again.
         A list or tuple of names makes a lock on all of them at once, as with the sync client.
         """
-        spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay)
-        options = LockOptions.checked(
-            spec,
+        spec, options = self._lock_parts(
+            name,
+            ttl,
             timeout=timeout,
             auto_extend=auto_extend,
             on_lost=on_lost,
             cancel_on_lost=cancel_on_lost,
+            fencing=fencing,
             reentrant=reentrant,
+            lock_delay=lock_delay,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
         )
         return Lock(self, spec, options)
+
+    def locked(
+        self,
+        name: str | list[str] | tuple[str, ...],
+        *,
+        on_busy: str = "wait",
+        default: Any = NO_DEFAULT,
+        **lock_options: Any,
+    ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Coroutine[Any, Any, R]]]:
+        """A decorator for async functions: each call runs holding ``rl.lock(name, ...)``;
+        see :meth:`redlock.Redlock.locked`. ``cancel_on_lost=True`` (with ``auto_extend``)
+        cancels a call whose lock is lost, which then raises LockLost."""
+        plan = LockedCall.planned(self, name, on_busy, default, lock_options, asynchronous=True)
+
+        def decorate(function: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+            call = plan.bound_to(function)
+
+            @functools.wraps(function)
+            async def locked_call(*args: P.args, **kwargs: P.kwargs) -> R:
+                with call.running(args, kwargs, asyncio.current_task()) as lock:
+                    if lock is None:  # nested, reentrant: the outer call holds it
+                        return await function(*args, **kwargs)
+                    async with contextlib.AsyncExitStack() as stack:
+                        try:
+                            await stack.enter_async_context(lock)
+                        except LockNotAcquired as refused:
+                            return call.refused(refused)  # type: ignore[no-any-return]
+                        return await function(*args, **kwargs)
+
+            return locked_call
+
+        return decorate
 
     def election(
         self,
@@ -170,6 +216,9 @@ class Redlock(ClusterConfig):
         auto_extend: bool = False,
         on_lost: Callable[[Semaphore], None] | None = None,
         cancel_on_lost: bool = False,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
     ) -> Semaphore:
         """A counting Semaphore; see :meth:`redlock.Redlock.semaphore` and :meth:`lock`."""
         spec, options = semaphore_options(
@@ -181,6 +230,9 @@ class Redlock(ClusterConfig):
             auto_extend=auto_extend,
             on_lost=on_lost,
             cancel_on_lost=cancel_on_lost,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
         )
         return Semaphore(self, spec, options)
 
@@ -240,16 +292,7 @@ class Lock(LockState[Redlock]):
         give_up_at = self._acquire_deadline(blocking, timeout)
         me = asyncio.current_task()
         try:
-            turns = self._turn(me, blocking, give_up_at)
-            try:
-                while True:
-                    # Nothing else runs between the check and the wait: no release is missed.
-                    wait, freed = next(turns), self._freed
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(wait):
-                            await freed.wait()
-            except StopIteration as stop:
-                turn: Turn = stop.value
+            turn = await self._waited(self._turn(me, blocking, give_up_at))
             if turn is not Turn.AT_MASTERS:
                 return turn is Turn.NESTED
             tokens, flow = self._acquire_flow(blocking, give_up_at)
@@ -264,6 +307,19 @@ class Lock(LockState[Redlock]):
     def _wake_local(self) -> None:
         freed, self._freed = self._freed, asyncio.Event()
         freed.set()
+
+    async def _waited(self, steps: Generator[float | None, None, T]) -> T:
+        """Run ``steps``, waiting between them (woken by releases and losses) as long as
+        each says; what the steps return."""
+        try:
+            while True:
+                # Nothing else runs between the check and the wait: no wake-up is missed.
+                wait, freed = next(steps), self._freed
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await freed.wait()
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
 
     def _start_renewer(self, lease: Lease) -> None:
         renewer = self._renewer = asyncio.ensure_future(self._renew(lease))
@@ -287,10 +343,35 @@ class Lock(LockState[Redlock]):
         finally:
             self._leave()
 
-    async def extend(self, ttl: float | None = None) -> float:
+    async def extend(self, ttl: float | None = None, *, add: float | None = None) -> float:
         """See :meth:`redlock.Lock.extend`."""
-        lease, flow = self._extend_flow(ttl)
+        lease, flow = self._extend_flow(ttl, add)
         return await self._cluster._driver.run(flow, lambda result: self._extended(lease, result))
+
+    async def adopt(self, token: str, *, fencing_token: int | None = None) -> float:
+        """See :meth:`redlock.Lock.adopt`. The adopting task owns the Lock afterwards."""
+        lease, flow = self._adopt_flow(token, fencing_token)
+        me = asyncio.current_task()
+        self._claim_for_adoption(me)
+        try:
+            return await self._cluster._driver.run(flow, lambda result: self._adopted(lease, result))
+        finally:
+            self._end_turn(me)
+
+    async def hand_over(self) -> str:
+        """See :meth:`redlock.Lock.hand_over`. Awaits the end of the renewer task."""
+        lease = self._handing_over()
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None and renewer is not asyncio.current_task():
+            renewer.cancel()
+            await asyncio.wait({renewer})  # (raises only if this task is cancelled meanwhile)
+        self._leave()
+        return lease.token
+
+    async def wait_lost(self, timeout: float | None = None) -> bool:
+        """See :meth:`redlock.Lock.wait_lost`: True once the lock is lost, False when the
+        timeout runs out or the lock is released first."""
+        return await self._waited(self._loss_wait(self._give_up_at(timeout)))
 
     async def _renew(self, lease: Lease) -> None:
         error: BaseException | None = None

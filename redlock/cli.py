@@ -43,6 +43,7 @@ from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
 from redlock._supervisor import CannotRun, Interrupted, Supervisor
 from redlock._topology import MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
+    ExtendUnconfirmed,
     LockLost,
     LockNotAcquired,
     LockNotHeld,
@@ -117,7 +118,7 @@ EXIT_CODES: tuple[tuple[str, str], ...] = (
     ("75", "lock not acquired: others held it for the whole `--timeout`"),
     (
         "76",
-        "lock lost: `release` found the token gone from a majority; `exec`: the lock was lost "
+        "lock lost: `release` or `extend` found the token gone from a majority; `exec`: the lock was lost "
         "while the command ran (the command was sent SIGTERM, then SIGKILL after `--grace`)",
     ),
     (
@@ -147,7 +148,7 @@ def _exit_status(error: BaseException) -> tuple[int, str] | None:
     """The exit code and message for an expected failure; None for a bug (which propagates)."""
     if isinstance(error, CliError):
         return error.code, str(error)
-    if isinstance(error, QuorumUnavailable | ReleaseUnconfirmed | MasterMisconfigured):
+    if isinstance(error, QuorumUnavailable | ReleaseUnconfirmed | ExtendUnconfirmed | MasterMisconfigured):
         return ExitCode.UNAVAILABLE, str(error)
     if isinstance(error, LockNotAcquired):
         return ExitCode.NOT_ACQUIRED, str(error)
@@ -269,14 +270,15 @@ def _build_parser() -> _Parser:
         help=f"the most one master may take to answer (default {DEFAULT_NODE_TIMEOUT} s; "
         f"status and doctor: {DEFAULT_STATUS_TIMEOUT} s)",
     )
-    holding = _Parser(add_help=False)
-    holding.add_argument(
+    lifetime = _Parser(add_help=False)
+    lifetime.add_argument(
         "--ttl",
         type=_seconds(allow_zero=False),
         default=DEFAULT_TTL,
         metavar="S",
         help=f"the lock's time to live (default {DEFAULT_TTL} s)",
     )
+    holding = _Parser(add_help=False, parents=[lifetime])
     holding.add_argument(
         "--timeout",
         type=_seconds(allow_zero=True),
@@ -335,6 +337,19 @@ def _build_parser() -> _Parser:
     acquire.add_argument("name", metavar="NAME")
     acquire.add_argument("--json", action="store_true", help="print one JSON object")
     acquire.set_defaults(handler=_cmd_acquire)
+
+    extend = commands.add_parser(
+        "extend",
+        parents=[cluster, lifetime],
+        help="extend NAME held under TOKEN to --ttl; print its validity",
+        description="Reset TOKEN's hold on NAME to --ttl on every master and print the validity (seconds "
+        "the lock may be relied on from now). Only TOKEN's holder can: a compare-and-pexpire that never "
+        "re-creates an expired lock. Exits 76 if a majority no longer held TOKEN, 69 if no majority answered.",
+    )
+    extend.add_argument("name", metavar="NAME")
+    extend.add_argument("token", metavar="TOKEN")
+    extend.add_argument("--json", action="store_true", help="print one JSON object")
+    extend.set_defaults(handler=_cmd_extend)
 
     release = commands.add_parser(
         "release",
@@ -522,6 +537,18 @@ def _cmd_acquire(args: argparse.Namespace) -> int:
         if fencing_token is not None:
             lines.append(str(fencing_token))
         print("\n".join(lines))
+    return ExitCode.OK
+
+
+def _cmd_extend(args: argparse.Namespace) -> int:
+    with _client(args) as rl:
+        lock = _lock(rl, args.name, args.ttl)
+        with _usage_errors():  # (adopt raises them only for its arguments, before any traffic)
+            validity = lock.adopt(args.token)
+    if args.json:
+        print(json.dumps({"name": args.name, "token": args.token, "validity": round(validity, 3), "ttl": args.ttl}))
+    else:
+        print(f"{validity:.3f}")
     return ExitCode.OK
 
 

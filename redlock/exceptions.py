@@ -18,10 +18,12 @@
     ├── ReleaseUnconfirmed            a release that no majority answered in time: our keys may
     │                                 still block others until they expire; release() may be
     │                                 retried, and a retry never reports a loss it cannot prove
-    ├── LockNotHeld                   also a RuntimeError: release/extend of a lock this
+    ├── LockNotHeld                   also a RuntimeError: release/extend/check of a lock this
     │                                 Lock object does not hold (never acquired, or released)
     ├── LockAlreadyHeld               also a RuntimeError: the thread (task) holding a Lock
-    │                                 object that is not reentrant acquired it again
+    │                                 object that is not reentrant acquired it again (or a
+    │                                 decorated call nested in one on the same name); adopt()
+    │                                 on a Lock object that holds the lock
     └── ClientClosed                  also a RuntimeError: the Redlock client was closed
 
 Bad arguments are plain ``ValueError`` / ``TypeError`` raised before any network traffic;
@@ -113,8 +115,9 @@ class LockLost(RedlockError):
     validity ran out before an extend reached a majority.
 
     Raised by ``release`` (the work under the lock may have run unprotected), by
-    ``extend``, and when leaving a ``with`` block whose lock was lost meanwhile. After it,
-    the Lock's ``locked()`` is False and its ``lost`` True.
+    ``extend`` and ``check``, by ``adopt`` when the token does not hold the name, and when
+    leaving a ``with`` block whose lock was lost meanwhile (a bounded hold's end included:
+    ``max_hold``). After it, the Lock's ``locked()`` is False and its ``lost`` True.
     """
 
 
@@ -129,8 +132,8 @@ class ExtendUnconfirmed(RedlockError):
 
 
 class LockNotHeld(RedlockError, RuntimeError):
-    """``release``/``extend`` called on a Lock that does not hold the lock, or a release of
-    a reentrant Lock by a thread (task) that is not its owner."""
+    """``release``/``extend``/``check``/``wait_lost`` called on a Lock that does not hold the
+    lock, or a release of a reentrant Lock by a thread (task) that is not its owner."""
 
 
 class MasterMisconfigured(RedlockError):

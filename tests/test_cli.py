@@ -836,6 +836,59 @@ def test_script_token_from_the_first_line_releases(script: pathlib.Path, urls: l
     assert main(["status", name]) == ExitCode.NOT_HELD
 
 
+# --- extend by token ----------------------------------------------------------------------------
+
+
+def test_extend_by_token_resets_the_ttl_and_prints_the_validity(
+    urls: list[str], raw_at_urls: list[redis.Redis], capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = unique()
+    code, out, _ = run(capsys, "acquire", name, "--ttl", "5")
+    token = out.splitlines()[0]
+    code, out, err = run(capsys, "extend", name, token, "--ttl", "60")
+    assert (code, err) == (ExitCode.OK, "")
+    assert 5 < float(out) <= 60
+    assert sum(node.pttl(name) > 5000 for node in raw_at_urls) > len(urls) // 2
+    code, out, _ = run(capsys, "extend", name, token, "--json")
+    assert code == ExitCode.OK
+    extended = json.loads(out)
+    assert (extended["name"], extended["token"], extended["ttl"]) == (name, token, 10.0)
+    assert 0 < extended["validity"] <= 10
+    assert run(capsys, "release", name, token)[0] == ExitCode.OK
+    # Released: an extend never re-creates the lock.
+    code, out, err = run(capsys, "extend", name, token)
+    assert (code, out) == (ExitCode.LOST, "")
+    assert name in one_line_error(err)
+    assert run(capsys, "status", name)[0] == ExitCode.NOT_HELD
+
+
+def test_extend_of_another_holders_lock_exits_76_and_changes_nothing(
+    rl: Redlock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = unique()
+    with rl.lock(name, ttl=30) as lock:
+        code, _, err = run(capsys, "extend", name, "0" * 40)
+        assert code == ExitCode.LOST
+        one_line_error(err)
+        assert lock.locked()
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        pytest.param(["extend", "x", "f" * 40, "--masters", "CLOSED"], ExitCode.UNAVAILABLE, id="no-majority"),
+        pytest.param(["extend", "x", ""], ExitCode.USAGE, id="empty-token"),
+        pytest.param(["extend", "x"], ExitCode.USAGE, id="no-token"),
+        pytest.param(["extend", "x", "f" * 40, "--ttl", "0"], ExitCode.USAGE, id="zero-ttl"),
+    ],
+)
+def test_extend_failures(urls: list[str], argv: list[str], code: int, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [",".join(closed_ports(3)) if word == "CLOSED" else word for word in argv]
+    got, out, err = run(capsys, *argv)
+    assert (got, out) == (code, "")
+    one_line_error(err)
+
+
 # --- servers ------------------------------------------------------------------------------------
 
 

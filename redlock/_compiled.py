@@ -1,0 +1,43 @@
+"""Which modules a compiled build compiles, and how to run their sources instead.
+
+A wheel built with ``REDLOCK_COMPILE=1`` (setup.py) carries the modules of
+:data:`MODULES` compiled by mypyc, beside their sources. Compiled code runs the same logic
+with less CPU, but cannot be patched, subclassed from Python or traced line by line.
+``REDLOCK_PURE=1`` in the environment (read once, when :mod:`redlock` is first imported)
+makes the sources run instead: for a profiler, a debugger, or the chaos harness's
+deliberately broken clients, which patch the core.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import pathlib
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+#: The sans-I/O core, as setup.py compiles it (tests/test_packaging.py checks they agree).
+MODULES = ("redlock._core", "redlock._kinds", "redlock._flows", "redlock._connection")
+#: The environment variable that makes the sources run.
+PURE = "REDLOCK_PURE"
+
+
+class _Sources(importlib.abc.MetaPathFinder):
+    """Finds the modules of :data:`MODULES` as their ``.py`` files, ahead of the compiled ones."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MODULES:
+            return None
+        source = pathlib.Path(__file__).with_name(fullname.rpartition(".")[2] + ".py")
+        return importlib.util.spec_from_file_location(fullname, source) if source.exists() else None
+
+
+def prefer_sources_if_asked() -> None:
+    """With ``REDLOCK_PURE=1``, import the core from its sources (before anything imports it)."""
+    if os.environ.get(PURE) == "1" and not any(isinstance(finder, _Sources) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _Sources())

@@ -1,0 +1,48 @@
+"""The optional compiled build: the pure modules of the hot path through mypyc.
+
+Everything else about the package is in pyproject.toml. By default the build is pure
+Python. With ``REDLOCK_COMPILE=1`` the modules of :data:`COMPILED` are compiled with mypyc
+(the code passes ``mypy --strict``, which is what mypyc needs), and the wheel carries them
+beside their sources; where the compiler fails (no C compiler, no Python headers) the build
+says so and the package stays pure Python, which behaves the same, slower. ``_build/backend.py``
+adds mypy to the build's requirements only for a compiled build.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import setup
+
+#: The sans-I/O core that every operation runs through, per command and per reply: the lock
+#: arithmetic and rounds, the lock kinds, the flows and the connection policy. The drivers
+#: (sockets, the event loop) and the public classes stay interpreted: their time is in system
+#: calls and asyncio, and users may subclass and patch them.
+COMPILED = (
+    "redlock/_core.py",
+    "redlock/_kinds.py",
+    "redlock/_flows.py",
+    "redlock/_connection.py",
+)
+
+
+def compiled_extensions() -> list[object]:
+    choice = os.environ.get("REDLOCK_COMPILE", "").strip().lower()
+    if choice in ("", "0", "no", "false"):
+        return []
+    try:
+        from mypyc.build import mypycify  # noqa: PLC0415  (only a compiled build has it)
+    except ImportError:
+        print("redlock-quorum: REDLOCK_COMPILE is set but mypyc is missing: building pure Python", file=sys.stderr)
+        return []
+    # (One shared library for the four, named for the package rather than by a hash.)
+    extensions = mypycify(list(COMPILED), opt_level="3", group_name="redlock")
+    for extension in extensions:
+        # A failed compile (no C compiler) leaves the module pure Python instead of failing
+        # the install: the sources are in the wheel either way.
+        extension.optional = True
+    return list(extensions)
+
+
+setup(ext_modules=compiled_extensions())
