@@ -953,6 +953,96 @@ def election(run: Run) -> None:
     run.after(leaders_throughout)
 
 
+# --- 27: the election runner ---------------------------------------------------------------------
+
+#: The name the runners of scenario 27 stand for.
+ELECTION_RUN = "chaos-election-run"
+
+
+def _run_elections(clients: Sequence[ClientProcess], until: float, ttl: float) -> list[Pending]:
+    args: dict[str, Any] = {"name": ELECTION_RUN, "until": until, "ttl": ttl}
+    return [c.submit("run_election", reply_timeout=until - time.monotonic() + 60, **args) for c in clients]
+
+
+def election_runner(run: Run) -> None:
+    """Three clients in ``Election.run()``; the leader is cut off from a majority, then a
+    leader is SIGSTOPped past its validity, then a leader is killed (and replaced)."""
+    n = run.params.nodes
+    ttl = run.params.loop_ttl
+    duration = max(run.params.loop_duration, 10 * ttl)
+    names = ["c1", "c2", "c3"]
+    clients = run.clients(names, wake_on_release=True)
+    started = time.monotonic()
+    until = started + duration
+    pending = dict(zip(names, _run_elections(clients, until, ttl), strict=True))
+    run.note(f"three runners stand for {ELECTION_RUN!r} for {duration:g}s (ttl {ttl:g}s)")
+    observer = redlock.Redlock(run.cluster.masters.urls, node_timeout=0.1)
+    watcher = observer.election(ELECTION_RUN, ttl, identity="harness")
+    events: dict[str, float] = {}
+    try:
+        run.sleep_until(started + 0.15 * duration)
+        cut = _current_leader(run, watcher, names)
+        if run.expect(cut is not None, "a leader is elected"):
+            assert cut is not None
+            fault = run.nemesis.partition(cut, list(range(n // 2)))
+            events["cut off"] = time.monotonic()
+            run.sleep(1.5 * ttl)
+            run.nemesis.end(fault)
+
+        run.sleep_until(started + 0.45 * duration)
+        paused = _current_leader(run, watcher, names)
+        if run.expect(paused is not None, "a leader is elected after the leader was cut off"):
+            assert paused is not None
+            fault = run.nemesis.pause_client(paused, "SIGSTOP the leader past its validity")
+            events["pause"] = time.monotonic()
+            run.sleep(1.5 * ttl)
+            run.nemesis.end(fault)
+
+        run.sleep_until(started + 0.7 * duration)
+        killed = _current_leader(run, watcher, names)
+        if run.expect(killed is not None, "a leader is elected after the leader's pause"):
+            assert killed is not None
+            run.nemesis.kill_client(killed)
+            events["kill"] = time.monotonic()
+            del pending[killed]
+            (c4,) = run.clients(["c4"], wake_on_release=True)
+            pending["c4"] = _run_elections([c4], until, ttl)[0]
+    finally:
+        observer.close()
+    results = {name: waiting.result() for name, waiting in pending.items()}
+    run.metric("leaderships", {name: result["won"] for name, result in results.items()})
+    for name, result in results.items():
+        run.expect(
+            result["ended"] == result["won"],
+            f"{name}: on_lost was told the end of every leadership",
+            f"{result['won']} won, {result['ended']} ended",
+        )
+
+    def one_leader_at_a_time(history: History, verdict: Verdict) -> None:
+        won = sorted((r for _, r in _acquires(history) if r is not None and r.ok), key=lambda r: r.time)
+        terms = [r.fencing for r in won]
+        run.metric("terms", terms)
+        run.expect(
+            all(t is not None for t in terms) and all(a < b for a, b in itertools.pairwise(terms)),  # type: ignore[operator]
+            "terms strictly increase in the order leaders were elected",
+        )
+        for fault, when in events.items():
+            after = [r for r in won if r.time > when]
+            run.expect(len(after) > 0, f"a runner leads again after the leader's {fault}", f"{len(after)} terms")
+        # How late on_lost came after the validity ended (a paused runner could not act
+        # before it was continued): a measure, not a verdict, since it is scheduling latency.
+        late = [
+            t.released - t.deadline
+            for t in history.tenures()
+            if t.name == ELECTION_RUN and t.released is not None and t.deadline is not None
+            and t.released > t.deadline and t.client not in paused_clients
+        ]  # fmt: skip
+        run.metric("on_lost_after_deadline_ms", round(1000 * max(late, default=0.0)))
+
+    paused_clients = {paused} if paused is not None else set()
+    run.after(one_leader_at_a_time)
+
+
 # --- 24-25: a Lock shared by threads; an operator's force-release ------------------------------
 
 #: How many threads of each client process share its Lock objects in scenarios 24a, 24b.
@@ -1191,13 +1281,17 @@ CATALOGUE: tuple[Scenario, ...] = (
              error_misconf, why="an error reply is a refusal: c2 has 0 votes, not 3"),
     Scenario("26d", "error-busy", "C, D, E answer -BUSY (a script past lua-time-limit) while c2 tries", "SAFE",
              error_busy, why="an error reply is a refusal: c2 has 0 votes, not 3"),
-    Scenario("27", "eviction", "C evicts c1's key under maxmemory (volatile-lru)", "UNSAFE", eviction,
-             kinds=("mutual-exclusion", "lost-update"), proxies=True,
-             why="a volatile eviction policy may drop any lock key (each has a ttl): C grants c1's lock to c2"),
+    Scenario("27", "election-runner", "3 runners in Election.run(); leader cut off, leader paused, leader killed",
+             "SAFE", election_runner, proxies=True,
+             why="a runner is told on_lost by its validity's end at the latest and campaigns again after a "
+                 "backoff: one leader at a time, terms increasing, and a new leader after each fault"),
     Scenario("28", "rolling-restart", "every master in turn restarts empty under an auto-extended lock",
              "SAFE", rolling_restart, leftovers=True,
              why="each extension a majority confirms writes c1's key back (SET NX) where a master lost it: "
                  "c1 keeps a majority through all five restarts, and c2 is always refused"),
+    Scenario("29", "eviction", "C evicts c1's key under maxmemory (volatile-lru)", "UNSAFE", eviction,
+             kinds=("mutual-exclusion", "lost-update"), proxies=True,
+             why="a volatile eviction policy may drop any lock key (each has a ttl): C grants c1's lock to c2"),
 )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ then each command, ``{"id": 7, "cmd": "acquire", "args": {...}, "pause": null}``
 answered by ``{"id": 7, "ok": true, "result": {...}}`` or ``{"id": 7, "ok": false,
 "error": "..."}``, in order. Commands are the :class:`~chaos.workload.ClientSession`
 methods (``acquire``, ``read``, ``write``, ``extend``, ``release``, ``cycle``, ``loop``,
-``elect``)
+``elect``, ``run_election``)
 plus ``ping``; ``acquire`` takes ``lock_delay`` (seconds, default 0) among its args, and
 ``also`` (more names: one lock on all of them), ``limit`` (a semaphore's permit) and
 ``quorum`` (a forced quorum: the self-test's semaphore on a plain majority).
@@ -166,6 +166,8 @@ class _Worker:
             result = session.loop(LoopSpec.from_dict(args))
         elif name == "elect":
             result = session.elect(ElectSpec.from_dict(args))
+        elif name == "run_election":
+            result = session.run_election(ElectSpec.from_dict(args))
         else:
             raise ValueError(f"unknown command {name!r}")
         if pause == "after":

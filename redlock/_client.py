@@ -10,7 +10,17 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from redlock._core import Result
-from redlock._election import UNCHANGED, ElectionState
+from redlock._election import (
+    UNCHANGED,
+    Campaign,
+    Elected,
+    ElectionState,
+    Resign,
+    Runner,
+    Step,
+    Wait,
+    stopped_by_sigterm,
+)
 from redlock._flows import Lease, LockInfo, LockSpec, force_release_flow, inspect_flow, lock_info
 from redlock._lock import (
     DEFAULT_TTL,
@@ -520,6 +530,10 @@ class Election(ElectionState[Lock]):
     write, so that a deposed leader acting late is refused there (see
     :mod:`redlock.fencing`). A lost leadership is reported as a lost lock is: ``on_lost``,
     and LockLost from :meth:`resign` or from leaving the ``with`` block.
+
+    A service that should lead whenever it can runs :meth:`run` instead: it campaigns,
+    tells ``on_elected(term)`` and ``on_lost()``, campaigns again after a loss, and resigns
+    on :meth:`stop` or SIGTERM.
     """
 
     def campaign(self, timeout: float | None = None) -> bool:
@@ -565,12 +579,101 @@ class Election(ElectionState[Lock]):
         faster than that may be seen merged; each value yielded differs from the one before.
         Observing campaigns for nothing; it takes one read of every master per step.
         """
+        return self._changes(lambda: False)
+
+    def _changes(self, stopped: Callable[[], bool]) -> Iterator[str | None]:
         observer = self._observer()
         driver = self._lock._cluster._driver
-        while True:
+        while not stopped():
             leader = driver.run(observer.step(self._lock._cluster.clock()), observer.seen)
             if leader is not UNCHANGED:
                 yield leader
+
+    def run(
+        self,
+        *,
+        on_elected: Callable[[int], object] | None = None,
+        on_lost: Callable[[], object] | None = None,
+        on_new_leader: Callable[[str | None], object] | None = None,
+    ) -> None:
+        """Campaign, lead, and campaign again after a loss, until :meth:`stop` or SIGTERM.
+
+        ``on_elected(term)`` is called when this campaigner becomes leader, ``on_lost()``
+        when its leadership ends: lost (not extended in time, or its validity ran out), or
+        left because run() is ending. Both run in run()'s thread and should return soon:
+        start the leader's work in a thread of yours in ``on_elected`` and stop it in
+        ``on_lost``, which is called before anything else happens (before the next
+        campaign, before the resign), so that the work stops before another leader can be
+        elected. ``on_new_leader(identity)`` (None: no leader) is called from a thread of
+        its own with every change ``observe()`` sees, this campaigner's own leadership too.
+
+        Leadership is never believed past its validity: run() waits for the Lock's own
+        loss report and at the latest for its deadline, and there finds a validity run out
+        as a loss. After a loss it campaigns again, after a backoff that doubles with each
+        loss in a row (from ``retry_delay``, at most the ttl, jittered). Through an outage of
+        the masters it keeps campaigning; MasterMisconfigured (no majority possible) is
+        raised.
+
+        :meth:`stop` (from any thread or a signal handler) makes run() tell ``on_lost``,
+        resign and return, within about half a second. Called in the main thread, run()
+        also stops on SIGTERM (its handler is installed for the run and the previous one put
+        back after; a SIGTERM that is ignored stays ignored). Ctrl-C, or an exception from
+        a callback, leaves the same way (``on_lost``, resign) and is raised. One run() at a
+        time per Election (RuntimeError otherwise).
+        """
+        runner = self._start_run(on_elected, on_lost, on_new_leader)
+        woken = threading.Event()
+        runner.wake = woken.set
+        watcher: threading.Thread | None = None
+        try:
+            with stopped_by_sigterm(self.stop):
+                if on_new_leader is not None:
+                    watcher = threading.Thread(
+                        target=self._watch,
+                        args=(runner, on_new_leader),
+                        name=f"redlock-observe:{self.name}",
+                        daemon=True,
+                    )
+                    watcher.start()
+                outcome: object = None
+                error: BaseException | None = None
+                while (step := runner.advance(outcome, error)) is not None:
+                    try:
+                        outcome, error = self._perform(step, woken, on_elected, on_lost), None
+                    except BaseException as failure:
+                        outcome, error = None, failure
+        finally:
+            self._end_run(runner)
+            if watcher is not None:
+                watcher.join()
+
+    def _perform(
+        self,
+        step: Step,
+        woken: threading.Event,
+        on_elected: Callable[[int], object] | None,
+        on_lost: Callable[[], object] | None,
+    ) -> object:
+        if isinstance(step, Campaign):
+            return self.campaign(timeout=step.timeout)
+        if isinstance(step, Wait):
+            woken.wait(step.seconds)
+            woken.clear()  # (what woke it is state the runner reads again: nothing is missed)
+        elif step is Resign.RESIGN:
+            self.resign()
+        elif isinstance(step, Elected):
+            if on_elected is not None:
+                on_elected(step.term)
+        elif on_lost is not None:
+            on_lost()
+        return None
+
+    def _watch(self, runner: Runner, on_new_leader: Callable[[str | None], object]) -> None:
+        try:
+            for leader in self._changes(lambda: runner.done):
+                on_new_leader(leader)
+        except BaseException as error:
+            runner.fail(error)
 
     def __enter__(self) -> Election:
         self.campaign()

@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from redlock._aio import Driver
 from redlock._core import Result
-from redlock._election import UNCHANGED, ElectionState
+from redlock._election import UNCHANGED, Campaign, Elected, ElectionState, Resign, Runner, Step, Wait
 from redlock._flows import Lease, LockInfo, LockSpec, MasterInfo, force_release_flow, inspect_flow, lock_info
 from redlock._lock import (
     DEFAULT_TTL,
@@ -473,14 +474,58 @@ class Election(ElectionState[Lock]):
         """See :meth:`redlock.Election.leader`."""
         return self._leader_from(await self._lock._cluster.inspect(self.name))
 
-    async def observe(self) -> AsyncIterator[str | None]:
+    def observe(self) -> AsyncIterator[str | None]:
         """See :meth:`redlock.Election.observe`."""
+        return self._changes(lambda: False)
+
+    async def _changes(self, stopped: Callable[[], bool]) -> AsyncIterator[str | None]:
         observer = self._observer()
         driver = self._lock._cluster._driver
-        while True:
+        while not stopped():
             leader = await driver.run(observer.step(self._lock._cluster.clock()), observer.seen)
             if leader is not UNCHANGED:
                 yield leader
+
+    async def run(
+        self,
+        *,
+        on_elected: Callable[[int], object] | None = None,
+        on_lost: Callable[[], object] | None = None,
+        on_new_leader: Callable[[str | None], object] | None = None,
+    ) -> None:
+        """See :meth:`redlock.Election.run`; here it ends on :meth:`stop` or cancellation.
+
+        Cancelled, it tells ``on_lost``, resigns (shielded, as a release is) and re-raises:
+        leadership is handed over at once rather than after the ttl (client-go's
+        ReleaseOnCancel). Callbacks run in the event loop; each may be a plain function or
+        return an awaitable. An awaitable from ``on_elected(term)`` is the leader's work: it
+        runs as a task of its own, cancelled (and awaited) when the leadership ends, before
+        ``on_lost``; if it fails, run() leaves and raises its error. ``on_lost`` and
+        ``on_new_leader`` are awaited in turn. ``stop()`` may be called from any thread.
+        """
+        runner = self._start_run(on_elected, on_lost, on_new_leader)
+        running = _Running(self, runner, on_elected, on_lost)
+        watcher = None if on_new_leader is None else asyncio.ensure_future(self._watch(runner, on_new_leader))
+        try:
+            outcome: object = None
+            error: BaseException | None = None
+            while (step := runner.advance(outcome, error)) is not None:
+                try:
+                    outcome, error = await running.perform(step), None
+                except BaseException as failure:
+                    outcome, error = None, failure
+        finally:
+            self._end_run(runner)
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.wait([watcher])
+
+    async def _watch(self, runner: Runner, on_new_leader: Callable[[str | None], object]) -> None:
+        try:
+            async for leader in self._changes(lambda: runner.done):
+                await _outcome(on_new_leader(leader))
+        except Exception as error:
+            runner.fail(error)
 
     def __enter__(self) -> None:
         _use_async_with(self)
@@ -497,6 +542,79 @@ class Election(ElectionState[Lock]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         await self._lock.__aexit__(exc_type, exc, traceback)
+
+
+class _Running:
+    """How an asyncio run() performs the steps of its Runner: awaiting, and the leader's work."""
+
+    def __init__(
+        self,
+        election: Election,
+        runner: Runner,
+        on_elected: Callable[[int], object] | None,
+        on_lost: Callable[[], object] | None,
+    ) -> None:
+        self._election = election
+        self._on_elected = on_elected
+        self._on_lost = on_lost
+        self._woken = asyncio.Event()
+        self._work: asyncio.Future[Any] | None = None
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:
+            # stop() may come from another thread; a closed loop has nobody left to wake.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._woken.set)
+
+        runner.wake = self._wake = wake
+
+    async def perform(self, step: Step) -> object:
+        election = self._election
+        if isinstance(step, Campaign):
+            return await election.campaign(timeout=step.timeout)
+        if isinstance(step, Wait):
+            self._check_work()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(step.seconds):
+                    await self._woken.wait()
+            self._woken.clear()  # (what woke it is state the runner reads again: nothing is missed)
+            self._check_work()
+        elif step is Resign.RESIGN:
+            await election.resign()
+        elif isinstance(step, Elected):
+            started = None if self._on_elected is None else self._on_elected(step.term)
+            if inspect.isawaitable(started):
+                self._work = asyncio.ensure_future(started)
+                self._work.add_done_callback(lambda _: self._wake())
+        else:
+            failed = await self._stop_work()
+            if self._on_lost is not None:
+                await _outcome(self._on_lost())
+            if failed is not None:
+                raise failed
+        return None
+
+    def _check_work(self) -> None:
+        """The leader's work failed: run() leaves with its error."""
+        work = self._work
+        if work is not None and work.done() and not work.cancelled() and work.exception() is not None:
+            self._work = None
+            raise work.exception()  # type: ignore[misc]
+
+    async def _stop_work(self) -> BaseException | None:
+        """Cancel the leader's work and wait for it to end; the error it failed with, if any."""
+        work, self._work = self._work, None
+        if work is None:
+            return None
+        work.cancel()
+        await asyncio.wait([work])
+        return None if work.cancelled() else work.exception()
+
+
+async def _outcome(result: object) -> None:
+    """Await what a callback returned, if it is awaitable (callbacks may be async)."""
+    if inspect.isawaitable(result):
+        await result
 
 
 def _unchanged(result: Result) -> Result:

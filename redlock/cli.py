@@ -37,6 +37,7 @@ from typing import IO, NoReturn
 
 import redlock
 from redlock._client import Lock, Redlock
+from redlock._election import backoff_after_loss
 from redlock._extras import redis_server_hint
 from redlock._flows import MasterInfo
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
@@ -115,21 +116,22 @@ EXIT_CODES: tuple[tuple[str, str], ...] = (
     ("2", "usage error: a bad option, duration, name or master URL, or no masters given"),
     ("69", "quorum unavailable: fewer than a majority of masters could be reached"),
     ("71", "`servers`: the local masters could not be started"),
-    ("75", "lock not acquired: others held it for the whole `--timeout`"),
+    ("75", "lock not acquired: others held it for the whole `--timeout`; `leader`: not elected within `--timeout`"),
     (
         "76",
         "lock lost: `release` or `extend` found the token gone from a majority; `exec`: the lock was lost "
-        "while the command ran (the command was sent SIGTERM, then SIGKILL after `--grace`)",
+        "while the command ran (the command was sent SIGTERM, then SIGKILL after `--grace`); `leader`: leadership "
+        "was lost while the command ran (the same; with `--again` it campaigns again instead)",
     ),
     (
         "78",
         "`doctor`: a master is unfit for Redlock (a cluster node, a replica, one server under two "
         "addresses, refusing our credentials; with `--strict`, any warning)",
     ),
-    ("126", "`exec`: the command could not be executed"),
-    ("127", "`exec`: the command was not found"),
-    ("128+N", "`exec`: the command was killed by signal N; any command: stopped by signal N first"),
-    ("other", "`exec`: the command's own exit code"),
+    ("126", "`exec`, `leader`: the command could not be executed"),
+    ("127", "`exec`, `leader`: the command was not found"),
+    ("128+N", "`exec`, `leader`: the command was killed by signal N; any command: stopped by signal N first"),
+    ("other", "`exec`, `leader`: the command's own exit code"),
 )
 
 
@@ -307,6 +309,12 @@ def _build_parser() -> _Parser:
     )
     run.add_argument("name", metavar="NAME")
     run.add_argument(
+        "--limit",
+        type=_count,
+        metavar="K",
+        help="hold one of K permits of a semaphore on NAME instead of the lock: up to K commands run at once",
+    )
+    run.add_argument(
         "--grace",
         type=_seconds(allow_zero=True),
         default=DEFAULT_GRACE,
@@ -367,6 +375,7 @@ def _build_parser() -> _Parser:
     release.add_argument("--json", action="store_true", help="with --force: print one JSON object")
     release.set_defaults(handler=_cmd_release)
 
+    _add_leader(commands, cluster)
     _add_doctor(commands, cluster)
 
     servers = commands.add_parser(
@@ -404,11 +413,18 @@ def _parse(argv: list[str]) -> argparse.Namespace | int:
         args = parser.parse_args(head)
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else ExitCode.USAGE
-    if args.subcommand == "exec":
+    if args.subcommand in _RUNS_A_COMMAND:
         if not command:
-            raise CliError(ExitCode.USAGE, "exec: no command given (redlock exec [options] NAME [--] CMD [ARGS...])")
+            raise CliError(
+                ExitCode.USAGE,
+                f"{args.subcommand}: no command given (redlock {args.subcommand} [options] NAME [--] CMD [ARGS...])",
+            )
         args.argv = command
     return args
+
+
+#: The commands whose arguments end with a command to run (cut by _split_exec).
+_RUNS_A_COMMAND = ("exec", "leader")
 
 
 def _split_exec(parser: _Parser, argv: list[str]) -> tuple[list[str], list[str]]:
@@ -422,10 +438,10 @@ def _split_exec(parser: _Parser, argv: list[str]) -> tuple[list[str], list[str]]
     """
     # The command is the first word that is not an option: the top level has none with a value.
     position = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
-    if position is None or argv[position] != "exec":
+    if position is None or argv[position] not in _RUNS_A_COMMAND:
         return argv, []
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    options = subparsers.choices["exec"]._option_string_actions
+    options = subparsers.choices[argv[position]]._option_string_actions
     head = argv[: position + 1]
     words = argv[position + 1 :]
     named = False
@@ -485,20 +501,36 @@ MAX_TTL = threading.TIMEOUT_MAX
 
 
 def _lock(
-    rl: Redlock, name: str, ttl: float, *, fencing: bool = False, on_lost: Callable[[Lock], None] | None = None
+    rl: Redlock,
+    name: str,
+    ttl: float,
+    *,
+    fencing: bool = False,
+    on_lost: Callable[[Lock], None] | None = None,
+    limit: int | None = None,
 ) -> Lock:
-    """A Lock on ``name``; with ``on_lost``, one that auto-extends and reports a loss to it.
+    """A Lock on ``name`` (with ``limit``, a permit of a semaphore); with ``on_lost``, one
+    that auto-extends and reports a loss to it.
 
     Built before anything talks to a master, so that the library's argument checks (and
     ours) turn a bad name or ttl into a usage error before any traffic.
     """
+    if limit is not None and fencing:
+        raise CliError(ExitCode.USAGE, "--fencing is for a lock: a semaphore (--limit) has no fencing token")
     with _usage_errors():
-        lock = rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost, fencing=fencing)
+        if limit is not None:
+            lock: Lock = rl.semaphore(name, limit, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+        else:
+            lock = rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost, fencing=fencing)
+    _check_max_ttl(ttl)
+    return lock
+
+
+def _check_max_ttl(ttl: float) -> None:
     if ttl > MAX_TTL:
         raise CliError(
             ExitCode.USAGE, f"--ttl {ttl:g} is more than {MAX_TTL:.0f} seconds, the longest lock we can hold"
         )
-    return lock
 
 
 def _not_acquired(lock: Lock, timeout: float | None) -> LockNotAcquired:
@@ -686,6 +718,52 @@ def _cmd_status(args: argparse.Namespace) -> int:
 # --- doctor -----------------------------------------------------------------------------------------
 
 
+def _add_leader(commands: argparse._SubParsersAction[_Parser], cluster: _Parser) -> None:
+    leader = commands.add_parser(
+        "leader",
+        parents=[cluster],
+        help="run a command while this process leads the election on NAME",
+        description="Campaign for NAME until elected, run CMD while leader (leadership is extended in "
+        "the background), then resign. If leadership is lost, CMD is stopped (SIGTERM, then SIGKILL after "
+        "--grace) and `leader` exits 76, or with --again campaigns again and runs CMD anew once elected. "
+        "Exits with CMD's exit code when CMD ends on its own. Arguments, signals, job control and the "
+        "guard are as for `exec`; CMD sees the same variables, REDLOCK_FENCING_TOKEN being the term.",
+        usage="redlock leader [options] NAME [options] [--] CMD [ARGS...]",
+        allow_abbrev=False,
+    )
+    leader.add_argument("name", metavar="NAME")
+    leader.add_argument(
+        "--ttl",
+        type=_seconds(allow_zero=False),
+        default=DEFAULT_TTL,
+        metavar="S",
+        help=f"how long a leader that stops extending keeps the others out (default {DEFAULT_TTL} s)",
+    )
+    leader.add_argument(
+        "--timeout",
+        type=_seconds(allow_zero=True),
+        metavar="S",
+        help="how long each campaign may wait; exits 75 if not elected by then (default: as long as it takes, "
+        "through outages of the masters too)",
+    )
+    leader.add_argument(
+        "--identity",
+        metavar="ID",
+        help="who this campaigner says it is, as `redlock status NAME` shows the leader (default host:pid)",
+    )
+    leader.add_argument(
+        "--again", action="store_true", help="after a lost leadership, campaign again instead of exiting 76"
+    )
+    leader.add_argument(
+        "--grace",
+        type=_seconds(allow_zero=True),
+        default=DEFAULT_GRACE,
+        metavar="S",
+        help=f"once leadership is lost, the time between SIGTERM and SIGKILL (default {DEFAULT_GRACE} s)",
+    )
+    leader.set_defaults(handler=_cmd_leader)
+
+
 def _add_doctor(commands: argparse._SubParsersAction[_Parser], cluster: _Parser) -> None:
     doctor = commands.add_parser(
         "doctor",
@@ -817,29 +895,35 @@ def _exec_environment(name: str, lock: Lock) -> dict[str, str]:
 def _cmd_exec(args: argparse.Namespace) -> int:
     supervisor = Supervisor(args.grace)
     with _client(args) as rl, supervisor.handling_signals():
-        lock = _lock(rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost)
-        supervisor.lock = lock
-        code: int | None = None
-        try:
-            if not lock.acquire(blocking=True, timeout=args.timeout):
-                raise _not_acquired(lock, args.timeout)
-            supervisor.hold()
-            returncode = supervisor.run(args.argv, _exec_environment(args.name, lock))
-            if returncode is not None:
-                # As a shell reports a command killed by signal N.
-                code = returncode if returncode >= 0 else ExitCode.SIGNALLED - returncode
-        finally:
-            # Every path releases, an interrupted one included; a failed release only
-            # decides the exit code when nothing else went wrong first.
-            supervisor.hold()
-            release_failure: LockLost | None = None
-            if lock.token is not None:
-                try:
-                    lock.release()
-                except LockLost as failure:
-                    release_failure = failure
-                except LockNotHeld:
-                    pass
+        lock = _lock(rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost, limit=args.limit)
+        return _run_holding(args, supervisor, lock)
+
+
+def _run_holding(args: argparse.Namespace, supervisor: Supervisor, lock: Lock) -> int:
+    """Acquire ``lock``, run the command under ``supervisor`` while it is held, release it;
+    the exit code (``exec``'s, and each term of ``leader``'s)."""
+    supervisor.lock = lock
+    code: int | None = None
+    try:
+        if not lock.acquire(blocking=True, timeout=args.timeout):
+            raise _not_acquired(lock, args.timeout)
+        supervisor.hold()
+        returncode = supervisor.run(args.argv, _exec_environment(args.name, lock))
+        if returncode is not None:
+            # As a shell reports a command killed by signal N.
+            code = returncode if returncode >= 0 else ExitCode.SIGNALLED - returncode
+    finally:
+        # Every path releases, an interrupted one included; a failed release only
+        # decides the exit code when nothing else went wrong first.
+        supervisor.hold()
+        release_failure: LockLost | None = None
+        if lock.token is not None:
+            try:
+                lock.release()
+            except LockLost as failure:
+                release_failure = failure
+            except LockNotHeld:
+                pass
     if supervisor.lost.is_set():
         when = "while the job was stopped" if supervisor.lost_while_stopped else "while the command ran"
         raise LockLost(
@@ -855,6 +939,36 @@ def _cmd_exec(args: argparse.Namespace) -> int:
         )
     assert code is not None  # run() returns None only when the lock was lost
     return code
+
+
+def _cmd_leader(args: argparse.Namespace) -> int:
+    """``exec`` under the election's Lock: each term is one ``exec`` of the command."""
+    with _client(args) as rl:
+        supervisors: list[Supervisor] = []
+
+        def stop_the_command(lost: object) -> None:
+            supervisors[-1].on_lost(lost)  # the current term's
+
+        with _usage_errors():
+            election = rl.election(args.name, args.ttl, identity=args.identity, on_lost=stop_the_command)
+        _check_max_ttl(args.ttl)
+        losses = 0
+        while True:
+            supervisor = Supervisor(args.grace)
+            supervisors.append(supervisor)
+            with supervisor.handling_signals():
+                if losses:
+                    # As run() does: the others get the first go (a signal here ends it all).
+                    time.sleep(backoff_after_loss(losses, rl.retry_delay, args.ttl, rl.rng))
+                try:
+                    return _run_holding(args, supervisor, election.lock)
+                except LockLost:
+                    if not (args.again and supervisor.lost.is_set()):
+                        raise
+            losses += 1
+            logging.getLogger("redlock").warning(
+                "leadership of %r was lost and the command stopped: campaigning again", args.name
+            )
 
 
 # --- servers --------------------------------------------------------------------------------------

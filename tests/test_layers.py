@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_sync", "_aio"),
     ("_client", "asyncio"),
     ("fencing", "servers", "_supervisor", "__init__"),
-    ("cli", "demo"),
+    ("cli", "demo", "pytest_plugin"),
     ("__main__",),
 ]
 

@@ -76,7 +76,7 @@ def test_an_extra_per_job_and_dev_has_them_all() -> None:
     for extra in EXTRAS.keys() - {"recipes"}:
         assert requirement_names(extra) <= requirement_names("dev"), extra
     ci = (ROOT / ".ci" / "run").read_text()
-    assert ".venv/bin/pip install -q -e '.[dev,recipes]'" in ci
+    assert ".venv/bin/pip install -q -e '.[recipes]'" in ci
 
 
 def test_readme_says_which_extra_for_which_job() -> None:
@@ -121,6 +121,8 @@ def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile)
     scripts = wheel.read(entry_points).decode()
     assert "redlock = redlock.cli:main_entry" in scripts
     assert "redlock-chaos = redlock_chaos:main_entry" in scripts
+    # The pytest plugin for users' tests (redlock_masters).
+    assert "[pytest11]\nredlock = redlock.pytest_plugin" in scripts
 
 
 def wheel_metadata(wheel: zipfile.ZipFile) -> email.message.Message:

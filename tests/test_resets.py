@@ -277,11 +277,13 @@ def test_an_extend_no_majority_answered_is_unconfirmed_not_a_loss(
         assert not isinstance(unconfirmed.value, LockLost)
         assert lock.locked()
         assert not lock.lost
-        assert lock.validity > 9.0
+        # The lease of the acquire still stands (less the time the refused extend took,
+        # which a loaded machine stretches): not zeroed, not shortened to nothing.
+        assert lock.validity > 5.0
     finally:
         masters[1].resume()
         masters[2].resume()
-    assert lock.extend() > 9.0  # retried, now with a majority
+    assert lock.extend() > 5.0  # retried, now with a majority
     lock.release()
     assert _keys(raw, lock.name) == [0, 0, 0]
 
