@@ -330,3 +330,20 @@ def test_the_reactor_fires_on_its_trigger_only_and_once_at_a_time() -> None:
     assert reactor.fired == {"bare-majority": 1, "contended-grant": 1}
     reactor.stop()
     assert nemesis.calls[-1][0] == "end"
+
+
+@pytest.mark.chaos
+def test_reactive_faults_find_the_single_master_overlaps_and_keep_the_safe_set_safe(tmp_path: pathlib.Path) -> None:
+    unsafe = explore(
+        ExploreConfig(FAULT_SETS["unsafe-single"], seed=2, duration=30.0, reactive=True), tmp_path / "u", plot=False
+    )
+    assert unsafe.result.error is None, unsafe.result.error
+    assert unsafe.summary["verdict"] == "unsafe"
+    assert unsafe.summary["coverage"]["triggered"]["bare-majority"] >= 1
+    assert any(v.kind == "mutual-exclusion" for v in unsafe.violations)
+    assert unsafe.summary["margins"]["near_misses"] >= 1
+    safe = explore(ExploreConfig(FAULT_SETS["safe"], seed=2, duration=30.0, reactive=True), tmp_path / "s", plot=False)
+    assert safe.result.error is None, safe.result.error
+    assert safe.violations == [], [v.text for v in safe.violations]
+    assert safe.summary["verdict"] in ("safe", "unknown")
+    assert safe.summary["margins"]["near_misses"] == 0
