@@ -346,4 +346,6 @@ def test_reactive_faults_find_the_single_master_overlaps_and_keep_the_safe_set_s
     assert safe.result.error is None, safe.result.error
     assert safe.violations == [], [v.text for v in safe.violations]
     assert safe.summary["verdict"] in ("safe", "unknown")
-    assert safe.summary["margins"]["near_misses"] == 0
+    # (No claim on near misses: the end of a safe clock-rate fault can step a master's clock
+    # forward by tens of milliseconds, which the margins show; docs/chaos-results.md.)
+    assert safe.summary["margins"]["count"] > 0
