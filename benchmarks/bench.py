@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import percentiles
-from bench_contention import contention_panel, contention_section, handoff_panel
+from bench_contention import contention_panel, contention_section, handoff_panel, waiters_section
 from bench_latency import latency_panel, latency_section, primitives_section
 from bench_native import native_section
 from bench_node import node_panel, node_section
@@ -180,6 +180,7 @@ def run(
             results["primitives"] = primitives_section(cluster.urls, count)
         if "contention" in sections:
             results["contention"], results["handoff"] = contention_section(cluster, seconds)
+            results["waiters"] = waiters_section(cluster, seconds)
         if "scale" in sections:
             results["scale"] = scale_section(cluster, scale_seconds, scale_warmup)
         if "node" in sections:

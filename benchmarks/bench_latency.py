@@ -2,7 +2,8 @@
 
 The floor is one SET NX PX plus one Lua compare-and-delete on ONE master with plain redis-py;
 the rows time the same operation with redlock on 5 masters (one of them SIGSTOPped in the
-last row), and the primitives (a semaphore, a lock on 3 names) against the single lock.
+last row), and the primitives (a semaphore, a lock on 3 names, the two sides of a read-write
+lock) against the single lock.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ PRIMITIVES: dict[str, Callable[[Any], Any]] = {
     # the two rows is what the larger quorum costs, the rest is the script's.
     "semaphore (limit 1)": lambda rl: rl.semaphore("bench:pool1", 1, ttl=10.0),
     "3-name lock": lambda rl: rl.lock(["bench:a", "bench:b", "bench:c"], ttl=10.0),
+    # A reader's script reads the master's TIME and adds to a sorted set (as a semaphore's);
+    # a writer's checks the readers' set, then sets a key (as a lock's).
+    "read-write lock, read": lambda rl: rl.rwlock("bench:rw", ttl=10.0).read(),
+    "read-write lock, write": lambda rl: rl.rwlock("bench:rw", ttl=10.0).write(),
 }
 
 

@@ -19,7 +19,8 @@ stopped before it exits, whichever way it exits.
 
 ``explore`` exits 0 when its fault set met its expectation (no violation under ``safe``,
 some under an ``unsafe-*`` set) and 1 otherwise; ``replay`` 0 when the saved violation's
-kind happened again and 1 when not; ``sweep`` 0 once every trial ran (its curve is the
+kind happened again in any of its ``--tries`` (it says "reproduced k of n tries") and 1
+when in none; ``sweep`` 0 once every trial ran (its curve is the
 result, not a verdict). Usage errors, the environment and Ctrl-C as for ``run``.
 """
 
@@ -27,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import pathlib
 import random
 import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -100,7 +103,11 @@ def _add_explore_parsers(commands: Any) -> None:
     explore.add_argument("--nodes", type=int, default=5, help="number of masters (default 5)")
     explore.add_argument("--clients", type=int, default=4, help="client processes (default 4)")
     explore.add_argument("--ttl", type=float, default=1.0, help="the workload's ttl in seconds (default 1)")
-    explore.add_argument("--out", default="chaos-explore", help="directory for summary.json, timeline.png, violations/")
+    explore.add_argument(
+        "--out",
+        default="chaos-explore",
+        help="directory for summary.json, schedule.json, E-explore.json, timeline.png, over-time.png, violations/",
+    )
     explore.add_argument("--no-plot", action="store_true", help="skip the PNG timeline")
     explore.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     explore.add_argument(
@@ -112,7 +119,14 @@ def _add_explore_parsers(commands: Any) -> None:
     _add_network_argument(explore)
     replay = commands.add_parser("replay", help="play the fault schedule saved around a violation again")
     replay.add_argument("file", help="a violations/violation-N.json of an explore run")
-    replay.add_argument("--out", default="chaos-replay", help="directory for the replay's files")
+    replay.add_argument("--out", default="chaos-replay", help="directory for the replay's files, one try-N/ per try")
+    replay.add_argument(
+        "--tries",
+        type=int,
+        default=3,
+        help="how many times to play it (default 3): a replay repeats the faults' times, not the "
+        "interleaving, so whether it reproduces depends on timing",
+    )
     replay.add_argument("--no-plot", action="store_true", help="skip the PNG timeline")
     replay.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     sweep = commands.add_parser("sweep", help="violation probability per value of one parameter, with its threshold")
@@ -121,7 +135,7 @@ def _add_explore_parsers(commands: Any) -> None:
     sweep.add_argument("--trials", type=int, default=5, help="trials per value (default 5)")
     sweep.add_argument("--seed", type=int, default=None, help="seed (default: random)")
     sweep.add_argument("--nodes", type=int, default=5, help="number of masters (default 5)")
-    sweep.add_argument("--out", default="chaos-sweep", help="directory for sweep.json and sweep.png")
+    sweep.add_argument("--out", default="chaos-sweep", help="directory for sweep.json, sweep.png and trials/")
     sweep.add_argument("--no-plot", action="store_true", help="skip the PNG curve")
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
@@ -315,14 +329,26 @@ def _explore(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    try:
-        outcome, again, kind = replay(args.file, args.out, progress=_progress(args.quiet), plot=_plot_wanted(args))
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"error: cannot replay {args.file}: {exc}", file=sys.stderr)
+    if args.tries < 1:
+        print(f"error: --tries must be at least 1, not {args.tries}", file=sys.stderr)
         return EXIT_USAGE
-    found = ", ".join(sorted({v.kind for v in outcome.violations})) or "none"
-    print(f"saved violation: {kind}; found on replay: {found}: {'reproduced' if again else 'NOT reproduced'}")
-    return EXIT_OK if again else EXIT_MISMATCH
+    plot = _plot_wanted(args)
+    reproduced = 0
+    found: list[str] = []
+    for attempt in range(1, args.tries + 1):
+        out = pathlib.Path(args.out) / f"try-{attempt}"
+        try:
+            outcome, again, kind = replay(args.file, out, progress=_progress(args.quiet), plot=plot)
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"error: cannot replay {args.file}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        reproduced += again
+        found.append(", ".join(sorted({v.kind for v in outcome.violations})) or "none")
+    print(
+        f"saved violation: {kind}; reproduced {reproduced} of {args.tries} tries (found per try: {'; '.join(found)}). "
+        "A replay repeats the faults at the same times, not the same interleaving: timing decides each try."
+    )
+    return EXIT_OK if reproduced else EXIT_MISMATCH
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -364,10 +390,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _list()
     if args.command == "selftest":
         return _selftest(args)
-    if args.command in ("explore", "replay", "sweep"):
-        command = {"explore": _explore, "replay": _replay, "sweep": _sweep}[args.command]
-        return _guarded(lambda: command(args))
-    return _run(args, arguments)
+    with _no_empty_out(args.out):
+        if args.command in ("explore", "replay", "sweep"):
+            command = {"explore": _explore, "replay": _replay, "sweep": _sweep}[args.command]
+            return _guarded(lambda: command(args))
+        return _run(args, arguments)
+
+
+@contextlib.contextmanager
+def _no_empty_out(out: str) -> Iterator[None]:
+    """A command that wrote no file (the environment lacks something, Ctrl-C before the
+    first result) leaves no empty output directory behind, as it found none."""
+    path = pathlib.Path(out)
+    existed = path.exists()
+    try:
+        yield
+    finally:
+        if not existed and path.is_dir() and not any(found.is_file() for found in path.rglob("*")):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _selftest(args: argparse.Namespace) -> int:

@@ -4,7 +4,8 @@ Nothing here reads a clock, a file or a socket, so every checker is tested on sy
 histories (``tests/test_chaos_checkers.py``) against brute-force oracles. A scenario's
 verdict is whatever these functions find in its history:
 
-* :func:`check_mutual_exclusion`: holder intervals of one name that overlap;
+* :func:`check_mutual_exclusion`: holder intervals of one name that overlap (but for two
+  readers of a read-write lock: a writer overlapping anyone is one);
 * :func:`check_lost_updates`: increments of the protected counter that a stale
   read-modify-write overwrote;
 * :func:`check_fencing_order` and :func:`check_stale_writes`: fencing tokens that fail to
@@ -157,12 +158,15 @@ def overlapping_pairs(tenures: Iterable[Tenure]) -> list[tuple[Tenure, Tenure]]:
 
 
 def check_mutual_exclusion(history: History | Iterable[Event]) -> list[Overlap]:
-    """Every pair of holders of one name whose intervals overlap, with the faults around it."""
+    """Every pair of holders of one name whose intervals overlap, with the faults around it;
+    two readers of a read-write lock may overlap (a writer and anyone may not)."""
     history = _history(history)
     windows = history.fault_windows()
     overlaps: list[Overlap] = []
     locks = [tenure for tenure in history.tenures() if tenure.limit == 1]
     for first, second in overlapping_pairs(locks):
+        if first.mode == second.mode == "read":
+            continue  # a read-write lock's readers share its name by design
         start, end = second.start, min(first.end, second.end)
         overlaps.append(
             Overlap(

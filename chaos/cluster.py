@@ -80,7 +80,6 @@ class Cluster:
     ) -> None:
         self.nodes = nodes
         self.persistence = persistence
-        self.workdir = pathlib.Path(tempfile.mkdtemp(prefix="chaos-run-"))
         self._progress = progress or (lambda _message: None)
         self._stack = contextlib.ExitStack()
         #: The network that faults act on: "kernel", "proxy", or None without network faults.
@@ -88,28 +87,35 @@ class Cluster:
         #: With the kernel network: the namespaces (closed last, after every process).
         self.network: Network | None = None
         kernel = self.network_kind == "kernel"
-        binary = harness_server()
-        self.masters = LocalMasters(nodes, persistence=persistence, binary=binary, unix_socket=kernel)
-        self._stack.callback(self.masters.stop)
-        self.resource = LocalMasters(1, binary=binary, unix_socket=kernel)
-        self._stack.callback(self.resource.stop)
-        self.clocks: dict[int, ClockControl] = {}
-        for index in clocked:
-            control = ClockControl(self.masters[index].dir)
-            self.masters[index].env.update(control.env())
-            self.clocks[index] = control
-        #: With ``power_loss``: each master's disk (its shim installed after the clock's).
-        self.disks: dict[int, Disk] = {}
-        if power_loss:
-            for index, master in enumerate(self.masters):
-                disk = Disk(master)
-                disk.install()
-                self.disks[index] = disk
+        try:
+            binary = harness_server()
+            self.masters = LocalMasters(nodes, persistence=persistence, binary=binary, unix_socket=kernel)
+            self._stack.callback(self.masters.stop)
+            self.resource = LocalMasters(1, binary=binary, unix_socket=kernel)
+            self._stack.callback(self.resource.stop)
+            self.clocks: dict[int, ClockControl] = {}
+            for index in clocked:
+                control = ClockControl(self.masters[index].dir)
+                self.masters[index].env.update(control.env())
+                self.clocks[index] = control
+            #: With ``power_loss``: each master's disk (its shim installed after the clock's).
+            self.disks: dict[int, Disk] = {}
+            if power_loss:
+                for index, master in enumerate(self.masters):
+                    disk = Disk(master)
+                    disk.install()
+                    self.disks[index] = disk
+        except BaseException:
+            # A cluster that cannot be made (no server binary, no clock shim) leaves nothing behind.
+            self._stack.close()
+            raise
         self._proxies_wanted = proxies
         self.proxies: ProxyLoop | None = None
         self.links: dict[tuple[str, int], Link] = {}
         self.clients: dict[str, ClientProcess] = {}
         self._direct: list[redis.Redis] = []
+        # Made last, once nothing above can fail: a run that cannot start leaves no empty dir.
+        self.workdir = pathlib.Path(tempfile.mkdtemp(prefix="chaos-run-"))
 
     def __enter__(self) -> Cluster:
         try:

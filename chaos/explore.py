@@ -13,7 +13,10 @@ catalogue's; on top of them it writes, in ``--out``:
   time bins of ``max(1 s, 2 ttl)`` in which some client acquired: with K clients always
   trying and holds shorter than a ttl, a bin without one means nobody could), and acquire
   latency and throughput per bin;
+* ``schedule.json``: the fault schedule played; ``E-explore.json``: the whole history and
+  verdict, as the catalogue writes it;
 * ``timeline.png``: the catalogue's timeline with latency and throughput panels below;
+  ``over-time.png``: latency and throughput over the whole run;
 * ``violations/violation-N.json``: for each violation, the schedule of the window around
   it (from ``3 ttl + 2 s`` before to half a second after), which ``python -m chaos replay
   FILE`` plays again with the same seed and parameters.

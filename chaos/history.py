@@ -131,6 +131,8 @@ class AcquireReturned(Event):
     #: when the client does not say. A master whose reply came after the majority did is
     #: not among them, although its key may be set: :class:`KeySample` says what is.
     voters: tuple[str, ...] | None = None
+    #: For a side of a read-write lock: "read" or "write" (None: any other lock).
+    mode: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -398,6 +400,9 @@ class Tenure:
     via: Literal["acquire", "extend"] = "acquire"
     #: How many may hold ``name`` at once: 1 for a lock, the limit for a semaphore.
     limit: int = 1
+    #: A read-write lock's side ("read": it may share ``name`` with other readers); None
+    #: for any other lock.
+    mode: str | None = None
     #: When an operator force-released this holder's token (:class:`ForceReleased`).
     revoked: float | None = None
     #: The masters that granted it (the acquire's, or the reviving extend's), if recorded.
@@ -457,6 +462,7 @@ class _OpenTenure:
         self.via = via
         self.limit = event.limit or 1
         self.voters = event.voters
+        self.mode = event.mode
 
     def close(self) -> Tenure:
         ends = [t for t in (self.released, self.deadline, self.revoked) if t is not None]
@@ -473,6 +479,7 @@ class _OpenTenure:
             released=self.released,
             via="extend" if self.via == "extend" else "acquire",
             limit=self.limit,
+            mode=self.mode,
             revoked=self.revoked,
             voters=self.voters,
         )
@@ -609,6 +616,7 @@ class History:
                     fencing=tenure.fencing,
                     limit=tenure.limit,
                     voters=event.voters,
+                    mode=tenure.mode,
                 )
                 key = (tenure.client, tenure.name, tenure.token)
                 open_[key] = _OpenTenure(revived, tenure.invoked, via="extend")
@@ -765,6 +773,7 @@ class Recorder:
         error: str | None = None,
         limit: int | None = None,
         voters: tuple[str, ...] | None = None,
+        mode: str | None = None,
     ) -> None:
         self.record(
             AcquireReturned(
@@ -779,6 +788,7 @@ class Recorder:
                 error=error,
                 limit=limit,
                 voters=voters,
+                mode=mode,
             )
         )
 

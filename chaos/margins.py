@@ -294,7 +294,12 @@ def measure_margins(history: History | Iterable[Event], nodes: int) -> Margins:
     margins: list[Margin] = []
     ends: dict[tuple[str, int], tuple[float, tuple[str, ...]]] = {}
     unsampled = 0
-    tenures = [t for t in history.tenures() if t.limit == 1 and t.deadline is not None and t.token is not None]
+    # Locks only: a semaphore's permits and a read-write lock's readers share their name by design.
+    tenures = [
+        t
+        for t in history.tenures()
+        if t.limit == 1 and t.mode != "read" and t.deadline is not None and t.token is not None
+    ]
     for tenure in tenures:
         first, last = truth.holders(tenure, tenure.end)
         # A voter not looked at while the holding lasted (down, paused, or the observer late)

@@ -402,7 +402,6 @@ def run_scenario(
     (also when it raises, e.g. KeyboardInterrupt)."""
     say: Progress = progress or (lambda _message: None)
     out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     if params.nodes < 3:
         raise ValueError(f"a scenario needs at least 3 masters, not {params.nodes}")
     started = time.monotonic()
@@ -471,15 +470,22 @@ def run_scenario(
     if params.observe:
         result.margins = measure_margins(history, params.nodes)
         result.coverage = measure_coverage(history, params.nodes, result.margins)
+    # Made once there is something to write: a run that cannot start leaves no empty dir.
+    out.mkdir(parents=True, exist_ok=True)
     result.history_path = out / f"{scenario.slug}.json"
-    _write_history(result, history)
-    if plot:
-        # matplotlib takes about a second to import: only when a picture is wanted.
-        from .timeline import plot_timeline  # noqa: PLC0415
+    try:
+        if plot:
+            # matplotlib takes about a second to import: only when a picture is wanted.
+            from .timeline import plot_timeline  # noqa: PLC0415
 
-        result.plot_path = out / f"{scenario.slug}.png"
-        plot_timeline(history, verdict, result.plot_path, title=_plot_title(result))
-    result.elapsed = time.monotonic() - started
+            picture = out / f"{scenario.slug}.png"
+            plot_timeline(history, verdict, picture, title=_plot_title(result))
+            result.plot_path = picture
+    finally:
+        # Written last, so that it says what summary.json says (the time, the picture), and
+        # written even when the picture fails.
+        result.elapsed = time.monotonic() - started
+        _write_history(result, history)
     return result
 
 

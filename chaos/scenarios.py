@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import redlock
 
-from .checkers import Verdict, most_holders
+from .checkers import Verdict, most_holders, overlapping_pairs
 from .clients import ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, History
 from .runner import Run, Scenario, fault_window
@@ -864,6 +864,68 @@ def multi_lock(run: Run) -> None:
     run.after(live)
 
 
+# --- 30: the read-write lock ------------------------------------------------------------------
+
+#: The name of scenario 30's read-write lock.
+RWLOCK = "chaos-rw"
+
+
+def rwlock(run: Run) -> None:
+    """8 clients take the read-write lock on one name, a reader 3 times in 4, under the kill
+    (restarted empty once its keys expired), the master pause and the client pauses past
+    their validity of scenario 21a. Readers may share; a writer overlapping anyone is a
+    mutual-exclusion violation, and its read-modify-write a lost update."""
+    names = [f"c{i}" for i in range(1, 9)]
+    clients = run.clients(names, wake_on_release=True, unavailable_timeout=0.5)
+    ttl, duration = run.params.loop_ttl, run.params.loop_duration
+    started = time.monotonic()
+    until = started + duration
+    args: dict[str, Any] = {"names": [RWLOCK], "until": until, "ttl": ttl, "rwlock": True, "read_share": 0.75}
+    pending = [c.submit("loop", reply_timeout=duration + 60, acquire_timeout=0.5, **args) for c in clients]
+    run.note(f"8 clients read and write {RWLOCK!r} for {duration:g}s")
+    victim, hung = run.rng.sample(range(run.params.nodes), 2)
+    run.sleep_until(started + duration * 0.1)
+    killed = run.nemesis.kill(victim)
+    run.sleep(ttl + 0.5)  # restarted empty only once every reader and writer it held expired
+    run.nemesis.end(killed)
+    paused = run.nemesis.pause_master(hung)
+    stopped = run.nemesis.pause_client(run.rng.choice(names), "SIGSTOP past the validity")
+    run.sleep(ttl + run.rng.uniform(0.2, 0.5))
+    run.nemesis.end(paused)
+    run.nemesis.end(stopped)
+    _finish(pending)
+
+    def both_sides(history: History, verdict: Verdict) -> None:
+        modes = [r.mode for _, r in _acquires(history) if r is not None and r.ok]
+        reads, writes = modes.count("read"), modes.count("write")
+        run.metric("reads", reads)
+        run.metric("writes", writes)
+        shared = sum(1 for a, b in overlapping_pairs(history.tenures()) if a.mode == b.mode == "read")
+        run.metric("reader_overlaps", shared)
+        run.expect(reads > 0 and writes > 0, "readers and writers both get in", f"{reads} reads, {writes} writes")
+
+    run.after(both_sides)
+
+
+def rwlock_restart_empty(run: Run) -> None:
+    """K4 for the read-write lock: c1 reads through A, B, C; C restarts empty at once; c2,
+    cut off from A and B, asks to write through C, D, E."""
+    ttl = _long_ttl(run)
+    c1, c2 = run.clients(["c1", "c2"])
+    run.partition_k3()
+    got = c1.call("acquire", name=RWLOCK, ttl=ttl, timeout=ttl, mode="read")
+    if not run.expect(got["ok"], f"c1 reads through {run.cluster.labels(run.left)}", _error(got)):
+        return
+    for i in run.overlap:
+        run.nemesis.crash_restart(i, wipe=True)
+    wrote = c2.call("acquire", name=RWLOCK, ttl=ttl, timeout=1.5, mode="write")
+    run.expect(wrote["ok"], f"c2 writes through {run.cluster.labels(run.right)} beside c1", _error(wrote))
+    run.sleep(0.2)
+    for client, held in ((c2, wrote), (c1, got)):
+        if held["ok"]:
+            client.call("release", name=RWLOCK)
+
+
 # --- 23: leader election ---------------------------------------------------------------------
 
 #: The name the campaigners of the election scenario stand for.
@@ -938,12 +1000,18 @@ def election(run: Run) -> None:
     finally:
         observer.close()
     results = {name: waiting.result() for name, waiting in pending.items()}
-    run.metric("leaderships", {name: result["won"] for name, result in results.items()})
+    # Only the campaigners that finished can say how many they lost (not the killed one).
     run.metric("leaderships_lost", {name: result["lost"] for name, result in results.items()})
 
     def leaders_throughout(history: History, verdict: Verdict) -> None:
         won = [r for _, r in _acquires(history) if r is not None and r.ok]
         terms = [r.fencing for r in sorted(won, key=lambda r: r.time)]
+        # From the history, not the campaigners' replies: a killed one never replies, and its
+        # leaderships count as much as anyone's.
+        leaderships: dict[str, int] = {}
+        for returned in won:
+            leaderships[returned.client] = leaderships.get(returned.client, 0) + 1
+        run.metric("leaderships", leaderships)
         run.metric("terms", terms)
         run.expect(all(t is not None for t in terms), "every leadership has a term")
         for fault, when in events.items():
@@ -1292,6 +1360,14 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("29", "eviction", "C evicts c1's key under maxmemory (volatile-lru)", "UNSAFE", eviction,
              kinds=("mutual-exclusion", "lost-update"), proxies=True,
              why="a volatile eviction policy may drop any lock key (each has a ttl): C grants c1's lock to c2"),
+    Scenario("30a", "rwlock", "8 clients read (3 in 4) and write one read-write lock; kill, pauses", "SAFE",
+             rwlock, loop=True, proxies=True, leftovers=True,
+             why="a master grants a reader only without a writer and a writer only without readers: a read "
+                 "majority and a write majority share a master, which refused one of them"),
+    Scenario("30b", "rwlock-restart-empty", "K4 for a read-write lock: c1 reads; C restarts empty; c2 writes",
+             "UNSAFE", rwlock_restart_empty, kinds=("mutual-exclusion",), proxies=True,
+             why="C forgets c1's reader and grants c2 the writer's key: as for the lock, only persistence or a "
+                 "delayed restart keeps the shared master's vote"),
 )  # fmt: skip
 
 

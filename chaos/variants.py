@@ -175,6 +175,23 @@ def _error_is_granted() -> None:
     _core.Round.record = record  # type: ignore[method-assign]
 
 
+# A reader that checks neither the writer's key nor its intent: the semaphore's acquire with
+# no limit (the mistake of reusing a shared-lock recipe for the read side as it is).
+_READ_IGNORES_WRITER = _scripts.Script(
+    """
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('zadd', KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('pexpire', KEYS[3], math.max(redis.call('pttl', KEYS[3]), tonumber(ARGV[2])))
+return 1
+"""
+)
+
+
+def _reader_ignores_writer() -> None:
+    _scripts.RW_READ_ACQUIRE = _READ_IGNORES_WRITER
+
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("quorum-half", "quorum N//2 instead of N//2+1: two disjoint 'majorities'", _half_quorum),
     Variant(
@@ -194,6 +211,11 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("error-granted", "an error reply (-OOM, -READONLY...) counted as a grant", _error_is_granted),
     Variant(
         "nested-release-lets-go", "a reentrant Lock's nested release releases the masters", _nested_release_lets_go
+    ),
+    Variant(
+        "reader-ignores-writer",
+        "a read-write lock's reader is granted whatever the writer holds or waits for",
+        _reader_ignores_writer,
     ),
 )
 

@@ -147,6 +147,7 @@ class _Worker:
                 limit=int(args.get("limit", 0)),
                 quorum=int(args.get("quorum", 0)),
                 auto_extend=bool(args.get("auto_extend", False)),
+                mode=str(args.get("mode", "")),
             )
         elif name == "read":
             result = session.read(args["name"])

@@ -137,6 +137,11 @@ class LoopSpec:
     #: Shared Locks are reentrant, and each holder acquires twice more inside its
     #: critical section (released again before its write).
     reentrant: bool = False
+    #: A read-write lock on each name instead of a lock: each holding is a reader with
+    #: probability ``read_share`` (it holds, and reads the counter), else the writer (it
+    #: does the read-modify-write).
+    rwlock: bool = False
+    read_share: float = 0.7
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoopSpec:
@@ -156,6 +161,8 @@ class LoopSpec:
             check_first=bool(data.get("check_first", False)),
             threads=int(data.get("threads", 0)),
             reentrant=bool(data.get("reentrant", False)),
+            rwlock=bool(data.get("rwlock", False)),
+            read_share=float(data.get("read_share", 0.7)),
         )
 
 
@@ -260,19 +267,28 @@ class ClientSession:
         limit: int = 0,
         quorum: int = 0,
         auto_extend: bool = False,
+        mode: str = "",
     ) -> dict[str, Any]:
         """Acquire ``name`` (with ``also``: one lock on all those names; with ``limit``: a
         permit of a semaphore; with ``auto_extend``: renewed by the library until released,
-        see :meth:`renewal`). A lock on several names is recorded as one holding per name,
-        so that the per-name checkers judge it like any other lock on that name."""
+        see :meth:`renewal`; with ``mode``, "read" or "write": that side of the read-write
+        lock on ``name``). A lock on several names is recorded as one holding per name, so
+        that the per-name checkers judge it like any other lock on that name."""
         if at is not None:
             time.sleep(max(0.0, at - time.monotonic()))
         lock = self.shared.get(name) or self._new_lock(
-            name, ttl, also, limit=limit, quorum=quorum, lock_delay=lock_delay, auto_extend=auto_extend
+            name,
+            ttl,
+            also,
+            limit=limit,
+            quorum=quorum,
+            lock_delay=lock_delay,
+            auto_extend=auto_extend,
+            mode=mode,
         )
         self.locks.update(dict.fromkeys(lock.names, lock))
         ops = [self.recorder.acquire_invoked(self.client, each, ttl=ttl, blocking=blocking) for each in lock.names]
-        recorded: dict[str, Any] = {"limit": limit or None}
+        recorded: dict[str, Any] = {"limit": limit or None, "mode": mode or None}
         try:
             ok = lock.acquire(blocking=blocking, timeout=timeout if blocking else None)
         except redlock.RedlockError as exc:
@@ -307,9 +323,14 @@ class ClientSession:
         quorum: int,
         lock_delay: float,
         auto_extend: bool = False,
+        mode: str = "",
     ) -> redlock.Lock:
-        if limit:
-            lock: redlock.Lock = self.rl.semaphore(name, limit, ttl)
+        lock: redlock.Lock
+        if mode:
+            rw = self.rl.rwlock(name, ttl, lock_delay=lock_delay, auto_extend=auto_extend)
+            lock = rw.read() if mode == "read" else rw.write()
+        elif limit:
+            lock = self.rl.semaphore(name, limit, ttl)
         elif also:
             lock = self.rl.lock([name, *also], ttl, lock_delay=lock_delay)
         else:
@@ -469,6 +490,7 @@ class ClientSession:
             left = spec.until - time.monotonic()
             if left <= 0:
                 break
+            mode = "" if not spec.rwlock else "read" if self.rng.random() < spec.read_share else "write"
             got = self.acquire(
                 name,
                 spec.ttl,
@@ -477,11 +499,15 @@ class ClientSession:
                 also=names[1:],
                 limit=spec.limit,
                 quorum=spec.quorum,
+                mode=mode,
             )
             if got["ok"]:
                 acquired += 1
-                # A semaphore's holders share the resource by design: no counter to protect.
-                counters = [] if spec.limit else names
+                # A semaphore's holders and a read-write lock's readers share the resource by
+                # design: no counter to protect (a reader only reads it).
+                counters = [] if spec.limit or mode == "read" else names
+                if mode == "read":
+                    self.read(name)
                 for each in counters:
                     self.read(each)
                 valid = not spec.check_first or self._lock(name).locked()

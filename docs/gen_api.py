@@ -29,7 +29,7 @@ API_MD = pathlib.Path(__file__).resolve().parent / "api.md"
 #: (module, the names to document, or None for its ``__all__``), in page order.
 SECTIONS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     ("redlock", None),
-    ("redlock.asyncio", ("Redlock", "Lock", "Semaphore", "Election")),
+    ("redlock.asyncio", ("Redlock", "Lock", "Semaphore", "ReadWriteLock", "Election")),
     ("redlock.fencing", ("FencedStore",)),
     ("redlock.cli", ("main", "release_token", "ExitCode")),
 )
@@ -38,7 +38,12 @@ SECTIONS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
 LEAD = ("Redlock", "Lock", "Semaphore")
 
 #: Classes that callers get from a factory rather than construct: no constructor is shown.
-MADE_BY = {"Lock": "Redlock.lock()", "Semaphore": "Redlock.semaphore()", "Election": "Redlock.election()"}
+MADE_BY = {
+    "Lock": "Redlock.lock()",
+    "Semaphore": "Redlock.semaphore()",
+    "ReadWriteLock": "Redlock.rwlock()",
+    "Election": "Redlock.election()",
+}
 
 #: Public-looking members that are plumbing between the two clients, not API.
 HIDDEN_MEMBERS = frozenset({"lock_spec"})

@@ -13,7 +13,7 @@ from redlock import _compiled
 _compiled.prefer_sources_if_asked()  # (first: before anything imports the core)
 
 from redlock import _core
-from redlock._client import Election, Lock, Redlock, Semaphore
+from redlock._client import Election, Lock, ReadWriteLock, Redlock, Semaphore
 from redlock._core import quorum_size, semaphore_quorum, validity_left
 from redlock._flows import LockInfo, MasterInfo
 from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
@@ -57,6 +57,7 @@ __all__ = [
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
+    "ReadWriteLock",
     "Redlock",
     "RedlockError",
     "ReleaseUnconfirmed",

@@ -170,17 +170,21 @@ class Driver(DriverBase["_Protocol"]):
     async def _drive(self, flow: Flow, cancels: list[asyncio.CancelledError] | None) -> Result:
         """Step ``flow``; with a ``cancels`` list, its rounds keep going through cancellation
         and record it there (clean-ups are rounds only: they never pause)."""
+        waiting: _Waiting | None = None
         try:
             request = next(flow)
             while True:
                 if isinstance(request, Round):
                     await self._run_round(request, cancels)
                 else:
-                    await self._pause(request)
+                    waiting = await self._pause(request, waiting)
                 request = flow.send(self._clock())
         except StopIteration as stop:
             result: Result = stop.value
             return result
+        finally:
+            if waiting is not None:
+                self._policy.waiters.discard(*waiting)
 
     async def _run_round(self, round_: Round, cancels: list[asyncio.CancelledError] | None) -> None:
         if not round_.cleanup:  # a clean-up still runs: it takes our keys back
@@ -234,21 +238,42 @@ class Driver(DriverBase["_Protocol"]):
         round_.waker = None
         self._policy.time_out(round_)
 
-    async def _pause(self, pause: Pause) -> None:
+    async def _pause(self, pause: Pause, waiting: _Waiting | None) -> _Waiting | None:
+        """Wait as ``pause`` says; returns the flow's place among the waiters for a release
+        (kept across its pauses, so that its place in line holds while it tries)."""
         # A renewer's pause needs no interrupt here: release cancels the renewer task.
         self._raise_if_closed()
-        if pause.wake_on is None or not self._wake_on_release:
+        if pause.wake_on is None or (not self._wake_on_release and pause.line is None):
             await asyncio.sleep(pause.seconds)
-            return
-        event = asyncio.Event()
+            return waiting
+        waiters = self._policy.waiters
         channel = release_channel(pause.wake_on)
-        self._policy.waiters.add(channel, event)
-        try:
+        if waiting is None or waiting[0] != channel:  # (a multi-name lock waits on the name found held)
+            if waiting is not None:
+                waiters.discard(*waiting)
+            waiting = (channel, asyncio.Event())
+            waiters.add(*waiting, in_line=pause.line is not None)
+        event = waiting[1]
+        line = pause.line
+        if line is not None:
+            waiters.found(channel, line.held)
+            if line.held is None and waiters.may_try(channel, event):
+                return waiting  # first in line: its first try goes at once
+        give_up = None if line is None or line.patience is None else self._clock() + line.patience
+        if self._wake_on_release:
             self._subscribe()
+        wait = pause.seconds
+        while not event.is_set():  # (set: a release came while we tried; try again now)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), pause.seconds)
-        finally:
-            self._policy.waiters.discard(channel, event)
+                await asyncio.wait_for(event.wait(), wait)
+            if event.is_set() or line is None or waiters.may_try(channel, event):
+                break
+            left = None if give_up is None else give_up - self._clock()
+            if left is not None and left <= 0:
+                break
+            wait = line.step if left is None else min(line.step, left)
+        event.clear()
+        return waiting
 
     async def close(self) -> None:
         self._check_loop()
@@ -317,6 +342,10 @@ class Driver(DriverBase["_Protocol"]):
     def _subscribe(self) -> None:
         for action in self._policy.subscriptions(self._wake_on_release, self._clock()):
             self._carry_out(action)
+
+
+#: A flow's place among the waiters for a release: the channel and its event.
+_Waiting = tuple[str, asyncio.Event]
 
 
 def _close_abandoned(conn: _Protocol, loop: asyncio.AbstractEventLoop) -> None:

@@ -33,6 +33,7 @@ from redlock._lock import (
     semaphore_options,
 )
 from redlock._locked import NO_DEFAULT, LockedCall
+from redlock._rwlock import ReadWriteState
 from redlock._sync import Driver
 from redlock._topology import TopologyReport
 from redlock.exceptions import LockLost, LockNotAcquired
@@ -69,6 +70,8 @@ class Redlock(ClusterConfig):
     * ``wake_on_release=True``: a waiting acquire listens (pub/sub, one connection per
       master per client) for the release of the lock it waits for and retries at once,
       so a handoff takes about a round trip instead of a retry delay.
+    * ``clock=time.monotonic``: where every interval and deadline is read, never a wall
+      clock; a test may pass its own (seconds, never going back).
     * ``meter_provider=None``, ``tracer_provider=None``: where the client's OpenTelemetry
       metrics and spans go (the ``[otel]`` extra; see docs/operations.md): by default the
       global providers, which do nothing until the application configures an SDK.
@@ -79,9 +82,9 @@ class Redlock(ClusterConfig):
       warnings. ``strict=True`` refuses those too. See :meth:`check`.
     """
 
-    client_class = "redis.Redis"
-    client_kind = "redis.Redis client"
-    driver_class = Driver
+    _client_class = "redis.Redis"
+    _client_kind = "redis.Redis client"
+    _driver_class = Driver
     _driver: Driver
 
     def lock(
@@ -231,7 +234,7 @@ class Redlock(ClusterConfig):
         each up to ``node_timeout``; a master that does not answer is reported unreachable.
         It changes nothing and holds nothing: the answer may be stale when it returns.
         """
-        spec = self.lock_spec(name, DEFAULT_TTL)
+        spec = self._lock_spec(name, DEFAULT_TTL)
         return self._driver.run(inspect_flow(spec), lambda result: lock_info(spec, result))
 
     def force_release(self, name: str) -> LockInfo:
@@ -242,7 +245,7 @@ class Redlock(ClusterConfig):
         if its lock had expired under it (fencing tokens still protect a fenced resource:
         the counters are kept). Its later release or extend reports the lock lost.
         """
-        spec = self.lock_spec(name, DEFAULT_TTL)
+        spec = self._lock_spec(name, DEFAULT_TTL)
         return self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
     def semaphore(
@@ -280,6 +283,43 @@ class Redlock(ClusterConfig):
             max_attempts=max_attempts,
         )
         return Semaphore(self, spec, options)
+
+    def rwlock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Lock], None] | None = None,
+        lock_delay: float = 0.0,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
+    ) -> ReadWriteLock:
+        """A read-write lock on ``name``: many readers at once, or one writer.
+
+        ``rw.read()`` and ``rw.write()`` each return a new :class:`Lock` (acquire, release,
+        extend, ``with``, validity) whose holders follow the rule; the options are those of
+        :meth:`lock` (no fencing, no reentrancy), for every reader and writer of this object. Both sides need a majority
+        of masters; each reader's lease expires on its own. A writer held back by readers
+        keeps new readers out while it waits (for at most ``ttl`` after its last attempt if
+        it dies waiting), so a steady stream of readers cannot starve it (docs/algorithm.md,
+        "Read-write lock").
+        """
+        return ReadWriteLock(
+            self,
+            Lock,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            lock_delay=lock_delay,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
+        )
 
     def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -515,6 +555,36 @@ class Semaphore(PermitView, Lock):
         return self
 
 
+class ReadWriteLock(ReadWriteState[Lock]):
+    """A read-write lock on one name, made by :meth:`Redlock.rwlock`: many readers at once,
+    or one writer::
+
+        rw = rl.rwlock("config", ttl=10.0)
+        with rw.read() as reader:      # beside other readers, never beside the writer
+            settings = load(reader.validity)
+        with rw.write():               # alone: no reader, no other writer
+            store(new_settings)
+
+    :meth:`read` and :meth:`write` make a new Lock each call (each is one holder).
+    """
+
+    def read(self) -> Lock:
+        """A new reader: a Lock that, held, shares the name with other readers and no writer.
+
+        Each call makes a new Lock object, one holder: threads that read at once take one
+        each (a single Lock object shared by them would take turns, as a Lock does).
+        """
+        return super().read()
+
+    def write(self) -> Lock:
+        """A new writer: a Lock that, held, excludes every reader and every other writer.
+
+        A writer held back by readers keeps new readers out while it waits (docs/algorithm.md,
+        "Read-write lock": no writer starves under a steady stream of readers).
+        """
+        return super().write()
+
+
 class Election(ElectionState[Lock]):
     """One campaigner in the leader election on one name.
 
@@ -585,7 +655,7 @@ class Election(ElectionState[Lock]):
         observer = self._observer()
         driver = self._lock._cluster._driver
         while not stopped():
-            leader = driver.run(observer.step(self._lock._cluster.clock()), observer.seen)
+            leader = driver.run(observer.step(self._lock._cluster._clock()), observer.seen)
             if leader is not UNCHANGED:
                 yield leader
 

@@ -88,7 +88,7 @@ import hiredis
 
 from redlock import _scripts
 from redlock._config import Credentials
-from redlock._core import Command, ErrorReply, NativeForm, Round, native_form, reply_status
+from redlock._core import Command, ErrorReply, NativeForm, Round, native_form, reply_status, wakes_all
 from redlock._facts import (
     ASKED,
     UNKNOWN,
@@ -241,7 +241,8 @@ class Waiters(Generic[EventT]):
     """Who waits for the release of which lock, in arrival order, for one client.
 
     A release is announced by every master that held it; it wakes one waiter of this client
-    (the longest waiting), not all of them, and only once. Waking all would send every waiter
+    (the longest waiting), not all of them, and only once (but every reader of a read-write
+    lock waiting for its writer to leave: readers share, so they are no herd). Waking all would send every waiter
     at the masters together, where all but one fail: a thundering herd that slows the very
     handoff it is meant to speed up. Other clients' waiters are woken by their own listeners.
     """
@@ -250,6 +251,10 @@ class Waiters(Generic[EventT]):
         self._waiting: dict[str, list[EventT]] = {}
         self._seen: dict[str, deque[bytes]] = {}
         self._remembered = remembered
+        #: By channel: whether the last try of a waiter in line found the lock held.
+        self._held: dict[str, bool] = {}
+        #: The waiters that are acquires in line (others only watch: an election's observer).
+        self._in_line: set[EventT] = set()
 
     def channels(self) -> set[str]:
         return set(self._waiting)
@@ -257,16 +262,35 @@ class Waiters(Generic[EventT]):
     def all_events(self) -> list[EventT]:
         return [event for events in self._waiting.values() for event in events]
 
-    def add(self, channel: str, event: EventT) -> None:
+    def add(self, channel: str, event: EventT, *, in_line: bool = False) -> None:
         self._waiting.setdefault(channel, []).append(event)
+        if in_line:
+            self._in_line.add(event)
 
     def discard(self, channel: str, event: EventT) -> None:
+        self._in_line.discard(event)
         waiting = self._waiting.get(channel)
         if waiting is not None and event in waiting:
             waiting.remove(event)
             if not waiting:
                 del self._waiting[channel]
                 self._seen.pop(channel, None)
+                self._held.pop(channel, None)
+
+    def found(self, channel: str, held: bool | None) -> None:
+        """A waiter in line tried: the lock was ``held`` by others, or no majority answered
+        (None: no news, it has not tried yet)."""
+        if held is not None:
+            self._held[channel] = held
+
+    def may_try(self, channel: str, event: EventT) -> bool:
+        """Whether a waiter in line whose own timer ran out tries at the masters now (see
+        :class:`~redlock._core.Line`): the first in line does; the others wait their turn
+        while the lock was last found held. Not where the last try found no majority
+        answering: then waiting behind the first would make each give up in turn, not at
+        once, so each tries on its own timer."""
+        first = next((waiter for waiter in self._waiting.get(channel, ()) if waiter in self._in_line), event)
+        return first is event or not self._held.get(channel, True)
 
     def released(self, channel: str, token: bytes) -> None:
         """Wake the longest-waiting waiter not woken yet, unless this release was counted."""
@@ -276,10 +300,12 @@ class Waiters(Generic[EventT]):
         if token in seen:
             return
         seen.append(token)
+        every = wakes_all(channel)  # a read-write lock's readers: they do not compete
         for event in self._waiting.get(channel, ()):
             if not event.is_set():
                 event.set()
-                return
+                if not every:
+                    return
 
 
 @dataclass(frozen=True, slots=True)

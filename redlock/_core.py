@@ -345,12 +345,34 @@ class Round:
 
 
 @dataclass(frozen=True, slots=True)
+class Line:
+    """A blocking acquire's place in its client's line for one lock name.
+
+    The blocking acquires of one client on one name take turns at the masters: while the
+    lock was last found held, only the first in line tries on its timer; the others wait
+    (no traffic) until they are first, a release wakes them, or ``patience`` runs out,
+    looking again every ``step``. A hundred local waiters then cost the masters what one
+    does. Where a try found no majority to answer (not a holder), each tries on its own.
+    """
+
+    #: Seconds until this acquire gives up (None: it does not).
+    patience: float | None
+    #: How often a waiter that is not first looks again.
+    step: float
+    #: What the try before this pause found: the lock held by others (True), no majority
+    #: answering (False), or nothing yet (None: the pause before its first try).
+    held: bool | None
+
+
+@dataclass(frozen=True, slots=True)
 class Pause:
     """Wait this long; a driver that listens for releases may wake early when ``wake_on``
-    (a lock key) is released, and one that runs a renewer stops it early on release."""
+    (a lock key) is released, and one that runs a renewer stops it early on release. A
+    blocking acquire's pauses carry its place in ``line`` (see :class:`Line`)."""
 
     seconds: float
     wake_on: str | None = None
+    line: Line | None = None
 
 
 Request = Round | Pause
@@ -383,9 +405,11 @@ class Result:
 
 FENCE_PREFIX = "redlock:fence:"
 ORDER_PREFIX = "redlock:order:"
+READERS_PREFIX = "redlock:readers:"
+INTENT_PREFIX = "redlock:intent:"
 #: Lock names may not start with these: such a lock's key would be another lock's
 #: bookkeeping key, which that lock's scripts overwrite and delete without asking.
-RESERVED_PREFIXES = (FENCE_PREFIX, ORDER_PREFIX)
+RESERVED_PREFIXES = (FENCE_PREFIX, ORDER_PREFIX, READERS_PREFIX, INTENT_PREFIX)
 
 
 def fence_key(key: str) -> str:
@@ -399,6 +423,25 @@ def order_key(key: str) -> str:
     return ORDER_PREFIX + key
 
 
+def readers_key(key: str) -> str:
+    """Where each master keeps the readers of the read-write lock ``key`` (a sorted set of
+    their tokens, each scored by the time it expires on that master's clock)."""
+    return READERS_PREFIX + key
+
+
+def intent_key(key: str) -> str:
+    """Where each master marks that a writer of the read-write lock ``key`` waits for its
+    readers to leave: while it is there, no new reader is let in."""
+    return INTENT_PREFIX + key
+
+
 def release_channel(key: str) -> str:
     """The channel a release of ``key`` is announced on, for waiters to retry at once."""
     return f"redlock:released:{key}"
+
+
+def wakes_all(channel: str) -> bool:
+    """Whether an announcement on ``channel`` wakes every waiter of a client, not just one:
+    the channel readers of a read-write lock wait on (``release_channel(readers_key(key))``),
+    since readers share, and all of them may get in when the writer leaves."""
+    return channel.startswith(release_channel(READERS_PREFIX))

@@ -139,7 +139,7 @@ class ElectionState(Generic[LockT]):
         the module's docstring.
         """
         # One name: an election is no semaphore and no multi-name lock.
-        spec = cluster.lock_spec(_config.check_lock_name(name), ttl, fencing=True, lock_delay=lock_delay)
+        spec = cluster._lock_spec(_config.check_lock_name(name), ttl, fencing=True, lock_delay=lock_delay)
         spec = dataclasses.replace(spec, unavailable_timeout=math.inf)
         options, cell = election_options(spec, identity, on_lost, cancel_on_lost)
         interval = (
@@ -386,7 +386,7 @@ class Runner:
     def _campaigns(self) -> Generator[Step, Any, None]:
         election = self._election
         lock = election._lock
-        clock = lock._cluster.clock
+        clock = lock._cluster._clock
         losses = 0
         while not self.done:
             try:
@@ -412,7 +412,7 @@ class Runner:
             yield Ended.ENDED
             yield from self._resign()
             losses = 1 if clock() - since >= lock.ttl else losses + 1
-            yield Wait(backoff_after_loss(losses, lock._spec.retry_delay, lock.ttl, lock._cluster.rng))
+            yield Wait(backoff_after_loss(losses, lock._spec.retry_delay, lock.ttl, lock._cluster._rng))
 
     def _leave(self) -> Generator[Step, Any, None]:
         """End the leadership held, if any (on_lost, then resign), however run() ends."""

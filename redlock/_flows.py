@@ -22,6 +22,7 @@ from redlock._core import (
     WOKEN_MARGIN,
     Command,
     Flow,
+    Line,
     Pause,
     Result,
     Round,
@@ -279,6 +280,11 @@ def acquire_flow(
     delays = retry_delays(spec.retry_delay, rng)
     attempts = 0
     woken = False
+    in_line = blocking and spec.kind.waits_in_line
+    if in_line:
+        # Behind this client's other acquires of the name, if any (see _core.Line): the
+        # first tries at once.
+        now = yield Pause(0.0, wake_on=spec.key, line=Line(_patience(give_up_at, now), spec.retry_delay, None))
     while True:
         attempts += 1
         token = tokens.fresh()
@@ -333,11 +339,11 @@ def acquire_flow(
             attempts=attempts,
         )
         if not blocking or failure.misconfigured:
-            return failure
+            return (yield from _given_up(spec, token, failure))
         if max_attempts is not None and attempts >= max_attempts:
-            return failure
+            return (yield from _given_up(spec, token, failure))
         if unreachable_since is not None and timeout is None and now - unreachable_since >= spec.unavailable_timeout:
-            return failure
+            return (yield from _given_up(spec, token, failure))
         delay = next(delays)
         if woken:
             # A release on one master woke us, yet a majority refused: the release was sent
@@ -347,7 +353,7 @@ def acquire_flow(
             delay = min(delay, spec.node_timeout)
         if give_up_at is not None:
             if now >= give_up_at:
-                return Result(
+                timed_out = Result(
                     False,
                     failure.outcomes,
                     failure.granted,
@@ -355,10 +361,26 @@ def acquire_flow(
                     timed_out=True,
                     attempts=attempts,
                 )
+                return (yield from _given_up(spec, token, timed_out))
             delay = min(delay, give_up_at - now)
         resume_at = now + delay
-        now = yield Pause(delay, wake_on=spec.kind.wake_key(spec.key, acquire))
+        line = Line(_patience(give_up_at, now), spec.retry_delay, not unreachable) if in_line else None
+        now = yield Pause(delay, wake_on=spec.kind.wake_key(spec.key, acquire), line=line)
         woken = now < resume_at - WOKEN_MARGIN
+
+
+def _given_up(spec: LockSpec, token: str, failure: Result) -> Flow:
+    """End an acquire that gives up with ``failure``; a kind whose refusals leave a mark of
+    ours (a writer's intent) takes back the last attempt's everywhere first, announcing it
+    to waiters. (An earlier attempt's mark is replaced by a later one on the same master, or
+    deleted by a grant there; one a master kept otherwise lapses with its ttl.)"""
+    if spec.kind.marks_refusals:
+        yield spec.round(spec.release_command(token, notify=True), cleanup=True)
+    return failure
+
+
+def _patience(give_up_at: float | None, now: float) -> float | None:
+    return None if give_up_at is None else max(0.0, give_up_at - now)
 
 
 def extend_flow(spec: LockSpec, lease: Lease, ttl: float, now: float, *, adopt: bool = False) -> Flow:
@@ -609,21 +631,37 @@ def renewal_flow(spec: LockSpec, lease: Lease, now: float) -> Flow:
 # --- inspection and the operator's override -------------------------------------------------
 
 
+#: Replies that refuse a command: the master answered, but not what was asked.
+_REFUSALS = (NodeStatus.ERROR, NodeStatus.MISCONFIGURED)
+
+
 @dataclass(frozen=True)
 class MasterInfo:
     """What one master says about a lock name."""
 
     #: The master's name (host:port, or the socket path).
     master: str
-    #: Whether it answered (an error reply, a timeout or a refused connection: False).
+    #: Whether it could be read (an error reply, a refusal, a timeout or a refused
+    #: connection: False; see :attr:`status` for which).
     reachable: bool
     #: The token its key holds; None if the key is absent, or the master did not answer.
     token: str | None = None
     #: Seconds the key has left on this master (``math.inf``: it never expires, so it is not a
     #: Redlock key); None when there is no key.
     ttl: float | None = None
-    #: Why it did not answer.
+    #: Why it could not be read, in words ("no reply within 0.50s", the error reply).
     error: str = ""
+    #: What kept it from being read: ``TIMEOUT`` (no reply in time: hung or slow),
+    #: ``UNREACHABLE`` (no connection), ``ERROR`` (an error reply) or ``MISCONFIGURED`` (it
+    #: refused our credentials, permissions, TLS or scripts); None when it was read.
+    #: (``GRANTED`` or ``DENIED``: it replied, but its reply was not read.)
+    status: NodeStatus | None = None
+
+    @property
+    def answered(self) -> bool:
+        """Whether it replied at all: read, or answering with an error or a refusal."""
+        status = self.status
+        return self.reachable or (status is not None and (status.answered or status in _REFUSALS))
 
 
 @dataclass(frozen=True)
@@ -640,8 +678,13 @@ class LockInfo:
 
     @property
     def reachable(self) -> int:
-        """How many masters answered."""
+        """How many masters could be read."""
         return sum(master.reachable for master in self.masters)
+
+    @property
+    def answered(self) -> int:
+        """How many masters replied at all (read, or refusing us: see :attr:`MasterInfo.answered`)."""
+        return sum(master.answered for master in self.masters)
 
     @property
     def leading(self) -> str | None:
@@ -706,8 +749,19 @@ def lock_info(spec: LockSpec, result: Result) -> LockInfo:
     masters = []
     for node, outcome in zip(round_.targets, round_.ordered_outcomes(), strict=True):
         reply = round_.replies.get(node)
-        if outcome.status is not NodeStatus.GRANTED or not isinstance(reply, list | tuple) or len(reply) != 3:
-            masters.append(MasterInfo(outcome.node, False, error=outcome.detail or outcome.status.value))
+        if outcome.status is NodeStatus.NOT_AWAITED:
+            # The round waited for every master until its timeout; one settled without is one
+            # that had not replied by then, not one that was never waited for.
+            silent = f"no reply within {round_.timeout:.2f}s"
+            masters.append(MasterInfo(outcome.node, False, error=silent, status=NodeStatus.TIMEOUT))
+            continue
+        if outcome.status is not NodeStatus.GRANTED:
+            error = outcome.detail or outcome.status.value
+            masters.append(MasterInfo(outcome.node, False, error=error, status=outcome.status))
+            continue
+        if not isinstance(reply, list | tuple) or len(reply) != 3:  # an answer, but not the script's
+            unexpected = f"unexpected reply {reply!r}"
+            masters.append(MasterInfo(outcome.node, False, error=unexpected, status=NodeStatus.ERROR))
             continue
         _, value, pttl = reply
         if value is None:

@@ -4,7 +4,8 @@ Where it sits: above the protocol's vocabulary (:mod:`redlock._core`) and below 
 (:mod:`redlock._flows`), which are the same for every kind. A kind is one object carrying
 its commands for acquire, extend, release and rollback, its quorum rule, the key a failed
 acquire waits on, and the names telemetry gives its rounds. A new primitive is one new
-class here plus its scripts in :mod:`redlock._scripts`.
+class here plus its scripts in :mod:`redlock._scripts` (the read-write lock is two: its readers and
+its writer, each a kind).
 
 Every kind also has a *restore*: the command that writes our holding back on a master that
 answered an extend with "no key at all" (it restarted empty), once a majority has confirmed
@@ -34,8 +35,10 @@ from redlock._core import (
     NativeForm,
     Round,
     fence_key,
+    intent_key,
     order_key,
     quorum_size,
+    readers_key,
     release_channel,
     semaphore_quorum,
 )
@@ -54,6 +57,17 @@ class LockKind:
         return False
 
     @property
+    def marks_refusals(self) -> bool:
+        """Whether a refused acquire may leave a mark of ours behind (a writer's intent): an
+        acquire that gives up takes it back, with its release command sent to every master."""
+        return False
+
+    @property
+    def mode(self) -> str:
+        """A read-write lock's side: "read" or "write"; "" for every other kind."""
+        return ""
+
+    @property
     def names(self) -> tuple[str, ...]:
         """A multi-name lock's names; () for a lock on one name."""
         return ()
@@ -62,6 +76,12 @@ class LockKind:
     def limit(self) -> int:
         """A semaphore's number of permits; 0 for a lock."""
         return 0
+
+    @property
+    def waits_in_line(self) -> bool:
+        """Whether this client's blocking acquires of it take turns at the masters (see
+        :class:`~redlock._core.Line`): locks with one holder of one name, not semaphores."""
+        return not self.names and not self.limit
 
     def quorum(self, node_count: int) -> int:
         return quorum_size(node_count)
@@ -201,12 +221,93 @@ def _extend_args(token: str, ttl_ms: int, extend_id: int, adopt: bool) -> list[s
     return [token, ttl_ms, extend_id, 1] if adopt else [token, ttl_ms, extend_id]
 
 
+def _rw_keys(key: str) -> list[str]:
+    """The keys every read-write script takes (see redlock._scripts, "a read-write lock")."""
+    return [key, intent_key(key), readers_key(key), order_key(readers_key(key))]
+
+
+@dataclass(frozen=True)
+class ReadLock(LockKind):
+    """A reader of a read-write lock on one name: any number of readers at once, never with
+    a writer (docs/algorithm.md, "Read-write lock"). Each reader is a token in a sorted set
+    per master, expiring on its own, as a semaphore's permit does: its extend is the
+    semaphore's script on that set, its release the semaphore's but for when it announces."""
+
+    @property
+    def mode(self) -> str:
+        return "read"
+
+    @property
+    def waits_in_line(self) -> bool:
+        # Readers share: a client's readers waiting for a writer all go when it leaves,
+        # rather than one by one behind the first (see _core.Line and _core.wakes_all).
+        return False
+
+    def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
+        return Command.run_script(_scripts.RW_READ_ACQUIRE, _rw_keys(key), [token, ttl_ms])
+
+    def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
+        readers = readers_key(key)
+        args = _extend_args(token, ttl_ms, extend_id, adopt)
+        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [readers, order_key(readers)], args)
+
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Our reader back only where no writer holds the name or waits: the acquire itself."""
+        return self.acquire(key, token, ttl_ms)
+
+    def release(self, key: str, token: str, *, notify: bool) -> Command:
+        # Announced on the name's own channel, where a writer waiting for readers listens.
+        channel = [release_channel(key)] if notify else []
+        readers = readers_key(key)
+        return Command.run_script(_scripts.RW_READ_RELEASE, [readers, order_key(readers)], [token, *channel])
+
+    def wake_key(self, key: str, acquire: Round) -> str:
+        """Readers wait for the writer (or its intent) to go: announced on the readers' own
+        channel, which wakes every reader of a client at once (see _core.wakes_all)."""
+        return readers_key(key)
+
+
+@dataclass(frozen=True)
+class WriteLock(LockKind):
+    """The writer of a read-write lock on one name: its key is a plain lock's key (extended
+    as one, natively where the master can), granted only where no unexpired reader is left.
+    A writer refused for readers marks its intent, which keeps new readers out while it
+    waits; its release, and an acquire that gives up, take the mark back."""
+
+    @property
+    def marks_refusals(self) -> bool:
+        return True
+
+    @property
+    def mode(self) -> str:
+        return "write"
+
+    def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
+        return Command.run_script(_scripts.RW_WRITE_ACQUIRE, _rw_keys(key), [token, ttl_ms])
+
+    def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
+        """Our key back only where no writer and no unexpired reader holds the name: the
+        acquire itself (a lock's ``SET NX`` would set it beside a reader let in meanwhile).
+        Refused, it marks our intent there, which our release takes back."""
+        return self.acquire(key, token, ttl_ms)
+
+    def release(self, key: str, token: str, *, notify: bool) -> Command:
+        # Announced to the writers waiting (on the name's channel) and to the readers (on theirs).
+        channels = [release_channel(key), release_channel(readers_key(key))] if notify else []
+        return Command.run_script(_scripts.RW_WRITE_RELEASE, [key, order_key(key), intent_key(key)], [token, *channels])
+
+
 PLAIN = LockKind()
 FENCED = FencedLock()
+READ = ReadLock()
+WRITE = WriteLock()
 
 
-def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0) -> LockKind:
-    """The kind for a lock's settings (checked already: fencing only on one name)."""
+def kind_of(*, fencing: bool = False, names: Sequence[str] = (), limit: int = 0, mode: str = "") -> LockKind:
+    """The kind for a lock's settings (checked already: fencing only on one name, a
+    read-write ``mode`` of "read" or "write" only for a lock on one name)."""
+    if mode:
+        return READ if mode == "read" else WRITE
     if limit:
         return Semaphore(limit)
     if names:
@@ -229,4 +330,8 @@ ALL_STEPS: Mapping[str, str] = {
     _scripts.SEMAPHORE_ACQUIRE.sha: "acquire",
     _scripts.SEMAPHORE_EXTEND.sha: "extend",
     _scripts.SEMAPHORE_RELEASE.sha: "release",
+    _scripts.RW_READ_ACQUIRE.sha: "acquire",
+    _scripts.RW_READ_RELEASE.sha: "release",
+    _scripts.RW_WRITE_ACQUIRE.sha: "acquire",
+    _scripts.RW_WRITE_RELEASE.sha: "release",
 }

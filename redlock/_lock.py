@@ -116,10 +116,10 @@ class ClusterConfig:
 
     #: The redis-py client class accepted in ``masters`` (sync or asyncio), by its dotted name:
     #: redis-py is optional (the [redis] extra), so the class is looked up, never imported.
-    client_class = ""
-    client_kind = ""
+    _client_class = ""
+    _client_kind = ""
     #: The I/O driver: the one thing the sync and asyncio clients do differently.
-    driver_class: type[DriverBase[Any]]
+    _driver_class: type[DriverBase[Any]]
     _driver: DriverBase[Any]
 
     def __init__(
@@ -151,8 +151,8 @@ class ClusterConfig:
         self.wake_on_release = _config.check_flag("wake_on_release", wake_on_release)
         self.strict = _config.check_flag("strict", strict)
         _config.check_callable("clock", clock)
-        accepted = loaded_class(self.client_class)
-        self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self.client_kind)
+        accepted = loaded_class(self._client_class)
+        self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self._client_kind)
         self._master_names = tuple(master.name for master in self.masters)  # (every new Lock asks)
         if len(self.masters) < 3:
             # Legal (a single master is the classic single-node lock), but rarely meant: with
@@ -162,8 +162,8 @@ class ClusterConfig:
                 _masters_text(self.masters),
                 "no master may fail" if len(self.masters) == 2 else "a single point of failure",
             )
-        self.clock = clock
-        self.rng = random.Random()
+        self._clock = clock
+        self._rng = random.Random()
         _telemetry.check_providers(meter_provider, tracer_provider)
         self._start_driver()
         self._telemetry = _telemetry.for_client(
@@ -178,12 +178,12 @@ class ClusterConfig:
             self._driver.report_findings(self._telemetry.master_finding)
 
     def _start_driver(self) -> None:
-        self._driver = self.driver_class(
+        self._driver = self._driver_class(
             _config.DriverSettings(
                 tuple(self.masters),
                 self.node_timeout,
                 self.connect_timeout,
-                self.clock,
+                self._clock,
                 self.wake_on_release,
                 self.health_check_interval,
                 self.strict,
@@ -210,7 +210,7 @@ class ClusterConfig:
     def master_names(self) -> tuple[str, ...]:
         return self._master_names
 
-    def lock_spec(
+    def _lock_spec(
         self,
         name: object,
         ttl: object,
@@ -219,12 +219,16 @@ class ClusterConfig:
         lock_delay: object = 0.0,
         limit: object = None,
         retry_delay: object = None,
+        mode: str = "",
     ) -> LockSpec:
         """The spec of a lock on ``name`` (a str), on several names (a list or tuple of
-        str), or with ``limit``, of a semaphore of that many permits on ``name``.
+        str), with ``limit``, of a semaphore of that many permits on ``name``, or with
+        ``mode`` ("read" or "write"), of one side of the read-write lock on ``name``.
         ``retry_delay`` replaces the client's for this lock (None: the client's)."""
         names: tuple[str, ...] = ()
-        if limit is not None:
+        if mode:
+            key, permits = _config.check_lock_name(name), 0
+        elif limit is not None:
             key = _config.check_lock_name(name)
             permits = _config.check_limit(limit, len(self.masters))
         elif isinstance(name, list | tuple):
@@ -250,7 +254,7 @@ class ClusterConfig:
             clock_drift_factor=self.clock_drift_factor,
             retry_delay=retry,
             unavailable_timeout=self.unavailable_timeout,
-            kind=kind_of(fencing=fenced, names=names, limit=permits),
+            kind=kind_of(fencing=fenced, names=names, limit=permits, mode=mode),
             lock_delay=delay,
         )
 
@@ -269,10 +273,12 @@ class ClusterConfig:
         max_hold: object,
         retry_delay: object,
         max_attempts: object,
+        mode: str = "",
     ) -> tuple[LockSpec, LockOptions]:
         """The checked spec and options of ``lock()``, for both clients (see
-        :meth:`redlock.Redlock.lock` for each argument)."""
-        spec = self.lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay, retry_delay=retry_delay)
+        :meth:`redlock.Redlock.lock` for each argument); with ``mode``, of that side of a
+        read-write lock (``rwlock()``)."""
+        spec = self._lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay, retry_delay=retry_delay, mode=mode)
         options = LockOptions.checked(
             spec,
             timeout=timeout,
@@ -375,9 +381,9 @@ def semaphore_options(
     max_attempts: object = None,
 ) -> tuple[LockSpec, LockOptions]:
     """The checked spec and options of a semaphore, for both clients' ``semaphore()``."""
-    if limit is None:  # (lock_spec reads None as "not a semaphore")
+    if limit is None:  # (_lock_spec reads None as "not a semaphore")
         raise TypeError("limit must be an int, got NoneType")
-    spec = cluster.lock_spec(name, ttl, limit=limit, retry_delay=retry_delay)
+    spec = cluster._lock_spec(name, ttl, limit=limit, retry_delay=retry_delay)
     options = LockOptions.checked(
         spec,
         timeout=timeout,
@@ -446,7 +452,14 @@ class LockState(Generic[ClusterT]):
 
     def __repr__(self) -> str:
         state = f"held, {self.validity:.3f}s left" if self.locked() else "not held"
-        return f"<{type(self).__name__} {self.name!r} ttl={self._spec.ttl} {state}>"
+        mode = f" ({self.mode})" if self.mode else ""
+        return f"<{type(self).__name__} {self.name!r}{mode} ttl={self._spec.ttl} {state}>"
+
+    @property
+    def mode(self) -> str:
+        """For a side of a read-write lock (``rwlock(...).read()`` or ``.write()``): "read"
+        or "write"; "" for any other lock."""
+        return self._spec.kind.mode
 
     @property
     def name(self) -> str:
@@ -490,7 +503,7 @@ class LockState(Generic[ClusterT]):
     def validity(self) -> float:
         """Seconds this holder may still rely on the lock; 0.0 when not held, lost or released."""
         deadline = self.deadline
-        return 0.0 if deadline is None else max(0.0, deadline - self._cluster.clock())
+        return 0.0 if deadline is None else max(0.0, deadline - self._cluster._clock())
 
     @property
     def deadline(self) -> float | None:
@@ -508,7 +521,7 @@ class LockState(Generic[ClusterT]):
         lease = self._lease
         if lease is None or lease.lost or lease.ended:
             return False
-        if lease.deadline > self._cluster.clock():
+        if lease.deadline > self._cluster._clock():
             return True
         if not self._cluster._driver.closed:  # (closed: nobody was to extend it any more)
             why = "its validity ran out while it was held"
@@ -562,7 +575,7 @@ class LockState(Generic[ClusterT]):
         while True:
             if self._lease is not lease or lease.ended or not self.locked():
                 return lease.lost
-            wait = lease.deadline - self._cluster.clock()
+            wait = lease.deadline - self._cluster._clock()
             left = self._time_left(give_up_at)
             if left is not None:
                 if left <= 0:
@@ -599,10 +612,10 @@ class LockState(Generic[ClusterT]):
     def _give_up_at(self, timeout: object) -> float | None:
         """Check a ``timeout``; the time (cluster clock) a wait bounded by it gives up at, if any."""
         seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
-        return None if seconds is None else self._cluster.clock() + seconds
+        return None if seconds is None else self._cluster._clock() + seconds
 
     def _time_left(self, give_up_at: float | None) -> float | None:
-        return None if give_up_at is None else max(0.0, give_up_at - self._cluster.clock())
+        return None if give_up_at is None else max(0.0, give_up_at - self._cluster._clock())
 
     def _turn(self, me: object, blocking: bool, give_up_at: float | None) -> Generator[float | None, None, Turn]:
         """Wait for this object to be free for ``me``: yields how long to wait for a release
@@ -671,10 +684,10 @@ class LockState(Generic[ClusterT]):
         flow = acquire_flow(
             self._spec,
             tokens,
-            self._cluster.clock(),
+            self._cluster._clock(),
             blocking=blocking,
             timeout=self._time_left(give_up_at),
-            rng=self._cluster.rng,
+            rng=self._cluster._rng,
             max_attempts=self._options.max_attempts,
         )
         return tokens, self._observed("acquire", flow)
@@ -712,7 +725,7 @@ class LockState(Generic[ClusterT]):
         release it: the validity is unknown, so the release waits its full patience."""
         if not isinstance(token, str) or not token:
             raise ValueError("token must be a non-empty str")
-        self._lease = Lease(token, self._cluster.clock() + RELEASE_PATIENCE)
+        self._lease = Lease(token, self._cluster._clock() + RELEASE_PATIENCE)
 
     def _adopt_flow(self, token: object, fencing_token: object) -> tuple[Lease, Flow]:
         """Check ``adopt``'s arguments; the new lease and the flow that verifies it (an extend
@@ -725,7 +738,7 @@ class LockState(Generic[ClusterT]):
             if not self._spec.fencing:
                 raise ValueError("fencing_token is for a Lock made with fencing=True")
             _config.check_count("fencing_token", fencing_token)
-        now = self._cluster.clock()
+        now = self._cluster._clock()
         # Nothing to rely on before a majority confirms: the deadline starts at now.
         lease = Lease(token, now, fencing_token)  # type: ignore[arg-type]
         if self._options.max_hold is not None:
@@ -801,7 +814,7 @@ class LockState(Generic[ClusterT]):
 
     def _release_flow(self) -> tuple[Lease, Flow]:
         lease = self._held_lease("release")
-        now = self._cluster.clock()
+        now = self._cluster._clock()
         validity = 0.0 if lease.lost or lease.ended else lease.deadline - now
         lease.ended = True  # stops auto-extension; the token stays ours until confirmed
         flow = release_flow(
@@ -873,7 +886,7 @@ class LockState(Generic[ClusterT]):
                 resource=self.name,
                 quorum=self._spec.quorum,
             )
-        now = self._cluster.clock()
+        now = self._cluster._clock()
         if extra is not None:
             try:
                 seconds = check_ttl(added_ttl(self._spec, lease, extra, now))
@@ -906,7 +919,7 @@ class LockState(Generic[ClusterT]):
         raise self._error(LockLost, f"lock {self.name!r} was lost: {why}", result)
 
     def _renewal_flow(self, lease: Lease) -> Flow:
-        return self._observed("renewal", renewal_flow(self._spec, lease, self._cluster.clock()))
+        return self._observed("renewal", renewal_flow(self._spec, lease, self._cluster._clock()))
 
     def _renewal_finished(self, lease: Lease, error: BaseException | None = None) -> None:
         """Called by the renewer when it stops: report a loss, loudly, to whoever listens."""

@@ -320,11 +320,10 @@ return 1
     idempotent=True,
 )
 
-# ARGV[1] our token; ARGV[2] (optional) the channel waiters listen on.
-# Removes our permit; returns 1 when it was there and unexpired (then announces the freed
-# permit on ARGV[2]), else 0. An expired permit is removed too but counts as gone.
-SEMAPHORE_RELEASE = Script(
-    """
+# The releases' common step (a semaphore's permit, a read-write lock's reader): remove our
+# token from the set KEYS[1] and the hash KEYS[2]; return 0 when it was not there, or expired
+# (removed too, but it counts as gone). ``now`` is this master's ms, as in the acquire.
+_REMOVE_OUR_PERMIT = """
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local score = redis.call('zscore', KEYS[1], ARGV[1])
@@ -335,9 +334,126 @@ redis.call('zrem', KEYS[1], ARGV[1])
 redis.call('hdel', KEYS[2], ARGV[1])
 if tonumber(score) < now then
     return 0
-end
+end"""
+
+# ARGV[1] our token; ARGV[2] (optional) the channel waiters listen on.
+# Removes our permit; returns 1 when it was there and unexpired (then announces the freed
+# permit on ARGV[2]), else 0. An expired permit is removed too but counts as gone.
+SEMAPHORE_RELEASE = Script(
+    _REMOVE_OUR_PERMIT
+    + """
 if ARGV[2] then redis.call('publish', ARGV[2], ARGV[1]) end
 return 1
+""",
+    idempotent=True,
+    removes_token=True,
+)
+
+# --- a read-write lock ---------------------------------------------------------------------
+# Every read-write script takes KEYS[1] the writer's key (a string: the writer's token, PX
+# as a lock's key), KEYS[2] the writer's intent (a string: the token of a writer held back
+# by readers, with a PX), KEYS[3] the readers (a sorted set of reader tokens, each scored by
+# the time it expires in ms of this master's own clock, as the semaphore's permits are) and
+# KEYS[4] the readers' extend-order hash (token -> number of its last extend applied). A
+# reader's extend is the semaphore's script on KEYS[3] and KEYS[4]. A master
+# grants a reader only with no writer and no intent, and a writer only with no writer and
+# no unexpired reader: a reader and a writer never both hold one master's vote, and two
+# majorities share a master (docs/algorithm.md, "Read-write lock").
+
+# The acquires' common step: ``now`` (this master's ms, as the semaphore's), and the readers
+# expired by it dropped (a crashed reader's entry; ZRANGEBYSCORE finds none, cheaply, else).
+_RW_DROP_EXPIRED_READERS = """
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expired = redis.call('zrangebyscore', KEYS[3], '-inf', '(' .. now)
+for _, token in ipairs(expired) do
+    redis.call('zrem', KEYS[3], token)
+    redis.call('hdel', KEYS[4], token)
+end"""
+
+# ARGV[1] our token; ARGV[2] ttl in ms.
+# Returns 1 when no writer holds the lock and none waits (our token is now a reader), else
+# 0 and nothing added.
+RW_READ_ACQUIRE = Script(
+    """
+if redis.call('exists', KEYS[1]) == 1 or redis.call('exists', KEYS[2]) == 1 then
+    return 0
+end
+"""
+    + _RW_DROP_EXPIRED_READERS
+    + """
+redis.call('zadd', KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
+if redis.call('pttl', KEYS[3]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[3], ARGV[2])
+    redis.call('pexpire', KEYS[4], ARGV[2])
+end
+return 1
+"""
+)
+
+# ARGV[1] our token; ARGV[2] ttl in ms (of the writer's key, and of its intent).
+# Returns 1 when no writer holds the lock and no unexpired reader is left: our token is now
+# the writer's key, and the intent is cleared (ours, or a writer's whose next attempt marks
+# it again). Returns 0 otherwise, and marks our intent (ARGV[2] ms; it replaces any other
+# writer's), so that no new reader is let in while a writer waits: for these readers to
+# leave, or for the writer holding it now to release (then the writers waiting go first).
+RW_WRITE_ACQUIRE = Script(
+    """
+local held = redis.call('exists', KEYS[1]) == 1
+if not held then"""
+    + _RW_DROP_EXPIRED_READERS
+    + """
+    held = redis.call('zcard', KEYS[3]) > 0
+end
+if held then
+    redis.call('set', KEYS[2], ARGV[1], 'PX', ARGV[2])
+    return 0
+end
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('del', KEYS[2])
+return 1
+"""
+)
+
+# KEYS[1] the readers; KEYS[2] their extend-order hash; ARGV[1] our token; ARGV[2]
+# (optional) the channel writers wait on.
+# As SEMAPHORE_RELEASE (1 when our reader was there and unexpired, else 0), but announces
+# only when no unexpired reader is left: before that no writer can get in here, and a writer
+# woken for nothing would be busy asking when the last reader's announcement comes.
+RW_READ_RELEASE = Script(
+    _REMOVE_OUR_PERMIT
+    + """
+if ARGV[2] and redis.call('zcount', KEYS[1], now, '+inf') == 0 then
+    redis.call('publish', ARGV[2], ARGV[1])
+end
+return 1
+""",
+    idempotent=True,
+    removes_token=True,
+)
+
+# KEYS[1] the writer's key; KEYS[2] its extend-order key; KEYS[3] the writer's intent;
+# ARGV[1] our token; ARGV[2], ARGV[3] (optional) the channels writers and readers wait on.
+# As RELEASE_AND_NOTIFY for the writer's key, and also takes back our intent (a writer that
+# gives up, or that won on other masters, must not keep readers out here). Returns 1 when
+# the writer's key held our token and is deleted, else 0. Announces on ARGV[2] and ARGV[3]
+# when either was ours: readers wait for both to go.
+RW_WRITE_RELEASE = Script(
+    """
+local freed = 0
+if redis.call('get', KEYS[3]) == ARGV[1] then
+    redis.call('del', KEYS[3])
+    freed = 1
+end
+local held = 0
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('del', KEYS[1], KEYS[2])
+    held = 1
+end
+if held + freed > 0 then
+    for i = 2, #ARGV do redis.call('publish', ARGV[i], ARGV[1]) end
+end
+return held
 """,
     idempotent=True,
     removes_token=True,
@@ -358,6 +474,10 @@ ALL = (
     SEMAPHORE_ACQUIRE,
     SEMAPHORE_EXTEND,
     SEMAPHORE_RELEASE,
+    RW_READ_ACQUIRE,
+    RW_READ_RELEASE,
+    RW_WRITE_ACQUIRE,
+    RW_WRITE_RELEASE,
 )
 
 # KEYS[1] the protected value; KEYS[2] the highest fencing token it has accepted;

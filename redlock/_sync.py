@@ -51,6 +51,10 @@ _HOUSEKEEPING = 0.5
 _NEW_SOCKET_CHECK = 0.002
 
 
+#: A flow's place among the waiters for a release: the channel and its event.
+_Waiting = tuple[str, threading.Event]
+
+
 class _Running:
     """A flow under way, as :attr:`Driver._running` counts it."""
 
@@ -185,17 +189,22 @@ class Driver(DriverBase["_Socket"]):
                     self._interrupts.discard(interrupt)
 
     def _drive(self, flow: Flow, interrupt: threading.Event | None) -> Result:
+        waiting: _Waiting | None = None
         try:
             request = next(flow)
             while True:
                 if isinstance(request, Round):
                     self._run_round(request)
                 else:
-                    self._pause(request, interrupt)
+                    waiting = self._pause(request, interrupt, waiting)
                 request = flow.send(self._clock())
         except StopIteration as stop:
             result: Result = stop.value
             return result
+        finally:
+            if waiting is not None:
+                with self._lock:
+                    self._policy.waiters.discard(*waiting)
 
     def _run_round(self, round_: Round) -> None:
         if not round_.cleanup:  # a clean-up still runs: it takes our keys back
@@ -381,27 +390,52 @@ class Driver(DriverBase["_Socket"]):
                             if conn.outbuf:
                                 self._poke()  # the socket is full: the I/O thread writes the rest
 
-    def _pause(self, pause: Pause, interrupt: threading.Event | None) -> None:
+    def _pause(self, pause: Pause, interrupt: threading.Event | None, waiting: _Waiting | None) -> _Waiting | None:
+        """Wait as ``pause`` says; returns the flow's place among the waiters for a release
+        (kept across its pauses, so that its place in line holds while it tries)."""
         self._raise_if_closed()
         if interrupt is not None:
             interrupt.wait(pause.seconds)
-        elif pause.wake_on is not None and self._wake_on_release:
-            self._wait_for_release(release_channel(pause.wake_on), pause.seconds)
+        elif pause.wake_on is not None and (self._wake_on_release or pause.line is not None):
+            return self._wait_for_release(release_channel(pause.wake_on), pause, waiting)
         else:
             time.sleep(pause.seconds)
+        return waiting
 
-    def _wait_for_release(self, channel: str, seconds: float) -> None:
-        """Sleep until ``channel`` announces a release (one waiter per release) or time runs out."""
-        event = threading.Event()
+    def _wait_for_release(self, channel: str, pause: Pause, waiting: _Waiting | None) -> _Waiting:
+        """Sleep until ``channel`` announces a release (one waiter per release) or time runs
+        out; in line (see :class:`~redlock._core.Line`), until it is this waiter's turn."""
+        waiters, line = self._policy.waiters, pause.line
         with self._lock:
-            self._policy.waiters.add(channel, event)
-            self._ensure_io_thread()
-        self._poke()  # the I/O thread subscribes
-        try:
-            event.wait(seconds)
-        finally:
+            if waiting is None or waiting[0] != channel:  # (a multi-name lock waits on the name found held)
+                if waiting is not None:
+                    waiters.discard(*waiting)
+                waiting = (channel, threading.Event())
+                waiters.add(*waiting, in_line=pause.line is not None)
+            event = waiting[1]
+            if line is not None:
+                waiters.found(channel, line.held)
+                if line.held is None and waiters.may_try(channel, event):
+                    return waiting  # first in line: its first try goes at once
+            if self._wake_on_release:
+                self._ensure_io_thread()
+        if self._wake_on_release:
+            self._poke()  # the I/O thread subscribes
+        give_up = None if line is None or line.patience is None else self._clock() + line.patience
+        wait = pause.seconds
+        while not event.is_set():  # (set: a release came while we tried; try again now)
+            if event.wait(wait) or line is None:
+                break
             with self._lock:
-                self._policy.waiters.discard(channel, event)
+                if waiters.may_try(channel, event):
+                    break
+            left = None if give_up is None else give_up - self._clock()
+            if left is not None and left <= 0:
+                break
+            wait = line.step if left is None else min(line.step, left)
+        with self._lock:  # (the I/O thread sets it under the lock: one wake-up is not lost between)
+            event.clear()
+        return waiting
 
     def close(self) -> None:
         with self._lock:

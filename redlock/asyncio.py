@@ -35,6 +35,7 @@ from redlock._lock import (
     semaphore_options,
 )
 from redlock._locked import NO_DEFAULT, LockedCall
+from redlock._rwlock import ReadWriteState
 from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     AcquireTimeout,
@@ -74,6 +75,7 @@ __all__ = [
     "NodeOutcome",
     "NodeStatus",
     "QuorumUnavailable",
+    "ReadWriteLock",
     "Redlock",
     "RedlockError",
     "ReleaseUnconfirmed",
@@ -90,9 +92,9 @@ class Redlock(ClusterConfig):
     ``masters`` are URLs or ``redis.asyncio.Redis`` clients. Use one client per event loop.
     """
 
-    client_class = "redis.asyncio.Redis"
-    client_kind = "redis.asyncio.Redis client"
-    driver_class = Driver
+    _client_class = "redis.asyncio.Redis"
+    _client_kind = "redis.asyncio.Redis client"
+    _driver_class = Driver
     _driver: Driver
 
     def lock(
@@ -199,12 +201,12 @@ class Redlock(ClusterConfig):
 
     async def inspect(self, name: str) -> LockInfo:
         """See :meth:`redlock.Redlock.inspect`."""
-        spec = self.lock_spec(name, DEFAULT_TTL)
+        spec = self._lock_spec(name, DEFAULT_TTL)
         return await self._driver.run(inspect_flow(spec), lambda result: lock_info(spec, result))
 
     async def force_release(self, name: str) -> LockInfo:
         """See :meth:`redlock.Redlock.force_release` (and its warning)."""
-        spec = self.lock_spec(name, DEFAULT_TTL)
+        spec = self._lock_spec(name, DEFAULT_TTL)
         return await self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
     def semaphore(
@@ -236,6 +238,36 @@ class Redlock(ClusterConfig):
             max_attempts=max_attempts,
         )
         return Semaphore(self, spec, options)
+
+    def rwlock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float | None = None,
+        auto_extend: bool = False,
+        on_lost: Callable[[Lock], None] | None = None,
+        cancel_on_lost: bool = False,
+        lock_delay: float = 0.0,
+        max_hold: float | None = None,
+        retry_delay: float | None = None,
+        max_attempts: int | None = None,
+    ) -> ReadWriteLock:
+        """A read-write lock; see :meth:`redlock.Redlock.rwlock` and :meth:`lock`."""
+        return ReadWriteLock(
+            self,
+            Lock,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            lock_delay=lock_delay,
+            max_hold=max_hold,
+            retry_delay=retry_delay,
+            max_attempts=max_attempts,
+        )
 
     async def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -446,6 +478,23 @@ def _use_async_with(used: object) -> None:
     raise TypeError(f"a redlock.asyncio {type(used).__name__} is used with 'async with', not 'with'")
 
 
+class ReadWriteLock(ReadWriteState[Lock]):
+    """A read-write lock on one name; see :class:`redlock.ReadWriteLock`::
+
+    rw = rl.rwlock("config")
+    async with rw.read() as reader:
+        settings = await load(reader.validity)
+    """
+
+    def read(self) -> Lock:
+        """A new reader; see :meth:`redlock.ReadWriteLock.read` (tasks take one each)."""
+        return super().read()
+
+    def write(self) -> Lock:
+        """A new writer; see :meth:`redlock.ReadWriteLock.write`."""
+        return super().write()
+
+
 class Election(ElectionState[Lock]):
     """The asyncio twin of :class:`redlock.Election`: the same methods, awaited.
 
@@ -482,7 +531,7 @@ class Election(ElectionState[Lock]):
         observer = self._observer()
         driver = self._lock._cluster._driver
         while not stopped():
-            leader = await driver.run(observer.step(self._lock._cluster.clock()), observer.seen)
+            leader = await driver.run(observer.step(self._lock._cluster._clock()), observer.seen)
             if leader is not UNCHANGED:
                 yield leader
 

@@ -33,13 +33,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import IO, NoReturn
+from typing import IO, NamedTuple, NoReturn
 
 import redlock
 from redlock._client import Lock, Redlock
 from redlock._election import backoff_after_loss
 from redlock._extras import redis_server_hint
-from redlock._flows import MasterInfo
+from redlock._flows import LockInfo, MasterInfo
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
 from redlock._supervisor import CannotRun, Interrupted, Supervisor
 from redlock._topology import MasterReport, Severity, TopologyReport, Verdict
@@ -49,7 +49,10 @@ from redlock.exceptions import (
     LockNotAcquired,
     LockNotHeld,
     MasterMisconfigured,
+    NodeOutcome,
+    NodeStatus,
     QuorumUnavailable,
+    RedlockError,
     ReleaseUnconfirmed,
 )
 from redlock.servers import LocalMasters, RedisServerNotFound
@@ -178,9 +181,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         if status is None:
             raise
         code, message = status
+        if isinstance(error, RedlockError):
+            message = _warned.untold(error)
         # One line whatever the message holds: scripts and log collectors read line by line.
         print(f"redlock: {' '.join(message.split())}", file=sys.stderr, flush=True)
         return code
+
+
+class _Said(logging.Filter):
+    """Remembers the warnings printed, so that a final error does not repeat a master's
+    trouble that a warning already said (a wrong password: once per master, not twice)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            self.lines.append(record.getMessage())
+        return True
+
+    def untold(self, error: RedlockError) -> str:
+        """``error``'s message, with only the masters' outcomes no warning has said."""
+        full = str(error)
+        if not error.outcomes:
+            return full
+        message = full.removesuffix(f" [{'; '.join(str(outcome) for outcome in error.outcomes)}]")
+        untold = [outcome for outcome in error.outcomes if not self._told(outcome)]
+        return f"{message} [{'; '.join(str(outcome) for outcome in untold)}]" if untold else message
+
+    def _told(self, outcome: NodeOutcome) -> bool:
+        return bool(outcome.detail) and any(
+            line.startswith(f"master {outcome.node} ") and outcome.detail in line for line in self.lines
+        )
+
+
+#: What the console script's warnings said so far (installed by main_entry).
+_warned = _Said()
 
 
 class _OneLine(logging.Formatter):
@@ -198,6 +235,7 @@ def main_entry() -> NoReturn:
     # (the command may well succeed: a minority down is no failure).
     handler = logging.StreamHandler()
     handler.setFormatter(_OneLine())
+    handler.addFilter(_warned)
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         code = main()
@@ -308,7 +346,22 @@ def _build_parser() -> _Parser:
         allow_abbrev=False,
     )
     run.add_argument("name", metavar="NAME")
-    run.add_argument(
+    side = run.add_mutually_exclusive_group()
+    side.add_argument(
+        "--read",
+        dest="mode",
+        action="store_const",
+        const="read",
+        help="hold NAME as a reader of its read-write lock: beside other readers, never beside a writer",
+    )
+    side.add_argument(
+        "--write",
+        dest="mode",
+        action="store_const",
+        const="write",
+        help="hold NAME as the writer of its read-write lock: alone (no reader, no other writer)",
+    )
+    side.add_argument(
         "--limit",
         type=_count,
         metavar="K",
@@ -398,6 +451,18 @@ def _build_parser() -> _Parser:
         action="store_true",
         help=f"run them in the background; print `export {ENV_MASTERS}=...` and `export {ENV_SERVERS_PID}=...` "
         "for eval once every master answers",
+    )
+    servers.add_argument(
+        "--restart",
+        type=_seconds(allow_zero=True),
+        metavar="SECONDS",
+        help="start a master that exits by itself again, on its port, SECONDS later (default: never; each exit "
+        "is reported either way). Without persistence it comes back empty: give more than your longest ttl",
+    )
+    servers.add_argument(
+        "--log",
+        metavar="FILE",
+        help="with --detach: append what the background process reports (a master that exits) to FILE",
     )
     # Internal: how a detached `servers` reports to the command that started it.
     servers.add_argument("--report-fd", type=int, help=argparse.SUPPRESS)
@@ -508,9 +573,11 @@ def _lock(
     fencing: bool = False,
     on_lost: Callable[[Lock], None] | None = None,
     limit: int | None = None,
+    mode: str | None = None,
 ) -> Lock:
-    """A Lock on ``name`` (with ``limit``, a permit of a semaphore); with ``on_lost``, one
-    that auto-extends and reports a loss to it.
+    """A Lock on ``name`` (with ``limit``, a permit of a semaphore; with ``mode``, "read" or
+    "write", that side of the read-write lock on ``name``); with ``on_lost``, one that
+    auto-extends and reports a loss to it.
 
     Built before anything talks to a master, so that the library's argument checks (and
     ours) turn a bad name or ttl into a usage error before any traffic.
@@ -520,6 +587,11 @@ def _lock(
     with _usage_errors():
         if limit is not None:
             lock: Lock = rl.semaphore(name, limit, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+        elif mode is not None:
+            if fencing:
+                raise ValueError("--fencing is for a plain lock: a read-write lock has no fencing token")
+            rw = rl.rwlock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+            lock = rw.read() if mode == "read" else rw.write()
         else:
             lock = rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost, fencing=fencing)
     _check_max_ttl(ttl)
@@ -601,10 +673,11 @@ def _force_release(args: argparse.Namespace) -> int:
         raise CliError(ExitCode.USAGE, "give either TOKEN or --force, not both")
     with _client(args) as rl:
         with _usage_errors():
-            rl.lock_spec(args.name, DEFAULT_TTL)  # a bad name is a usage error before any question
-        if not args.yes and not _confirmed(args.name):
-            raise CliError(ExitCode.USAGE, f"not released: --force {args.name!r} needs confirmation (or --yes)")
-        info = rl.force_release(args.name)
+            rl._lock_spec(args.name, DEFAULT_TTL)  # a bad name is a usage error before any question
+        if not args.yes:
+            _confirm(args.name)
+        with _library_quiet():
+            info = _read_lock_info(rl.force_release, args.name)
     views = info.masters
     if args.json:
         print(json.dumps({"name": args.name, "holder": info.holder, "masters": [_master_json(view) for view in views]}))
@@ -621,10 +694,13 @@ def _force_release(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _confirmed(name: str) -> bool:
-    """Ask on the terminal; without one, nobody can say yes."""
+def _confirm(name: str) -> None:
+    """Ask on the terminal; without one, nobody can say yes. Raises unless the answer is yes."""
     if not sys.stdin.isatty():
-        return False
+        raise CliError(
+            ExitCode.USAGE,
+            f"not released: --force {name!r} asks for confirmation on a terminal; give --yes without one",
+        )
     print(
         f"Delete {name!r} on every master, whatever token holds it? A holder still running is not told "
         "and goes on unprotected. [y/N] ",
@@ -632,7 +708,38 @@ def _confirmed(name: str) -> bool:
         file=sys.stderr,
         flush=True,
     )
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
+    answer = sys.stdin.readline().strip()
+    if answer.lower() not in ("y", "yes"):
+        said = f"answered {answer!r}" if answer else "no answer"
+        raise CliError(
+            ExitCode.USAGE, f"aborted: the forced release of {name!r} was not confirmed ({said}); nothing removed"
+        )
+
+
+@contextlib.contextmanager
+def _library_quiet() -> Iterator[None]:
+    """The library's warnings off while a command prints each master's state itself: not twice."""
+    library = logging.getLogger("redlock")
+    level = library.level
+    library.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        library.setLevel(level)
+
+
+def _read_lock_info(read: Callable[[str], LockInfo], name: str) -> LockInfo:
+    """``read(name)`` (inspect, force_release); when so many masters refuse us that the
+    library raises, the picture of what each master said instead, so that the refusals are
+    shown per master, counted as answers, and judged unavailable like any missing quorum."""
+    try:
+        return read(name)
+    except MasterMisconfigured as refused:
+        masters = tuple(
+            MasterInfo(outcome.node, False, error=outcome.detail or "not read", status=outcome.status)
+            for outcome in refused.outcomes
+        )
+        return LockInfo(name, refused.quorum, masters)
 
 
 # --- status ---------------------------------------------------------------------------------------
@@ -645,15 +752,52 @@ def _master_json(info: MasterInfo) -> dict[str, object]:
     return {
         "master": info.master,
         "reachable": info.reachable,
+        "answered": info.answered,
+        "status": "read" if info.reachable else _trouble_of(info).word,
         "token": info.token if held else None,
         "pttl_ms": (-1 if math.isinf(info.ttl) else round(info.ttl * 1000)) if held and info.ttl is not None else None,
         "error": None if info.reachable else info.error,
     }
 
 
+class _Trouble(NamedTuple):
+    """Why a master could not be read, in the words of each output."""
+
+    word: str  # --json's "status"
+    line: str  # its line in the table
+    many: str  # after a count in the verdict ("2 unreachable")
+
+
+_TIMED_OUT = _Trouble("timeout", "no answer in time (hung or slow)", "did not answer in time (hung or slow)")
+_NOT_READ = _Trouble("not read", "answered, not read", "answered but were not read")
+_TROUBLES = {
+    NodeStatus.TIMEOUT: _TIMED_OUT,
+    NodeStatus.NOT_AWAITED: _TIMED_OUT,
+    NodeStatus.UNREACHABLE: _Trouble("unreachable", "unreachable", "unreachable"),
+    NodeStatus.ERROR: _Trouble("error", "answered with an error", "answered with an error"),
+    NodeStatus.MISCONFIGURED: _Trouble(
+        "misconfigured",
+        "misconfigured, refuses us",
+        "misconfigured: refused our credentials, permissions, TLS or scripts (fix that: waiting will not help)",
+    ),
+    NodeStatus.GRANTED: _NOT_READ,
+    NodeStatus.DENIED: _NOT_READ,
+}
+
+
+def _trouble_of(info: MasterInfo) -> _Trouble:
+    return _TROUBLES[info.status] if info.status is not None else _TROUBLES[NodeStatus.UNREACHABLE]
+
+
+def _trouble(info: MasterInfo) -> str:
+    """A master that could not be read, as its line says it: what kind of trouble, and the detail."""
+    line = _trouble_of(info).line
+    return f"{line}: {info.error}" if info.error else line
+
+
 def _holding(info: MasterInfo) -> str:
     if not info.reachable:
-        return f"unreachable ({info.error})"
+        return _trouble(info)
     if info.token is None or info.ttl is None:
         return "free"
     if math.isinf(info.ttl):
@@ -663,8 +807,22 @@ def _holding(info: MasterInfo) -> str:
 
 def _removal(info: MasterInfo) -> str:
     if not info.reachable:
-        return f"unreachable ({info.error}): not released there"
+        return f"not released there, {_trouble(info)}"
     return "nothing to remove" if info.token is None else f"removed {info.token}"
+
+
+def _unavailable(info: LockInfo) -> str:
+    """Why no verdict: how many masters could be read against the quorum, and what the others did."""
+    troubles: dict[str, int] = {}
+    for master in info.masters:
+        if not master.reachable:
+            words = _trouble_of(master).many
+            troubles[words] = troubles.get(words, 0) + 1
+    why = "; ".join(f"{count} {words}" for words, count in troubles.items())
+    return (
+        f"unavailable: {info.reachable} of {len(info.masters)} masters read ({info.answered} answered), "
+        f"a quorum needs {info.quorum}; {why}"
+    )
 
 
 def _print_masters(masters: Sequence[MasterInfo], state: Callable[[MasterInfo], str]) -> None:
@@ -680,8 +838,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
         rl = Redlock(urls, node_timeout=timeout)
     with rl:
         with _usage_errors():
-            rl.lock_spec(args.name, DEFAULT_TTL)
-        info = rl.inspect(args.name)
+            rl._lock_spec(args.name, DEFAULT_TTL)
+        with _library_quiet():
+            info = _read_lock_info(rl.inspect, args.name)
     views = info.masters
     reachable, count, holder = info.reachable, info.votes, info.holder
     if reachable < info.quorum:
@@ -699,6 +858,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
             "votes": count,
             "quorum": info.quorum,
             "reachable": reachable,
+            "answered": info.answered,
             "masters": [_master_json(view) for view in views],
         }
         print(json.dumps(report))
@@ -708,8 +868,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     summary = {
         "held": f"held by {holder} on {count} of {len(views)} masters",
         "free": "free: no master holds it",
-        "split": f"not held: no token is on a quorum (the most common is on {count})",
-        "unavailable": f"unknown: only {reachable} of {len(views)} masters answered",
+        "split": f"split: no token is on a quorum (the most common is on {count})",
+        "unavailable": _unavailable(info),
     }
     print(summary[verdict])
     return code
@@ -846,15 +1006,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     timeout = args.node_timeout or DEFAULT_STATUS_TIMEOUT
     with _usage_errors():
         rl = Redlock(urls, node_timeout=timeout, strict=args.strict)
-    library = logging.getLogger("redlock")
-    level = library.level
     # What the handshakes log as warnings, the report says in full: not twice.
-    library.setLevel(logging.ERROR)
-    try:
-        with rl:
-            report = rl.check(fencing=args.fencing)
-    finally:
-        library.setLevel(level)
+    with _library_quiet(), rl:
+        report = rl.check(fencing=args.fencing)
     code = _doctor_exit(report)
     if args.json:
         summary = {
@@ -895,7 +1049,9 @@ def _exec_environment(name: str, lock: Lock) -> dict[str, str]:
 def _cmd_exec(args: argparse.Namespace) -> int:
     supervisor = Supervisor(args.grace)
     with _client(args) as rl, supervisor.handling_signals():
-        lock = _lock(rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost, limit=args.limit)
+        lock = _lock(
+            rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost, limit=args.limit, mode=args.mode
+        )
         return _run_holding(args, supervisor, lock)
 
 
@@ -959,7 +1115,7 @@ def _cmd_leader(args: argparse.Namespace) -> int:
             with supervisor.handling_signals():
                 if losses:
                     # As run() does: the others get the first go (a signal here ends it all).
-                    time.sleep(backoff_after_loss(losses, rl.retry_delay, args.ttl, rl.rng))
+                    time.sleep(backoff_after_loss(losses, rl.retry_delay, args.ttl, rl._rng))
                 try:
                     return _run_holding(args, supervisor, election.lock)
                 except LockLost:
@@ -992,6 +1148,10 @@ def _stopped_by_signals() -> Iterator[None]:
     finally:
         for terminating_signal, handler in previous.items():
             signal.signal(terminating_signal, handler)
+
+
+def _say(line: str) -> None:
+    print(f"redlock: {line}", file=sys.stderr, flush=True)
 
 
 def _servers_failed(error: BaseException) -> CliError:
@@ -1038,8 +1198,7 @@ def _run_servers(args: argparse.Namespace, report: IO[str] | None) -> int:
                 # Closing it is what lets the detaching command return: it reads to the end.
                 report.write(f"{export}\n")
                 report.close()
-            while True:
-                time.sleep(3600)
+            masters.watch(_say, restart_after=args.restart)
         except Interrupted:
             # The way to stop them: a clean stop, not a failure.
             return ExitCode.OK
@@ -1056,6 +1215,10 @@ def _detach_servers(args: argparse.Namespace) -> int:
     """
     read_end, write_end = os.pipe()
     command = [sys.executable, "-m", "redlock", "servers", "-n", str(args.n), "--persistence", args.persistence]
+    if args.restart is not None:
+        command += ["--restart", repr(args.restart)]
+    log = os.path.abspath(args.log) if args.log is not None else os.devnull
+    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND if args.log is not None else os.O_WRONLY
     try:
         # posix_spawn rather than subprocess: it is not our child to wait for, and a Popen
         # left running would warn when collected.
@@ -1066,7 +1229,7 @@ def _detach_servers(args: argparse.Namespace) -> int:
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, log, log_flags, 0o644),
                 (os.POSIX_SPAWN_DUP2, write_end, 3),
             ],
             setsid=True,
@@ -1086,5 +1249,10 @@ def _detach_servers(args: argparse.Namespace) -> int:
         )
     print(report, end="")
     print(f"export {ENV_SERVERS_PID}={pid}", flush=True)
-    print(f'# {args.n} masters running in the background; kill "${ENV_SERVERS_PID}" stops them', file=sys.stderr)
+    told = (
+        f"what happens to them goes to {args.log}" if args.log is not None else "--log FILE keeps what happens to them"
+    )
+    print(
+        f'# {args.n} masters running in the background; kill "${ENV_SERVERS_PID}" stops them; {told}', file=sys.stderr
+    )
     return ExitCode.OK

@@ -60,7 +60,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Literal, NamedTuple, get_args
+from typing import Literal, NamedTuple, NoReturn, get_args
 
 from redlock import _proc
 from redlock._config import Credentials, MasterAddress
@@ -794,6 +794,17 @@ class LocalMaster:
             self._paused = False
             _proc.wait_for_stop(proc.pid, stopped=False, timeout=1.0)
 
+    def reap(self) -> tuple[int, int] | None:
+        """If the server exited by itself (killed, crashed), collect it, so that no zombie is
+        left, and return its pid and exit status as :class:`subprocess.Popen` says it (``-N``:
+        killed by signal N); None while it runs, and once collected or stopped."""
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.poll() is None:
+                return None
+            self._forget(proc)
+            return proc.pid, proc.returncode
+
     def restart(self, *, wipe: bool = False) -> None:
         """Kill if running, then start again on the same port.
 
@@ -1129,6 +1140,41 @@ class LocalMasters:
             raise
         return self
 
+    def watch(
+        self, say: Callable[[str], None], *, restart_after: float | None = None, interval: float = 0.25
+    ) -> NoReturn:
+        """Run until interrupted (a signal, KeyboardInterrupt), collecting every master that
+        exits by itself (no zombie is left) and telling ``say`` what happened to it.
+
+        With ``restart_after`` (seconds), such a master is started again on its port that
+        long after it exited. Without persistence it comes back empty, so it should be longer
+        than any lock's ttl: a master back at once may grant a lock another client holds.
+        """
+        if restart_after is not None and not restart_after >= 0:
+            raise ValueError(f"restart_after must be a number of seconds >= 0 or None, not {restart_after!r}")
+        due: dict[int, float] = {}  # master index -> when to start it again
+        while True:
+            for master in self.masters:
+                if master.index in due:
+                    if time.monotonic() >= due[master.index]:
+                        del due[master.index]
+                        say(_restarted(master))
+                    continue
+                exited = master.reap()
+                if exited is None:
+                    continue
+                pid, status = exited
+                how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
+                then = (
+                    f"restarting it on its port in {restart_after:g} s"
+                    if restart_after is not None
+                    else "not restarted (--restart SECONDS restarts it on its port)"
+                )
+                say(f"warning: master {master.host}:{master.port} (pid {pid}) exited, {how}; {then}")
+                if restart_after is not None:
+                    due[master.index] = time.monotonic() + restart_after
+            time.sleep(interval)
+
     def stop(self) -> None:
         """Stop every master and remove the temp dir; idempotent."""
         self._stop_processes()
@@ -1174,6 +1220,16 @@ class LocalMasters:
         return f"<LocalMasters {self.urls}>"
 
 
+def _restarted(master: LocalMaster) -> str:
+    """Start ``master`` again on its port; what to say about it."""
+    try:
+        master.start()
+    except (OSError, RuntimeError) as error:
+        reason = " ".join(str(error).split())
+        return f"warning: master {master.host}:{master.port} could not be restarted: {reason}"
+    return f"master {master.host}:{master.port} is back (pid {master.pid})"
+
+
 # --- foreground entry -----------------------------------------------------------------------
 
 
@@ -1195,8 +1251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with LocalMasters(args.n, persistence=args.persistence) as masters:
             print(f"export REDLOCK_MASTERS={','.join(masters.urls)}", flush=True)
             print("# Ctrl-C stops them", file=sys.stderr, flush=True)
-            while True:
-                time.sleep(3600)
+            masters.watch(functools.partial(print, file=sys.stderr, flush=True))
     except KeyboardInterrupt:
         return 0
     except (OSError, RuntimeError, ValueError, TypeError) as exc:

@@ -205,6 +205,7 @@ class BlockingLock:
     permit = property(lambda self: self.inner.permit)
     limit = property(lambda self: self.inner.limit)
     lost = property(lambda self: self.inner.lost)
+    mode = property(lambda self: self.inner.mode)
 
     def locked(self) -> bool:
         async def locked() -> bool:  # in the loop: what it finds (a loss) is reported there
@@ -244,6 +245,23 @@ class BlockingLock:
         self._loop.run(self.inner.__aexit__(*exc_info))
 
 
+class BlockingReadWriteLock:
+    """An asyncio ReadWriteLock whose sides are seen through the sync Lock's surface."""
+
+    def __init__(self, loop: _LoopThread, rw: redlock.asyncio.ReadWriteLock) -> None:
+        self._loop = loop
+        self.inner = rw
+
+    name = property(lambda self: self.inner.name)
+    quorum = property(lambda self: self.inner.quorum)
+
+    def read(self) -> BlockingLock:
+        return BlockingLock(self._loop, self.inner.read())
+
+    def write(self) -> BlockingLock:
+        return BlockingLock(self._loop, self.inner.write())
+
+
 class BlockingRedlock:
     def __init__(self, loop: _LoopThread, masters: Sequence[Any], **kwargs: Any) -> None:
         self._loop = loop
@@ -267,6 +285,9 @@ class BlockingRedlock:
 
     def semaphore(self, *args: Any, **kwargs: Any) -> BlockingLock:
         return BlockingLock(self._loop, self.inner.semaphore(*args, **kwargs))
+
+    def rwlock(self, *args: Any, **kwargs: Any) -> BlockingReadWriteLock:
+        return BlockingReadWriteLock(self._loop, self.inner.rwlock(*args, **kwargs))
 
     def inspect(self, name: str) -> redlock.LockInfo:
         return self._loop.run(self.inner.inspect(name))

@@ -19,6 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
 from chaos.sim.model import Keyspace
 from redlock import _core
 from redlock._core import Command, ErrorReply, Pause, Request, Round
@@ -134,3 +137,25 @@ class ModelCluster:
     def holders(self, token: str, key: str = "k") -> int:
         """How many masters hold ``key`` for ``token`` now."""
         return sum(1 for m in self.masters if m.keys.get(key, ("", 0.0))[0] == token and m.keys[key][1] > self.now)
+
+
+class FaultyClusterMachine(RuleBasedStateMachine):
+    """The faults every stateful test of the flows on a :class:`ModelCluster` of five
+    masters uses: time passes, a master goes down (never the last one up), and comes back
+    with its data (an AOF fsync=always restart). Subclasses set ``cluster``, add the
+    clients' rules and their invariants."""
+
+    cluster: ModelCluster
+
+    @rule(seconds=st.floats(min_value=0, max_value=1.5))
+    def time_passes(self, seconds: float) -> None:
+        self.cluster.now += seconds
+
+    @precondition(lambda self: sum(m.up for m in self.cluster.masters) > 0)
+    @rule(node=st.integers(0, 4))
+    def master_goes_down(self, node: int) -> None:
+        self.cluster.masters[node].up = False
+
+    @rule(node=st.integers(0, 4))
+    def master_comes_back(self, node: int) -> None:
+        self.cluster.masters[node].up = True

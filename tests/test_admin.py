@@ -90,9 +90,26 @@ def test_lock_info_of_an_unexpected_reply_is_not_a_holder() -> None:
     for node in range(1, 5):
         round_.record(node, NodeStatus.ERROR, "WRONGTYPE")
     info = lock_info(spec, Result(True, (), 0, rounds=(round_,)))
-    errors = ["granted", *["WRONGTYPE"] * 4]
-    assert info == LockInfo("k", 3, tuple(MasterInfo(n, False, error=e) for n, e in zip(NODES, errors, strict=True)))
-    assert (info.holder, info.leading, info.votes, info.reachable) == (None, None, 0, 0)
+    errors = ["unexpected reply [1, b'a']", *["WRONGTYPE"] * 4]
+    assert info == LockInfo(
+        "k",
+        3,
+        tuple(MasterInfo(n, False, error=e, status=NodeStatus.ERROR) for n, e in zip(NODES, errors, strict=True)),
+    )
+    assert (info.holder, info.leading, info.votes, info.reachable, info.answered) == (None, None, 0, 0, 5)
+
+
+def test_lock_info_says_a_master_silent_until_the_timeout_timed_out() -> None:
+    """A round that waits for all settles, past its timeout, without one that never replied:
+    that master is reported as not answering in time, with the time waited, not as "not awaited"."""
+    spec = _spec()
+    round_ = Round(Command(("X",)), spec.all_nodes, NODES, 3, 0.5, wait_for_all=True)
+    for node in range(4):
+        round_.record_reply(node, [1, None, -2])
+    info = lock_info(spec, Result(True, (), 0, rounds=(round_,)))
+    silent = info.masters[4]
+    assert (silent.reachable, silent.status, silent.error) == (False, NodeStatus.TIMEOUT, "no reply within 0.50s")
+    assert (info.reachable, info.answered) == (4, 4)
 
 
 # --- lock-delay on real masters -----------------------------------------------------------------

@@ -136,6 +136,9 @@ def test_baseline_is_safe_and_live(quick_scenario: QuickScenario) -> None:
     # Three client processes recorded into one time line, and the file says what was found.
     assert {e.client for e in history.of_type(AcquireReturned)} == {"c1", "c2", "c3"}
     assert document["verdict"]["safe"] is True
+    # The history says what summary.json says: the time the run took, and where its picture is.
+    assert document["elapsed"] == result.elapsed > 0
+    assert document["plot"] == str(result.plot_path)
     assert document["expected"] == "SAFE"
     # Each grant says which masters granted it; the masters' ground truth gives its margin.
     granted = [e for e in history.of_type(AcquireReturned) if e.ok]
@@ -232,7 +235,12 @@ def test_election_keeps_one_leader_at_a_time_through_faults(quick_scenario: Quic
     terms = result.metrics["terms"]
     assert len(terms) >= 3
     assert terms == sorted(set(terms))
+    # Every term is somebody's leadership, the killed campaigner's too.
+    assert sum(result.metrics["leaderships"].values()) == len(terms)
     document = json.loads(result.history_path.read_text())  # type: ignore[union-attr]
+    # The history says what summary.json says.
+    assert document["elapsed"] == result.elapsed > 0
+    assert document["plot"] == (None if result.plot_path is None else str(result.plot_path))
     kinds = {w["kind"] for w in document["faults"]}
     assert {"pause", "kill", "clock-rate", "client-pause", "client-kill"} <= kinds
 

@@ -924,6 +924,78 @@ def test_script_servers_detach_sets_the_environment_for_eval(script: pathlib.Pat
             client.ping()
 
 
+def _master_child(servers_pid: int, port: int) -> int:
+    """The pid of the redis-server child of ``servers_pid`` listening on ``port``."""
+    for child in children(servers_pid):
+        if str(port) in " ".join(cmdline(child)):
+            return child
+    pytest.fail(f"no master on port {port} among the children of {servers_pid}")
+
+
+def _zombie_or_running(pid: int) -> bool:
+    return pathlib.Path(f"/proc/{pid}").exists()
+
+
+@pytest.mark.servers
+def test_script_servers_detach_reaps_a_killed_master_says_so_and_restarts_it(
+    script: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    log = tmp_path / "servers.log"
+    done = subprocess.run(
+        [script, "servers", "-n", "3", "--detach", "--restart", "0", "--log", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"what happens to them goes to {log}" in done.stderr
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in done.stdout.splitlines())
+    pid = int(exported[ENV_SERVERS_PID])
+    url = exported[ENV_MASTERS].split(",")[1]
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        killed = _master_child(pid, port)
+        os.kill(killed, signal.SIGKILL)
+        # Collected: no zombie stays in the process table, and the log says what happened.
+        wait_until(lambda: not _zombie_or_running(killed), "the killed master is reaped")
+        wait_until(lambda: "is back" in log.read_text(), "the master is restarted")
+        said = log.read_text().splitlines()
+        assert said[0] == (
+            f"redlock: warning: master 127.0.0.1:{port} (pid {killed}) exited, killed by SIGKILL; "
+            "restarting it on its port in 0 s"
+        )
+        back = _master_child(pid, port)
+        assert said[1] == f"redlock: master 127.0.0.1:{port} is back (pid {back})"
+        with redis.Redis.from_url(url, socket_timeout=5) as client:
+            assert client.ping()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    wait_until(functools.partial(gone, pid), "the detached servers stop on SIGTERM")
+
+
+@pytest.mark.servers
+def test_script_servers_says_a_master_exited_without_restarting_it(script: pathlib.Path) -> None:
+    servers = subprocess.Popen(
+        [script, "servers", "-n", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert servers.stdout is not None
+        url = servers.stdout.readline().strip().removeprefix(f"export {ENV_MASTERS}=").split(",")[0]
+        port = int(url.rsplit(":", 1)[1])
+        killed = _master_child(servers.pid, port)
+        os.kill(killed, signal.SIGKILL)
+        wait_until(lambda: not _zombie_or_running(killed), "the killed master is reaped")
+    finally:
+        servers.terminate()
+        _, err = servers.communicate(timeout=PATIENCE)
+    assert servers.returncode == 0
+    assert (
+        f"redlock: warning: master 127.0.0.1:{port} (pid {killed}) exited, killed by SIGKILL; "
+        "not restarted (--restart SECONDS restarts it on its port)"
+    ) in err.splitlines()
+
+
 @pytest.mark.parametrize("detach", [[], ["--detach"]], ids=["foreground", "detached"])
 def test_script_servers_without_redis_server_says_how_to_get_one(
     detach: list[str], script: pathlib.Path, tmp_path: pathlib.Path

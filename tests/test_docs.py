@@ -41,6 +41,8 @@ import redlock
 from redlock.cli import ENV_MASTERS, ENV_SERVERS_PID, EXIT_CODES
 from redlock.servers import LocalMasters
 
+from .cli_helpers import closed_ports
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
@@ -214,6 +216,76 @@ def test_dotted_names_in_docstrings_resolve() -> None:
                 if not _NOT_OBJECTS.match(dotted) and not _resolves(dotted):
                     missing.append(f"{source.name}: {dotted}")
     assert not missing, "docstrings name what does not exist:\n" + "\n".join(missing)
+
+
+#: What a variable in the docs' inline code stands for: ``lock.validity`` is read on these.
+_DOC_VARIABLES: dict[str, tuple[str, ...]] = {
+    "rl": ("redlock.Redlock", "redlock.asyncio.Redlock"),
+    "lock": ("redlock.Lock", "redlock.asyncio.Lock"),
+    "sem": ("redlock.Semaphore", "redlock.asyncio.Semaphore"),
+    "election": ("redlock.Election", "redlock.asyncio.Election"),
+    "info": ("redlock.LockInfo",),
+}
+#: Keywords the docs name as other libraries': redis-py's ``Lock.extend(replace_ttl=True)``.
+_FOREIGN_KEYWORDS = {"replace_ttl"}
+#: Dotted names in the docs that are telemetry's (span, metric and attribute names), not objects.
+_TELEMETRY_NAMES = re.compile(rf"{_NOT_OBJECTS.pattern}|redlock\.finding\b")
+
+
+def _public_parameters() -> set[str]:
+    """Every parameter name of every public callable of both APIs (and their methods)."""
+    import redlock.asyncio  # noqa: PLC0415
+
+    names: set[str] = set()
+    for module in (redlock, redlock.asyncio):
+        for exported in module.__all__:
+            obj = getattr(module, exported)
+            members = [obj, *(m for _, m in inspect.getmembers(obj, callable))] if inspect.isclass(obj) else [obj]
+            for member in members:
+                with contextlib.suppress(TypeError, ValueError):
+                    names |= set(inspect.signature(member).parameters)
+    return names
+
+
+def _object(dotted: str) -> Any:
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def test_every_public_attribute_of_a_client_is_in_the_reference() -> None:
+    """What a user can reach on ``rl`` without an underscore is in api.md: the settings it
+    was made with and its methods; the machinery (its driver class, its lock specs, its clock
+    and random source) is private."""
+    import redlock.asyncio  # noqa: PLC0415
+
+    reference = (DOCS / "api.md").read_text()
+    with redlock.Redlock(closed_ports(3)) as rl:
+        public = {name for name in [*dir(rl), *vars(rl)] if not name.startswith("_")}
+    public |= {name for name in dir(redlock.asyncio.Redlock) if not name.startswith("_")}
+    missing = sorted(name for name in public if not re.search(rf"\b{name}\b", reference))
+    assert not missing, f"public attributes of Redlock that docs/api.md never names: {missing}"
+
+
+def test_every_attribute_and_keyword_the_docs_name_exists() -> None:
+    """``lock.validity``, ``rl.inspect(name)``, ``replace_ttl=True``, ``redlock.fencing.FencedStore``:
+    what README, api.md and operations.md name in inline code is there to be used."""
+    keywords = _public_parameters() | _FOREIGN_KEYWORDS
+    missing = []
+    for page in (ROOT / "README.md", DOCS / "api.md", DOCS / "operations.md"):
+        for span in re.findall(r"`([^`\n]+)`", page.read_text()):
+            for variable, attribute in re.findall(r"(?<![\w.])([a-z]+)\.([a-z_]\w*)", span):
+                classes = _DOC_VARIABLES.get(variable, ())
+                if classes and not any(hasattr(_object(cls), attribute) for cls in classes):
+                    missing.append(f"{page.name}: {variable}.{attribute} (on {' or '.join(classes)})")
+            for dotted in re.findall(r"(?<![\w./-])(redlock(?:\.\w+)+)", span):
+                if not _TELEMETRY_NAMES.match(dotted) and not _resolves(dotted):
+                    missing.append(f"{page.name}: {dotted}")
+            called = re.match(r"@?(?:await )?(?:with )?([a-z]+)\.", span)
+            if span.split("=")[0].isidentifier() or (called and called.group(1) in _DOC_VARIABLES):
+                for keyword in re.findall(r"(?<![\w.])([a-z_]\w*)=(?!=)", span):
+                    if keyword not in keywords:
+                        missing.append(f"{page.name}: keyword {keyword}= in `{span}`")
+    assert not missing, "the docs name what does not exist:\n" + "\n".join(missing)
 
 
 def test_safety_page_lists_every_chaos_scenario() -> None:

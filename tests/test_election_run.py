@@ -80,7 +80,7 @@ class FakeLock:
     def __init__(self, now: list[float]) -> None:
         self.ttl = 1.0
         self._spec = SimpleNamespace(retry_delay=0.1)
-        self._cluster = SimpleNamespace(clock=lambda: now[0], rng=random.Random(7))
+        self._cluster = SimpleNamespace(_clock=lambda: now[0], _rng=random.Random(7))
         self.token: str | None = None
         self.until = 0.0
         self.lost = False

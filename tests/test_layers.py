@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_driver",),  # what both drivers do alike: the lowest layer with I/O
     ("_telemetry",),
     ("_lock",),
-    ("_election", "_locked"),
+    ("_election", "_locked", "_rwlock"),
     ("_sync", "_aio"),
     ("_client", "asyncio"),
     ("fencing", "servers", "_supervisor", "__init__"),

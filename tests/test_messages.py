@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import pathlib
+import subprocess
 import time
 
 import pytest
 
 import redlock
 import redlock.asyncio
+from redlock.cli import ENV_MASTERS, ExitCode
 from redlock.servers import LocalMasters
 
-from .conftest import unique
+from .cli_helpers import PATIENCE, shell
+from .cli_helpers import script as installed
+from .conftest import MastersFactory, unique
 
 
 def test_a_sync_with_on_asyncio_objects_says_to_use_async_with(masters: LocalMasters) -> None:
@@ -66,3 +73,106 @@ def test_a_hung_master_is_said_in_words_with_how_long_it_waited(
     assert f"master {cluster[2].host}:{cluster[2].port} does not answer in time: hung: no reply for" in said
     assert "is timeout" not in said
     assert "earlier replies unanswered" not in said
+
+
+# --- the command line, run as a user runs it ------------------------------------------------------
+
+
+def _redlock(masters: list[str], *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, ENV_MASTERS: ",".join(masters)}
+    return subprocess.run(
+        [str(installed("redlock")), *argv], env=env, capture_output=True, text=True, timeout=PATIENCE, check=False
+    )
+
+
+def _verdict_word(out: str) -> str:
+    return out.splitlines()[-1].split(":")[0].split()[0]
+
+
+def test_status_says_a_stopped_master_did_not_answer_in_time(fresh_masters: MastersFactory) -> None:
+    cluster = fresh_masters(3)
+    stopped = cluster[2]
+    stopped.pause()
+    try:
+        text = _redlock(cluster.urls, "status", unique())
+        report = json.loads(_redlock(cluster.urls, "status", unique(), "--json").stdout)
+    finally:
+        stopped.resume()
+    line = next(line for line in text.stdout.splitlines() if f"{stopped.host}:{stopped.port}" in line)
+    assert line.split(maxsplit=1)[1] == "no answer in time (hung or slow): no reply within 0.50s"
+    assert "not awaited" not in text.stdout + text.stderr
+    assert text.returncode == ExitCode.NOT_HELD
+    assert _verdict_word(text.stdout) == report["verdict"] == "free"
+    assert report["masters"][2] | {"master": None} == {
+        "master": None,
+        "reachable": False,
+        "answered": False,
+        "status": "timeout",
+        "token": None,
+        "pttl_ms": None,
+        "error": "no reply within 0.50s",
+    }
+
+
+def test_status_counts_masters_refusing_our_password_as_answering_and_misconfigured(
+    fresh_masters: MastersFactory,
+) -> None:
+    cluster = fresh_masters(3, password="right")
+    wrong = [master.url_as(password="wrong") for master in cluster]
+    text = _redlock(wrong, "status", "x")
+    report = json.loads(_redlock(wrong, "status", "x", "--json").stdout)
+    assert text.returncode == ExitCode.UNAVAILABLE
+    # The table says each master's trouble: no warning says it again on stderr.
+    assert text.stderr == ""
+    rows = text.stdout.splitlines()[1:-1]
+    assert len(rows) == 3
+    assert all(row.split(maxsplit=1)[1].startswith("misconfigured, refuses us: WRONGPASS") for row in rows)
+    assert text.stdout.splitlines()[-1] == (
+        "unavailable: 0 of 3 masters read (3 answered), a quorum needs 2; 3 misconfigured: refused our "
+        "credentials, permissions, TLS or scripts (fix that: waiting will not help)"
+    )
+    assert "unreachable" not in text.stdout
+    assert "unknown" not in text.stdout
+    # One word for one thing: the text's verdict is --json's.
+    assert _verdict_word(text.stdout) == report["verdict"] == "unavailable"
+    assert (report["reachable"], report["answered"]) == (0, 3)
+    assert [master["status"] for master in report["masters"]] == ["misconfigured"] * 3
+
+
+def test_acquire_with_a_wrong_password_says_each_masters_refusal_once(fresh_masters: MastersFactory) -> None:
+    cluster = fresh_masters(3, password="right")
+    done = _redlock([master.url_as(password="wrong") for master in cluster], "acquire", unique(), "--timeout", "0")
+    assert done.returncode == ExitCode.UNAVAILABLE
+    lines = done.stderr.splitlines()
+    for master in cluster:
+        address = f"{master.host}:{master.port}"
+        said = [line for line in lines if address in line]
+        assert len(said) == 1, done.stderr
+        assert said[0] == f"redlock: warning: master {address} is misconfigured: {said[0].split(': ', 3)[3]}"
+        assert "WRONGPASS" in said[0]
+    assert lines[-1].startswith("redlock: no majority is possible for ")
+    assert "WRONGPASS" not in lines[-1]
+
+
+def test_a_forced_release_answered_no_says_it_was_aborted(master_urls: list[str], tmp_path: pathlib.Path) -> None:
+    env = {**os.environ, ENV_MASTERS: ",".join(master_urls)}
+    name = unique()
+    with redlock.Redlock(master_urls) as rl, rl.lock(name, ttl=30) as lock:
+        for terminal in shell(tmp_path, env):
+            terminal.run(f"{installed('redlock')} release {name} --force")
+            terminal.expect(r"\[y/N\] ")
+            terminal.send("n\n")
+            assert terminal.exit_code() == ExitCode.USAGE
+            said = terminal.text()
+            assert (
+                f"redlock: aborted: the forced release of {name!r} was not confirmed (answered 'n'); nothing removed"
+                in said
+            )
+            assert "needs confirmation" not in said
+        assert lock.locked()
+    # Without a terminal nobody can answer: it says what to give instead.
+    done = _redlock(master_urls, "release", name, "--force")
+    assert done.returncode == ExitCode.USAGE
+    assert done.stderr == (
+        f"redlock: not released: --force {name!r} asks for confirmation on a terminal; give --yes without one\n"
+    )

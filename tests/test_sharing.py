@@ -296,7 +296,7 @@ class LocalSharing(RuleBasedStateMachine):
 
     @initialize(reentrant=st.booleans())
     def build(self, reentrant: bool) -> None:
-        cluster = SimpleNamespace(clock=lambda: 0.0, rng=None, _telemetry=None)
+        cluster = SimpleNamespace(_clock=lambda: 0.0, _rng=None, _telemetry=None)
         spec = LockSpec("k", 10.0, ("a", "b", "c"), 0.05, 0.01, 0.2, 10.0)
         self.lock = _Local(cluster, spec, LockOptions(reentrant=reentrant))
         self.reentrant = reentrant

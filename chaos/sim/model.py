@@ -273,6 +273,49 @@ def _semaphore_release(ks: Keyspace, keys: list[str], argv: list[str], now: floa
     return int(score >= ms)
 
 
+def _drop_expired_readers(ks: Keyspace, keys: list[str], now: float) -> tuple[dict[str, float], dict[str, float]]:
+    """A read-write lock's readers and their extend-order hash, expired readers dropped."""
+    ms = math.floor(now * 1000)
+    readers, order = _permits(ks, keys[2], now), _permits(ks, keys[3], now)
+    for token in [t for t, score in readers.items() if score < ms]:
+        del readers[token]
+        order.pop(token, None)
+    return readers, order
+
+
+def _rw_read_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    if ks.get(keys[0], now) is not None or ks.get(keys[1], now) is not None:
+        return 0
+    readers, order = _drop_expired_readers(ks, keys, now)
+    readers[argv[0]] = math.floor(now * 1000) + int(argv[1])
+    _keep(ks, keys[2:], (readers, order), int(argv[1]), now)
+    return 1
+
+
+def _rw_write_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    held = ks.get(keys[0], now) is not None
+    if not held:
+        readers, order = _drop_expired_readers(ks, keys, now)
+        if readers:
+            _keep(ks, keys[2:], (readers, order), 0, now)
+            held = True
+    if held:
+        ks.set(keys[1], argv[0], now, int(argv[1]))
+        return 0
+    # Every reader in them expired: the script's ZREMs and HDELs leave them empty, gone.
+    ks.delete(keys[2])
+    ks.delete(keys[3])
+    ks.set(keys[0], argv[0], now, int(argv[1]))
+    ks.delete(keys[1])
+    return 1
+
+
+def _rw_write_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    if ks.holder(keys[2], now) == argv[0]:
+        ks.delete(keys[2])
+    return _release(ks, keys[:2], argv, now)
+
+
 MODELLED: dict[str, Model] = {
     _scripts.RELEASE.sha: _release,
     _scripts.RELEASE_AND_NOTIFY.sha: _release,
@@ -288,6 +331,10 @@ MODELLED: dict[str, Model] = {
     _scripts.SEMAPHORE_ACQUIRE.sha: _semaphore_acquire,
     _scripts.SEMAPHORE_EXTEND.sha: _semaphore_extend,
     _scripts.SEMAPHORE_RELEASE.sha: _semaphore_release,
+    _scripts.RW_READ_ACQUIRE.sha: _rw_read_acquire,
+    _scripts.RW_READ_RELEASE.sha: _semaphore_release,  # (differs only in what it announces)
+    _scripts.RW_WRITE_ACQUIRE.sha: _rw_write_acquire,
+    _scripts.RW_WRITE_RELEASE.sha: _rw_write_release,
 }
 """Every script a master can be asked to run, by SHA-1 (the broken clients' are added by
 :mod:`chaos.sim.variants`)."""
