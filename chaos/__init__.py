@@ -6,6 +6,8 @@ bottom up:
 * :mod:`chaos.history`: the events a run records (monotonic timestamps, JSON lines per
   process) and :class:`~chaos.history.History`, their merged, ordered form;
 * :mod:`chaos.checkers`: pure functions from a history to its violations and costs;
+* :mod:`chaos.margins`: pure too: from the masters' ground truth in a history, each
+  acquisition's safety margin, the edges a run reached, and the verdict ``unknown``;
 * :mod:`chaos.proxy`: a loopback TCP proxy per client-to-master link (latency, blackhole);
 * :mod:`chaos.netns`: the kernel network: masters and clients in network namespaces, and
   faults as nftables rules in the client's (drops either way, SYN drop, RST, loss);
@@ -20,7 +22,9 @@ bottom up:
 * :mod:`chaos.powerloss`: a power cut for a master (its files keep only what it fsynced),
   through an ``LD_PRELOAD`` shim compiled on first use;
 * :mod:`chaos.nemesis`: the faults (kill, restart, power loss, pause, clock, network,
-  client pause), each recorded as a window;
+  client pause, error replies, eviction), each recorded as a window;
+* :mod:`chaos.observer` and :mod:`chaos.reactive`: what the masters really hold right
+  after each grant, and a nemesis that fires on those grants rather than on a timer;
 * :mod:`chaos.runner` and :mod:`chaos.scenarios`: the catalogue of scenarios with the
   verdict theory predicts, and running one to a judged result;
 * :mod:`chaos.schedule` and :mod:`chaos.explore`: seeded random schedules of composed faults

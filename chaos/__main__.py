@@ -110,6 +110,12 @@ def _add_explore_parsers(commands: Any) -> None:
     )
     explore.add_argument("--no-plot", action="store_true", help="skip the PNG timeline")
     explore.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    explore.add_argument(
+        "--reactive",
+        action="store_true",
+        help="fire restart, clock-jump and client-pause on events (a grant on a bare majority, a contended grant) "
+        "instead of on the schedule's timer",
+    )
     _add_network_argument(explore)
     replay = commands.add_parser("replay", help="play the fault schedule saved around a violation again")
     replay.add_argument("file", help="a violations/violation-N.json of an explore run")
@@ -295,6 +301,7 @@ def _explore(args: argparse.Namespace) -> int:
             clients=args.clients,
             ttl=args.ttl,
             network=_network(args),
+            reactive=args.reactive,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -308,6 +315,11 @@ def _explore(args: argparse.Namespace) -> int:
         f"{summary.get('violations_by_kind', {})}, availability {summary.get('availability', 0):.0%}, "
         f"{summary.get('faults_scheduled', 0)} faults; expected {config.faults.expected}: "
         f"{'ok' if outcome.passed else 'MISMATCH'}"
+    )
+    first = summary.get("first_violation")
+    print(
+        f"verdict {summary.get('verdict')} ({summary.get('verdict_reason')})"
+        + ("" if first is None else f"; first violation at {first:.1f}s")
     )
     for path in outcome.windows[:5]:
         print(f"  replay with: {PROG} replay {path}")

@@ -24,7 +24,6 @@ import contextlib
 import os
 import pathlib
 import shutil
-import string
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +35,7 @@ from redlock.servers import ENV_VAR, LocalMaster, LocalMasters, Persistence, Red
 
 from .clients import ClientProcess
 from .clock import ClockControl, client_env
+from .history import master_label
 from .netns import Network, NetworkKind
 from .powerloss import Disk
 from .proxy import Link, ProxyLoop
@@ -45,11 +45,6 @@ __all__ = ["Cluster", "master_label"]
 
 # How long clients get to exit on their own at the end of a run before they are killed.
 _CLIENT_GRACE = 3.0
-
-
-def master_label(index: int) -> str:
-    """A, B, C, ... (then M26, M27, ... beyond the alphabet)."""
-    return string.ascii_uppercase[index] if index < 26 else f"M{index}"
 
 
 def harness_server() -> str | None:
@@ -274,4 +269,5 @@ class Cluster:
             raise RuntimeError(f"no proxy link {client}-{self.label(index)}: this scenario runs {why}") from None
 
     def history_paths(self) -> list[pathlib.Path]:
-        return [c.history_path for c in self.clients.values() if c.history_path.exists()]
+        # A copy: the observer reads this while replacement clients are being added.
+        return [c.history_path for c in list(self.clients.values()) if c.history_path.exists()]

@@ -44,7 +44,9 @@ from redlock.servers import Persistence
 from .checkers import TokenRegression, Verdict, check_all, percentile
 from .clients import ClientError, ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, Event, History
+from .margins import judge
 from .netns import NetworkKind
+from .reactive import REACTIVE_KINDS, Reactor
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
 from .schedule import FaultOp, FaultSet, Schedule, generate
@@ -86,6 +88,9 @@ class ExploreConfig:
     interval: float = 0.7
     #: Where blackholes act; delays ("link-delay", "one-way") always need the proxy.
     network: NetworkKind = "proxy"
+    #: Fire the set's kinds that have a reactive form (:data:`chaos.reactive.REACTIVE_KINDS`)
+    #: on events, by a :class:`~chaos.reactive.Reactor`, instead of on the schedule's timer.
+    reactive: bool = False
 
     def __post_init__(self) -> None:
         for name, low in (("duration", 0.0), ("ttl", 0.05), ("interval", 0.01)):
@@ -98,7 +103,8 @@ class ExploreConfig:
                 raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
 
     def schedule(self) -> Schedule:
-        return generate(
+        """The open-loop schedule: without the kinds a reactive run fires on events."""
+        schedule = generate(
             self.seed,
             self.duration,
             self.faults,
@@ -107,6 +113,14 @@ class ExploreConfig:
             ttl=self.ttl,
             interval=self.interval,
         )
+        if not self.reactive:
+            return schedule
+        return dataclasses.replace(schedule, ops=tuple(op for op in schedule.ops if op.kind not in self.reactive_kinds))
+
+    @property
+    def reactive_kinds(self) -> tuple[str, ...]:
+        """The kinds a reactive run fires on events (none unless ``reactive``)."""
+        return tuple(k for k in self.faults.kinds if k in REACTIVE_KINDS) if self.reactive else ()
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -158,20 +172,43 @@ class _Player:
             self.slots[slot] = client
         t0 = time.monotonic()
         self.run.metric("schedule_t0", t0)
+        reactor = self._reactor()
         self.until, pending = _loop(self.run, list(self.slots.values()), duration=self.schedule.duration, **self.spec)
         self.pending.extend(pending)
-        for at, what, index in self.schedule.steps():
-            self.run.sleep_until(t0 + at)
-            op = self.schedule.ops[index]
-            if what == "start":
-                self._start(index, op)
-            else:
-                self._stop(index)
+        try:
+            for at, what, index in self.schedule.steps():
+                self.run.sleep_until(t0 + at)
+                op = self.schedule.ops[index]
+                if what == "start":
+                    self._start(index, op)
+                else:
+                    self._stop(index)
+            # The reactor fires until the last stretch, which is left to heal like the schedule's.
+            if reactor is not None:
+                self.run.sleep_until(t0 + self.schedule.duration - max(1.0, 2 * self.config.ttl))
+        finally:
+            if reactor is not None:
+                reactor.stop()
+                self.run.metric("reactive_fired", dict(reactor.fired))
+                self.run.metric("reactive_bare_majority_seen", reactor.bare)
+                self.run.metric("reactive_misfires", reactor.misfires)
         _finish_all(self.pending)
         for thread in self.replacing:
             thread.join()
         self.run.metric("ops_skipped", self.skipped)
         self.run.metric("replacements_failed", self.failed_replacements)
+
+    def _reactor(self) -> Reactor | None:
+        kinds = self.config.reactive_kinds
+        if not kinds:
+            return None
+        observer = self.run.observer
+        if observer is None:
+            raise RuntimeError("a reactive run needs the observer (Params.observe)")
+        reactor = Reactor(self.nemesis, kinds, ttl=self.config.ttl, nodes=self.config.nodes, seed=self.config.seed)
+        observer.listen(reactor.on_grant)
+        reactor.start()
+        return reactor
 
     def _alive(self, slot: str) -> ClientProcess | None:
         with self._lock:
@@ -404,10 +441,16 @@ def _summary(
     kinds: dict[str, int] = {}
     for v in violations:
         kinds[v.kind] = kinds.get(v.kind, 0) + 1
+    verdict3, reason = judge(len(violations), result.coverage)
     return {
         "config": config.to_dict(),
         "expected": config.faults.expected,
         "observed": "UNSAFE" if violations else "SAFE",
+        "verdict": verdict3,
+        "verdict_reason": reason,
+        "first_violation": violations[0].time if violations else None,
+        "margins": None if result.margins is None else result.margins.to_dict(),
+        "coverage": None if result.coverage is None else result.coverage.to_dict(),
         "error": result.error,
         "duration": schedule.duration,
         "faults_scheduled": len(schedule.ops),

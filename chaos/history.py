@@ -37,11 +37,14 @@ import itertools
 import json
 import math
 import os
+import string
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar, Literal, TypeVar
+
+from redlock.exceptions import NodeOutcome, NodeStatus
 
 __all__ = [
     "AcquireInvoked",
@@ -55,6 +58,8 @@ __all__ = [
     "FaultWindow",
     "ForceReleased",
     "History",
+    "KeySample",
+    "MasterClock",
     "Recorder",
     "ReleaseInvoked",
     "ReleaseReturned",
@@ -62,8 +67,11 @@ __all__ = [
     "ResourceWrite",
     "Tenure",
     "event_from_dict",
+    "master_index",
+    "master_label",
     "merge_files",
     "read_jsonl",
+    "voters_of",
 ]
 
 
@@ -119,6 +127,10 @@ class AcquireReturned(Event):
     error: str | None = None
     #: For a semaphore's permit: how many may hold ``name`` at once (None: a lock, one).
     limit: int | None = None
+    #: The masters (labels A, B, ...) whose grant the client counted, in master order; None
+    #: when the client does not say. A master whose reply came after the majority did is
+    #: not among them, although its key may be set: :class:`KeySample` says what is.
+    voters: tuple[str, ...] | None = None
     #: For a side of a read-write lock: "read" or "write" (None: any other lock).
     mode: str | None = None
 
@@ -173,6 +185,8 @@ class ExtendReturned(Event):
     ok: bool
     deadline: float | None = None
     error: str | None = None
+    #: The masters whose confirmation the client counted (as :attr:`AcquireReturned.voters`).
+    voters: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,6 +273,37 @@ class Error(Event):
     op: int | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class MasterClock(Event):
+    """The harness read master ``master``'s wall clock (``TIME``): ``wall`` seconds since
+    the epoch as that master saw it at ``time``, on a side connection outside every fault.
+    The pairs map a master's expiry times onto the history's time line."""
+
+    type: ClassVar[str] = "master_clock"
+
+    master: str
+    wall: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeySample(Event):
+    """What master ``master`` held for lock ``name`` at ``time``, looked at by the harness
+    right after a grant or extend (``GET``, ``PTTL`` and ``TIME`` in one transaction): the
+    token the key holds (``token``; None: no key), whether that is the token just granted
+    (``holds``), and when the key expires there, in that master's wall clock (``expires``;
+    None for no key or no ttl). ``wall`` is the master's clock at the sample, so the sample
+    is also a :class:`MasterClock` reading."""
+
+    type: ClassVar[str] = "key_sample"
+
+    master: str
+    name: str
+    token: str | None
+    holds: bool
+    wall: float
+    expires: float | None = None
+
+
 _E = TypeVar("_E", bound=Event)
 
 _EVENT_TYPES: dict[str, type[Event]] = {
@@ -276,6 +321,8 @@ _EVENT_TYPES: dict[str, type[Event]] = {
         FaultEnd,
         ForceReleased,
         Error,
+        MasterClock,
+        KeySample,
     )
 }
 
@@ -295,10 +342,34 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
     unexpected = sorted(set(fields) - known)
     if unexpected:
         raise ValueError(f"{kind} event has unexpected fields {unexpected}")
+    if isinstance(fields.get("voters"), list):
+        # JSON has no tuples; an event must stay hashable and equal to the one written.
+        fields["voters"] = tuple(fields["voters"])
     try:
         return cls(**fields)
     except TypeError as exc:
         raise ValueError(f"{kind} event {fields!r}: {exc}") from None
+
+
+def master_label(index: int) -> str:
+    """A, B, C, ... (then M26, M27, ... beyond the alphabet): how histories name masters."""
+    return string.ascii_uppercase[index] if index < 26 else f"M{index}"
+
+
+def master_index(label: str) -> int:
+    """The index of the master called ``label`` (the inverse of :func:`master_label`)."""
+    if len(label) == 1 and label.isupper():
+        return ord(label) - ord("A")
+    if label.startswith("M") and label[1:].isdigit():
+        return int(label[1:])
+    raise ValueError(f"not a master label: {label!r}")
+
+
+def voters_of(outcomes: Iterable[NodeOutcome], labels: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The masters that granted, from a round's outcomes (``Lock.outcomes``), named by
+    ``labels`` (a master's name in the library -> its label; the name itself if absent)."""
+    labels = labels or {}
+    return tuple(labels.get(o.node, o.node) for o in outcomes if o.status is NodeStatus.GRANTED)
 
 
 # --- derived views --------------------------------------------------------------------------
@@ -334,6 +405,8 @@ class Tenure:
     mode: str | None = None
     #: When an operator force-released this holder's token (:class:`ForceReleased`).
     revoked: float | None = None
+    #: The masters that granted it (the acquire's, or the reviving extend's), if recorded.
+    voters: tuple[str, ...] | None = None
 
     @property
     def holder(self) -> str:
@@ -388,6 +461,7 @@ class _OpenTenure:
         self.revoked: float | None = None
         self.via = via
         self.limit = event.limit or 1
+        self.voters = event.voters
         self.mode = event.mode
 
     def close(self) -> Tenure:
@@ -407,6 +481,7 @@ class _OpenTenure:
             limit=self.limit,
             mode=self.mode,
             revoked=self.revoked,
+            voters=self.voters,
         )
 
 
@@ -540,6 +615,7 @@ class History:
                     deadline=event.deadline,
                     fencing=tenure.fencing,
                     limit=tenure.limit,
+                    voters=event.voters,
                     mode=tenure.mode,
                 )
                 key = (tenure.client, tenure.name, tenure.token)
@@ -696,6 +772,7 @@ class Recorder:
         fencing: int | None = None,
         error: str | None = None,
         limit: int | None = None,
+        voters: tuple[str, ...] | None = None,
         mode: str | None = None,
     ) -> None:
         self.record(
@@ -710,6 +787,7 @@ class Recorder:
                 fencing=fencing,
                 error=error,
                 limit=limit,
+                voters=voters,
                 mode=mode,
             )
         )
@@ -736,6 +814,7 @@ class Recorder:
         ok: bool,
         deadline: float | None = None,
         error: str | None = None,
+        voters: tuple[str, ...] | None = None,
     ) -> None:
         self.record(
             ExtendReturned(
@@ -746,6 +825,7 @@ class Recorder:
                 ok=ok,
                 deadline=deadline,
                 error=error,
+                voters=voters,
             )
         )
 

@@ -13,9 +13,12 @@ Masters are named by index (0 is A); clients by name ("c1"). An operator's
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pathlib
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import redis
@@ -60,8 +63,80 @@ def _readonly(master: redis.Redis) -> Callable[[], None]:
     return undo
 
 
+def _bgsave_status(master: redis.Redis, want: str, timeout: float = 10.0) -> None:
+    """Wait until the master's last background save ended ``want`` ("ok" or "err")."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = master.info("persistence")
+        if not info.get("rdb_bgsave_in_progress") and info.get("rdb_last_bgsave_status") == want:
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"the master's background save did not end {want!r} within {timeout}s")
+
+
+def _misconf(master: redis.Redis) -> Callable[[], None]:
+    # A background save that fails, with save points and stop-writes-on-bgsave-error (the
+    # defaults of a redis.conf), makes the master refuse every write with -MISCONF. The
+    # save fails because its file name is taken by a directory (rename onto a directory
+    # fails even for root).
+    directory = pathlib.Path(str(master.config_get("dir")["dir"]))
+    old_name = str(master.config_get("dbfilename")["dbfilename"])
+    old_save = str(master.config_get("save")["save"])
+    blocker = directory / "chaos-misconf.rdb"
+    blocker.mkdir(exist_ok=True)
+    master.config_set("stop-writes-on-bgsave-error", "yes")
+    master.config_set("save", "3600 1")
+    master.config_set("dbfilename", blocker.name)
+    master.bgsave()
+    _bgsave_status(master, "err")
+
+    def undo() -> None:
+        blocker.rmdir()
+        master.config_set("dbfilename", old_name)
+        master.bgsave()
+        _bgsave_status(master, "ok")
+        master.config_set("save", old_save)
+
+    return undo
+
+
+def _busy(master: redis.Redis) -> Callable[[], None]:
+    # A script that runs past lua-time-limit: the master then answers every other command
+    # with -BUSY until SCRIPT KILL (the script writes nothing, so it may be killed).
+    master.config_set("lua-time-limit", "1")
+
+    def spin() -> None:
+        # On a connection of the client's pool of its own: the pings below take another.
+        with contextlib.suppress(redis.RedisError):
+            master.eval("while true do end", 0)
+
+    thread = threading.Thread(target=spin, name="chaos-busy-script", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            master.ping()
+        except redis.ResponseError as exc:
+            if str(exc).startswith("BUSY"):
+                break
+        time.sleep(0.005)
+
+    def undo() -> None:
+        with contextlib.suppress(redis.ResponseError):  # (the script may have ended already)
+            master.script_kill()
+        thread.join(timeout=5.0)
+        master.config_set("lua-time-limit", "5000")
+
+    return undo
+
+
 #: How to make a master answer writes with each error reply; each returns its undo.
-ERROR_REPLIES: dict[str, Callable[[redis.Redis], Callable[[], None]]] = {"OOM": _oom, "READONLY": _readonly}
+ERROR_REPLIES: dict[str, Callable[[redis.Redis], Callable[[], None]]] = {
+    "OOM": _oom,
+    "READONLY": _readonly,
+    "MISCONF": _misconf,
+    "BUSY": _busy,
+}
 
 
 class Nemesis:
@@ -121,7 +196,9 @@ class Nemesis:
             self._reapply_clock(index)
             master.restart(wipe=restart_wipe)
 
-        return self._begin("kill", self._label(index), "SIGKILL", restart)
+        # The detail says whether its keys survive: chaos.margins reads it.
+        detail = "SIGKILL, restart empty" if restart_wipe else "SIGKILL, restart from its data"
+        return self._begin("kill", self._label(index), detail, restart)
 
     def crash_restart(self, index: int, *, wipe: bool, detail: str = "") -> None:
         """SIGKILL master ``index`` and start it again at once, empty (``wipe``) or from
@@ -175,9 +252,39 @@ class Nemesis:
 
     def error_replies(self, index: int, error: str) -> str:
         """Make master ``index`` answer every write with an error reply (:data:`ERROR_REPLIES`:
-        ``OOM``, ``READONLY``); :meth:`end` makes it a writable master again."""
+        ``OOM``, ``READONLY``, ``MISCONF``, ``BUSY``: every command); :meth:`end` makes it a
+        writable master again."""
         undo = ERROR_REPLIES[error](self.cluster.direct(index))
         return self._begin("error-reply", self._label(index), f"-{error} to every write", undo)
+
+    def evict(self, index: int, key: str, *, timeout: float = 10.0) -> bool:
+        """Fill master ``index`` past a ``maxmemory`` just above what it uses, under
+        ``volatile-lru``, with keys of its own (each with a ttl, so each may be evicted),
+        until it evicts ``key``; then take the limit and the filler away. True if ``key``
+        was evicted. Every lock key has a ttl, so a volatile policy may evict it; the idle
+        one of a holder that is working goes among the first."""
+        master = self.cluster.direct(index)
+        filler = f"chaos:evict-filler:{index}:"
+        with self.recorder.fault("eviction", self._label(index), "maxmemory, volatile-lru, filled with keys"):
+            self._progress(f"fault: {self._label(index)} evicts under memory pressure")
+            used = int(master.info("memory")["used_memory"])
+            master.config_set("maxmemory-policy", "volatile-lru")
+            master.config_set("maxmemory", str(used + 256 * 1024))
+            deadline = time.monotonic() + timeout
+            written = 0
+            try:
+                while master.exists(key) and time.monotonic() < deadline:
+                    with master.pipeline(transaction=False) as pipe:
+                        for n in range(written, written + 64):
+                            pipe.set(f"{filler}{n}", b"x" * 1024, px=600_000)
+                        pipe.execute()
+                    written += 64
+            finally:
+                master.config_set("maxmemory", "0")
+                for start in range(0, written, 512):
+                    master.delete(*[f"{filler}{n}" for n in range(start, min(start + 512, written))])
+                master.config_set("maxmemory-policy", "noeviction")
+        return not master.exists(key)
 
     def _reapply_clock(self, index: int) -> None:
         control = self.cluster.clocks.get(index)
@@ -186,11 +293,13 @@ class Nemesis:
 
     # -- clocks --
 
-    def clock_jump(self, index: int, seconds: float) -> str:
-        """Step master ``index``'s wall clock; :meth:`end` puts it back to real time."""
+    def clock_jump(self, index: int, seconds: float, *, cause: str = "") -> str:
+        """Step master ``index``'s wall clock; :meth:`end` puts it back to real time.
+        ``cause`` heads the recorded detail (a reactive nemesis says why it fired)."""
         control = self.cluster.clocks[index]
         control.jump(seconds)
-        return self._begin("clock-jump", self._label(index), f"{seconds:+g}s", control.reset)
+        detail = f"{cause}; {seconds:+g}s" if cause else f"{seconds:+g}s"
+        return self._begin("clock-jump", self._label(index), detail, control.reset)
 
     def clock_rate(self, index: int, factor: float) -> str:
         """Run master ``index``'s clock ``factor`` times as fast; :meth:`end` resets it."""

@@ -2,10 +2,10 @@
 
 Columns: expected and observed verdict, whether the scenario passed, acquisitions
 (successful / attempted), violations (count and kinds), availability (share of acquires
-that succeeded), acquire latency (p50 / p99 over every acquire that returned) and the
-wall time of the scenario. :func:`details` lists, under the table, what failed and the
-metrics each scenario measured.
-"""
+that succeeded), acquire latency (p50 / p99 over every acquire that returned), the smallest
+safety margin the masters' ground truth gave (:mod:`chaos.margins`: negative is a near miss)
+and the wall time of the scenario. :func:`details` lists, under the table, what failed, the
+margins and coverage, and the metrics each scenario measured."""
 
 from __future__ import annotations
 
@@ -18,7 +18,19 @@ from .runner import ScenarioResult
 
 __all__ = ["details", "markdown_table", "rows", "text_table", "write_summary"]
 
-HEADERS = ("#", "scenario", "expected", "observed", "result", "acquired", "violations", "avail.", "p50/p99 ms", "time")
+HEADERS = (
+    "#",
+    "scenario",
+    "expected",
+    "observed",
+    "result",
+    "acquired",
+    "violations",
+    "avail.",
+    "p50/p99 ms",
+    "min margin ms",
+    "time",
+)
 
 
 def _ms(value: float | None) -> str:
@@ -48,8 +60,15 @@ def _row(result: ScenarioResult) -> tuple[str, ...]:
         violations,
         availability,
         latency,
+        _margin(result),
         f"{result.elapsed:.1f}s",
     )
+
+
+def _margin(result: ScenarioResult) -> str:
+    """The smallest safety margin of the run (chaos.margins), signed: negative is a near miss."""
+    smallest = None if result.margins is None else result.margins.smallest
+    return "-" if smallest is None else f"{smallest.margin * 1000:+.0f}"
 
 
 def rows(results: Sequence[ScenarioResult]) -> list[tuple[str, ...]]:
@@ -88,6 +107,11 @@ def details(results: Sequence[ScenarioResult]) -> str:
                 out.append(f"  violation: {line}")
             if len(result.verdict.violations) > 3:
                 out.append(f"  ... {len(result.verdict.violations) - 3} more violations")
+        if result.margins is not None:
+            out.append(f"  margins: {result.margins.describe()}")
+        if result.coverage is not None:
+            reached = ", ".join(f"{k} {v}" for k, v in result.coverage.to_dict().items() if v and k != "edges")
+            out.append(f"  coverage: {result.coverage.edges} edges reached ({reached or 'none'})")
         for key, value in result.metrics.items():
             out.append(f"  {key}: {_metric(value)}")
         if result.plot_path is not None:

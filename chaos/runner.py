@@ -39,8 +39,10 @@ from .checkers import Verdict, check_all
 from .clients import ClientProcess
 from .cluster import Cluster
 from .history import FaultWindow, History, Recorder, merge_files
+from .margins import Coverage, Margins, measure_coverage, measure_margins
 from .nemesis import Nemesis
 from .netns import NetworkKind
+from .observer import Observer
 from .workload import RESOURCE_PREFIX, direct_client
 
 __all__ = [
@@ -76,6 +78,8 @@ class Params:
     #: Where network faults act: "kernel" (namespaces and nftables) or "proxy"; scenarios
     #: that delay or hold packets run on the proxy whatever this says.
     network: NetworkKind = "proxy"
+    #: Record the masters' ground truth (:mod:`chaos.observer`): margins and coverage.
+    observe: bool = True
 
     @property
     def loop_duration(self) -> float:
@@ -110,6 +114,8 @@ class Params:
         data["network"] = self.network
         if self.variant is not None:
             data["variant"] = self.variant
+        if not self.observe:
+            data["observe"] = False
         return data
 
 
@@ -186,6 +192,8 @@ class Run:
         self.post_checks: list[Callable[[History, Verdict], None]] = []
         self.quorum = quorum_size(params.nodes)
         self.left, self.right, self.overlap = partitions(params.nodes)
+        #: Follows grants and samples the masters (:mod:`chaos.observer`), if observing.
+        self.observer: Observer | None = None
 
     # -- clients --
 
@@ -306,6 +314,9 @@ class ScenarioResult:
     events: int = 0
     #: Where its network faults acted: "kernel", "proxy", or None (it had none).
     network: NetworkKind | None = None
+    #: From the masters' ground truth (None when not observed).
+    margins: Margins | None = None
+    coverage: Coverage | None = None
 
     @property
     def expected(self) -> str:
@@ -329,6 +340,8 @@ class ScenarioResult:
             "passed": self.passed,
             "params": self.params.to_dict(),
             "network": self.network,
+            "margins": None if self.margins is None else self.margins.to_dict(),
+            "coverage": None if self.coverage is None else self.coverage.to_dict(),
             "elapsed": self.elapsed,
             "checks": [c.to_dict() for c in self.checks],
             "metrics": self.metrics,
@@ -409,6 +422,10 @@ def run_scenario(
     ) as cluster:
         nemesis = Nemesis(cluster, recorder, progress=say)
         run = Run(scenario, params, cluster, nemesis, recorder=recorder, progress=say)
+        if params.observe:
+            urls = [cluster.master(i).url for i in range(params.nodes)]
+            run.observer = Observer(urls, recorder, cluster.history_paths)
+            run.observer.start()
         try:
             try:
                 scenario.script(run)
@@ -419,6 +436,8 @@ def run_scenario(
             say(f"error: {error.strip().splitlines()[-1]}")
         # Clients flush their histories and close their connections before the masters stop.
         cluster.stop_clients()
+        if run.observer is not None:
+            run.observer.stop()
         final = _final_values(cluster)
         clients = merge_files(cluster.history_paths())
         if scenario.leftovers:
@@ -448,6 +467,9 @@ def run_scenario(
         events=len(history),
         network=cluster.network_kind,
     )
+    if params.observe:
+        result.margins = measure_margins(history, params.nodes)
+        result.coverage = measure_coverage(history, params.nodes, result.margins)
     # Made once there is something to write: a run that cannot start leaves no empty dir.
     out.mkdir(parents=True, exist_ok=True)
     result.history_path = out / f"{scenario.slug}.json"

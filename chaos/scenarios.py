@@ -291,6 +291,14 @@ def error_readonly(run: Run) -> None:
     _error_replies(run, "READONLY")
 
 
+def error_misconf(run: Run) -> None:
+    _error_replies(run, "MISCONF")
+
+
+def error_busy(run: Run) -> None:
+    _error_replies(run, "BUSY")
+
+
 def restart_empty(run: Run) -> None:
     ttl = _long_ttl(run)
     held = _c1_holds(run, ttl)
@@ -298,6 +306,19 @@ def restart_empty(run: Run) -> None:
         return
     for i in run.overlap:
         run.nemesis.crash_restart(i, wipe=True)
+    _c2_tries(run, held, ttl)
+
+
+def eviction(run: Run) -> None:
+    """As K4, but C keeps running: over its ``maxmemory`` under ``volatile-lru`` it evicts
+    c1's key (every lock key has a ttl, so it is a candidate) and grants the lock again."""
+    ttl = _long_ttl(run)
+    held = _c1_holds(run, ttl)
+    if held is None:
+        return
+    for i in run.overlap:
+        evicted = run.nemesis.evict(i, LOCK)
+        run.expect(evicted, f"{run.cluster.label(i)} evicts c1's key under memory pressure")
     _c2_tries(run, held, ttl)
 
 
@@ -1324,6 +1345,10 @@ CATALOGUE: tuple[Scenario, ...] = (
              error_oom, why="an error reply is a refusal: c2 has 0 votes, not 3"),
     Scenario("26b", "error-readonly", "C, D, E demoted to replicas answer -READONLY while c2 tries", "SAFE",
              error_readonly, why="an error reply is a refusal: c2 has 0 votes, not 3"),
+    Scenario("26c", "error-misconf", "C, D, E answer -MISCONF (a failed background save) while c2 tries", "SAFE",
+             error_misconf, why="an error reply is a refusal: c2 has 0 votes, not 3"),
+    Scenario("26d", "error-busy", "C, D, E answer -BUSY (a script past lua-time-limit) while c2 tries", "SAFE",
+             error_busy, why="an error reply is a refusal: c2 has 0 votes, not 3"),
     Scenario("27", "election-runner", "3 runners in Election.run(); leader cut off, leader paused, leader killed",
              "SAFE", election_runner, proxies=True,
              why="a runner is told on_lost by its validity's end at the latest and campaigns again after a "
@@ -1332,6 +1357,9 @@ CATALOGUE: tuple[Scenario, ...] = (
              "SAFE", rolling_restart, leftovers=True,
              why="each extension a majority confirms writes c1's key back (SET NX) where a master lost it: "
                  "c1 keeps a majority through all five restarts, and c2 is always refused"),
+    Scenario("29", "eviction", "C evicts c1's key under maxmemory (volatile-lru)", "UNSAFE", eviction,
+             kinds=("mutual-exclusion", "lost-update"), proxies=True,
+             why="a volatile eviction policy may drop any lock key (each has a ttl): C grants c1's lock to c2"),
     Scenario("30a", "rwlock", "8 clients read (3 in 4) and write one read-write lock; kill, pauses", "SAFE",
              rwlock, loop=True, proxies=True, leftovers=True,
              why="a master grants a reader only without a writer and a writer only without readers: a read "

@@ -52,7 +52,7 @@ from typing import Any, Literal
 
 from redlock import quorum_size
 
-from .cluster import master_label
+from .history import master_index, master_label
 
 __all__ = [
     "FAULT_KINDS",
@@ -167,6 +167,8 @@ class FaultSet:
     the bound on masters down; ``fencing`` has the clients write through the fenced store;
     ``check_first`` has them check their lock's validity before their work rather than
     just before their write, so that a pause during the work makes a stale write (K1).
+    ``most_masters``, when not 0, caps how many masters one master fault hits (1: the
+    single-master K3/K4 edges, which only a holder on a bare majority meets).
     """
 
     name: str
@@ -174,6 +176,7 @@ class FaultSet:
     safe: bool
     fencing: bool = False
     check_first: bool = False
+    most_masters: int = 0
 
     @property
     def expected(self) -> str:
@@ -208,6 +211,7 @@ class FaultSet:
             "safe": self.safe,
             "fencing": self.fencing,
             "check_first": self.check_first,
+            "most_masters": self.most_masters,
         }
 
     @classmethod
@@ -218,6 +222,7 @@ class FaultSet:
             safe=bool(data["safe"]),
             fencing=bool(data.get("fencing", False)),
             check_first=bool(data.get("check_first", False)),
+            most_masters=int(data.get("most_masters", 0)),
         )
 
 
@@ -230,6 +235,8 @@ FAULT_SETS: dict[str, FaultSet] = {
         FaultSet("unsafe-restart", ("restart", "kill", "power-loss", "blackhole", "client-kill"), safe=False),
         FaultSet("unsafe-clock", ("clock-jump", "clock-rate", "blackhole", "link-delay"), safe=False),
         FaultSet("unsafe-pause", ("client-pause", "client-kill", "link-delay"), safe=False, check_first=True),
+        # One master at a time: an overlap needs a holder whose key is on a bare majority.
+        FaultSet("unsafe-single", ("restart", "clock-jump"), safe=False, most_masters=1),
     )
 }
 
@@ -279,7 +286,7 @@ class FaultOp:
         if self.fault.target == "client":
             return ()
         labels = self.target.rsplit("-", 1)[-1]
-        return tuple(_label_index(label) for label in labels.split(","))
+        return tuple(master_index(label) for label in labels.split(","))
 
     @property
     def client(self) -> str | None:
@@ -305,14 +312,6 @@ class FaultOp:
             str(data["target"]),
             float(data.get("value", 0.0)),
         )
-
-
-def _label_index(label: str) -> int:
-    if len(label) == 1 and label.isupper():
-        return ord(label) - ord("A")
-    if label.startswith("M") and label[1:].isdigit():
-        return int(label[1:])
-    raise ValueError(f"not a master label: {label!r}")
 
 
 @dataclass(frozen=True)
@@ -426,7 +425,16 @@ def generate(
         if end > horizon:
             continue
         target = _pick_target(
-            kind, faults.safe, start=now, end=end, ops=ops, busy=busy, nodes=nodes, slots=slots, rng=rng
+            kind,
+            faults.safe,
+            start=now,
+            end=end,
+            ops=ops,
+            busy=busy,
+            nodes=nodes,
+            slots=slots,
+            rng=rng,
+            most=faults.most_masters,
         )
         if target is None:
             continue
@@ -455,10 +463,12 @@ def _pick_target(
     nodes: int,
     slots: Sequence[str],
     rng: random.Random,
+    most: int = 0,
 ) -> str | None:
     """A free target for a new fault, or None. A master fault takes a group of masters at
     once (an NTP step or a power event rarely hits one machine only): up to a majority in an
-    UNSAFE set, up to ``nodes - quorum`` and within that bound of masters down in a SAFE one."""
+    UNSAFE set, up to ``nodes - quorum`` and within that bound of masters down in a SAFE one;
+    never more than ``most`` when it is not 0."""
 
     def free(resource: str) -> bool:
         return busy.get(resource, -math.inf) <= start
@@ -473,6 +483,8 @@ def _pick_target(
         return rng.choice(options) if options else None
     bound = nodes - quorum_size(nodes)
     size = rng.randint(1, bound if safe else quorum_size(nodes))
+    if most:
+        size = min(size, most)
     masters = [i for i in range(nodes) if free(f"master:{i}")]
     if safe and fault_kind(kind).down:
         room = bound - max(len(masters_down(ops, at)) for at in _rises(ops, start, end))

@@ -43,7 +43,7 @@ from redis.retry import Retry
 import redlock
 from redlock.fencing import FencedStore
 
-from .history import ExtendInvoked, ExtendReturned, Recorder
+from .history import ExtendInvoked, ExtendReturned, Recorder, master_label, voters_of
 
 __all__ = [
     "RESOURCE_PREFIX",
@@ -238,6 +238,8 @@ class ClientSession:
         self.fencing = fencing
         self.rng = random.Random(seed)
         self.shared = shared or {}
+        #: The library's name of each master -> its label in histories (A, B, ...).
+        self.labels = {name: master_label(i) for i, name in enumerate(rl.master_names)}
         self.locks: dict[str, redlock.Lock] = {}
         # name -> (value read, fencing token it was read under)
         self.reads: dict[str, tuple[int, int | None]] = {}
@@ -298,8 +300,16 @@ class ClientSession:
         # This thread owns the Lock now (a shared one too), so its token is this holding's:
         # each local holder acquires on the masters afresh, under a new token.
         deadline = self._deadline(lock)
+        voters = voters_of(lock.outcomes, self.labels)
         self._acquire_returned(
-            lock, ops, ok=True, token=lock.token, deadline=deadline, fencing=lock.fencing_token, **recorded
+            lock,
+            ops,
+            ok=True,
+            token=lock.token,
+            deadline=deadline,
+            fencing=lock.fencing_token,
+            voters=voters,
+            **recorded,
         )
         return {"ok": True, "deadline": deadline, "fencing": lock.fencing_token, "token": lock.token}
 
@@ -384,8 +394,9 @@ class ClientSession:
                 self.recorder.extend_returned(self.client, each, op, ok=False, error=_describe(exc))
             return {"ok": False, "error": _describe(exc), "lost": lock.lost}
         deadline = self._deadline(lock)
+        voters = voters_of(lock.outcomes, self.labels)
         for each, op in zip(lock.names, ops, strict=True):
-            self.recorder.extend_returned(self.client, each, op, ok=True, deadline=deadline)
+            self.recorder.extend_returned(self.client, each, op, ok=True, deadline=deadline, voters=voters)
         return {"ok": True, "deadline": deadline}
 
     def renewal(self, name: str) -> dict[str, Any]:
@@ -581,7 +592,14 @@ class ClientSession:
                 continue
             lock = election.lock
             self.recorder.acquire_returned(
-                self.client, spec.name, op, ok=True, token=lock.token, deadline=lock.deadline, fencing=election.term
+                self.client,
+                spec.name,
+                op,
+                ok=True,
+                token=lock.token,
+                deadline=lock.deadline,
+                fencing=election.term,
+                voters=voters_of(lock.outcomes, self.labels),
             )
             won += 1
             steps += self._lead(spec, election.lock, lock.deadline)

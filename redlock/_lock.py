@@ -49,6 +49,7 @@ from redlock.exceptions import (
     LockNotAcquired,
     LockNotHeld,
     MasterMisconfigured,
+    NodeOutcome,
     QuorumUnavailable,
     RedlockError,
     ReleaseUnconfirmed,
@@ -447,6 +448,7 @@ class LockState(Generic[ClusterT]):
         #: How the last acquire at the masters was refused (None: it was not), for the
         #: error a ``with`` block raises.
         self._refusal: Result | None = None
+        self._outcomes: tuple[NodeOutcome, ...] = ()
 
     def __repr__(self) -> str:
         state = f"held, {self.validity:.3f}s left" if self.locked() else "not held"
@@ -488,6 +490,14 @@ class LockState(Generic[ClusterT]):
     def fencing_token(self) -> int | None:
         """With ``fencing=True``: a number larger than every earlier holder's; else None."""
         return None if self._lease is None else self._lease.fencing_token
+
+    @property
+    def outcomes(self) -> tuple[NodeOutcome, ...]:
+        """Each master's part in the last acquire or ``extend()`` that succeeded, in master
+        order (empty before the first): which masters granted it, which refused or failed,
+        and which were ``NOT_AWAITED`` because a majority had already granted. A failure's
+        outcomes are on the error it raises."""
+        return self._outcomes
 
     @property
     def validity(self) -> float:
@@ -691,6 +701,7 @@ class LockState(Generic[ClusterT]):
         if result.ok:
             assert result.token is not None
             self._lease = Lease(result.token, result.deadline, result.fencing_token)
+            self._outcomes = result.outcomes
             if self._options.max_hold is not None:
                 self._lease.hold_until = hold_start(self._spec, result.deadline) + self._options.max_hold
             return self._lease
@@ -890,6 +901,7 @@ class LockState(Generic[ClusterT]):
         if self._lease is not lease or lease.ended:
             raise LockNotHeld(f"lock {self.name!r} was released while it was being extended", resource=self.name)
         if result.ok and not lease.lost:
+            self._outcomes = result.outcomes
             return self.validity
         left = self.validity
         if not result.token_gone and not lease.lost and left > 0:

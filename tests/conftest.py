@@ -197,6 +197,7 @@ class BlockingLock:
     token = property(lambda self: self.inner.token)
     validity = property(lambda self: self.inner.validity)
     fencing_token = property(lambda self: self.inner.fencing_token)
+    outcomes = property(lambda self: self.inner.outcomes)
     hold_count = property(lambda self: self.inner.hold_count)
     names = property(lambda self: self.inner.names)
     quorum = property(lambda self: self.inner.quorum)

@@ -260,6 +260,9 @@ def test_explore_safe_smoke(tmp_path: pathlib.Path) -> None:
     assert outcome.passed
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["expected"] == summary["observed"] == "SAFE"
+    assert summary["verdict"] in ("safe", "unknown")
+    assert summary["margins"]["count"] > 0
+    assert summary["first_violation"] is None
     assert summary["acquisitions"] > 0
     assert summary["faults_scheduled"] == len(outcome.schedule.ops) > 0
     assert 0.0 <= summary["availability"] <= 1.0

@@ -140,6 +140,13 @@ def test_baseline_is_safe_and_live(quick_scenario: QuickScenario) -> None:
     assert document["elapsed"] == result.elapsed > 0
     assert document["plot"] == str(result.plot_path)
     assert document["expected"] == "SAFE"
+    # Each grant says which masters granted it; the masters' ground truth gives its margin.
+    granted = [e for e in history.of_type(AcquireReturned) if e.ok]
+    assert all(e.voters is not None and len(e.voters) >= 3 for e in granted)
+    assert result.margins is not None
+    assert result.margins.margins
+    assert document["margins"]["count"] == len(result.margins.margins)
+    assert document["margins"]["near_misses"] == 0
 
 
 def test_k4_restart_empty_produces_two_holders(quick_scenario: QuickScenario) -> None:

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 import redlock.asyncio
-from redlock import LockLost, QuorumUnavailable, Redlock
+from redlock import LockLost, NodeStatus, QuorumUnavailable, Redlock
 from redlock.fencing import FencedStore
 from redlock.servers import LocalMasters
 
@@ -164,6 +164,18 @@ def test_unfenced_locks_have_no_fencing_token(client: ClientFactory, masters: Lo
     lock = client(masters.urls).lock(unique())
     assert lock.acquire(blocking=False)
     assert lock.fencing_token is None
+    lock.release()
+
+
+def test_a_held_lock_says_which_masters_granted_it(client: ClientFactory, masters: LocalMasters) -> None:
+    lock = client(masters.urls).lock(unique())
+    assert lock.outcomes == ()
+    assert lock.acquire(blocking=False)
+    granted = [o.node for o in lock.outcomes if o.status is NodeStatus.GRANTED]
+    assert len(lock.outcomes) == len(masters.urls)
+    assert len(granted) >= lock.quorum
+    lock.extend()
+    assert sum(o.status is NodeStatus.GRANTED for o in lock.outcomes) >= lock.quorum
     lock.release()
 
 

@@ -9,10 +9,11 @@ import pathlib
 import pytest
 
 from chaos.__main__ import main
+from chaos.history import AcquireReturned, ExtendReturned
 from chaos.schedule import FaultOp, Schedule
 from chaos.sim import search, variants
 from chaos.sim.model import MODELLED, Keyspace
-from chaos.sim.trial import run_trial
+from chaos.sim.trial import Settings, _Trial, run_trial
 from chaos.sim.world import Clock, resp
 from redlock import _scripts
 from redlock._connection import reply_parser
@@ -70,6 +71,19 @@ def test_a_fault_free_run_is_safe_and_busy() -> None:
     result = run_trial(_quiet(), 1)
     assert not result.violated, result.describe()
     assert result.acquisitions > 20
+
+
+def test_the_simulator_records_the_voters_of_every_grant() -> None:
+    trial = _Trial(_quiet(2.0), 1, Settings())
+    trial.world.run(2.0)
+    history = trial.recorder.history()
+    granted = [e for e in history.of_type(AcquireReturned) if e.ok]
+    assert granted
+    for event in granted:
+        assert event.voters is not None
+        assert len(event.voters) >= 3
+        assert set(event.voters) <= set("ABCDE")
+    assert all(e.voters is not None for e in history.of_type(ExtendReturned) if e.ok)
 
 
 def test_the_safe_family_finds_nothing() -> None:

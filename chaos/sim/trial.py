@@ -28,7 +28,7 @@ from redlock._flows import Lease, LockSpec, Tokens, extend_flow, release_flow
 from redlock._kinds import FENCED, PLAIN
 
 from ..checkers import Verdict, check_all
-from ..history import Event, Recorder
+from ..history import Event, Recorder, voters_of
 from ..schedule import FaultOp, FaultSet, Schedule
 from .world import Client, Clock, Master, Network, World
 
@@ -183,6 +183,7 @@ class _Worker:
             token=result.token,
             deadline=client.true_time(result.deadline),
             fencing=result.fencing_token,
+            voters=voters_of(result.outcomes),
         )
         lease = Lease(result.token, result.deadline, result.fencing_token)
         read = trial.resource.get(spec.key, 0)
@@ -205,6 +206,7 @@ class _Worker:
                     op,
                     ok=result.ok,
                     deadline=client.true_time(lease.deadline) if result.ok else None,
+                    voters=voters_of(result.outcomes) if result.ok else None,
                 )
                 self.write(spec, lease, read, valid)
 
