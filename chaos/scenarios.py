@@ -1098,7 +1098,9 @@ def election_runner(run: Run) -> None:
             after = [r for r in won if r.time > when]
             run.expect(len(after) > 0, f"a runner leads again after the leader's {fault}", f"{len(after)} terms")
         # How late on_lost came after the validity ended (a paused runner could not act
-        # before it was continued): a measure, not a verdict, since it is scheduling latency.
+        # before it was continued). A few ms of scheduling latency is the runner's due; a
+        # whole ttl is a runner that believed it led after its validity (the leader's steps
+        # here stop at the deadline themselves, so no overlap would ever show it).
         late = [
             t.released - t.deadline
             for t in history.tenures()
@@ -1106,6 +1108,11 @@ def election_runner(run: Run) -> None:
             and t.released > t.deadline and t.client not in paused_clients
         ]  # fmt: skip
         run.metric("on_lost_after_deadline_ms", round(1000 * max(late, default=0.0)))
+        run.expect(
+            max(late, default=0.0) < ttl,
+            "on_lost comes within a ttl of the validity's end (runners not paused)",
+            f"{1000 * max(late, default=0.0):.0f} ms late",
+        )
 
     paused_clients = {paused} if paused is not None else set()
     run.after(one_leader_at_a_time)

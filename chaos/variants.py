@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from redlock import _core, _flows, _kinds, _lock, _scripts
+from redlock import _core, _election, _flows, _kinds, _lock, _scripts
 from redlock._core import Command, Flow, Result, Round
 from redlock.exceptions import NodeStatus
 
@@ -192,6 +192,26 @@ def _reader_ignores_writer() -> None:
     _scripts.RW_READ_ACQUIRE = _READ_IGNORES_WRITER
 
 
+def _runner_outlives_validity() -> None:
+    # A runner that, once elected, believes it leads until it is told to stop: it neither
+    # wakes for the Lock's loss report nor bounds its wait by the deadline, so on_lost comes
+    # at stop(), long after another runner was elected. The relay keeps handing the client
+    # waits while the real runner sits in its holding wait, never asking the Lock again.
+    original = _election.Runner.advance
+
+    def advance(
+        self: _election.Runner, outcome: object = None, error: BaseException | None = None
+    ) -> _election.Step | None:
+        holding = getattr(self, "_variant_holding", False)
+        if holding and error is None and self._leading and not self.done:
+            return _election.Wait(self._election.ttl)
+        step = original(self, outcome, error)
+        self._variant_holding = isinstance(step, _election.Wait) and self._leading  # type: ignore[attr-defined]
+        return step
+
+    _election.Runner.advance = advance  # type: ignore[method-assign]
+
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("quorum-half", "quorum N//2 instead of N//2+1: two disjoint 'majorities'", _half_quorum),
     Variant(
@@ -216,6 +236,11 @@ VARIANTS: tuple[Variant, ...] = (
         "reader-ignores-writer",
         "a read-write lock's reader is granted whatever the writer holds or waits for",
         _reader_ignores_writer,
+    ),
+    Variant(
+        "runner-outlives-validity",
+        "an election runner that believes it leads until stopped: on_lost comes long after the validity ended",
+        _runner_outlives_validity,
     ),
 )
 

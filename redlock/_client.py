@@ -233,6 +233,9 @@ class Redlock(ClusterConfig):
         One read of every master (the token and the ttl left, in one step each), waiting for
         each up to ``node_timeout``; a master that does not answer is reported unreachable.
         It changes nothing and holds nothing: the answer may be stale when it returns.
+        For a read-write lock (:meth:`rwlock`) it shows the readers and a waiting writer's
+        intent too (:attr:`LockInfo.readers`, :attr:`LockInfo.intent`, per master in
+        :attr:`MasterInfo.readers`): ``holder`` is then the writer.
         """
         spec = self._lock_spec(name, DEFAULT_TTL)
         return self._driver.run(inspect_flow(spec), lambda result: lock_info(spec, result))
@@ -243,7 +246,8 @@ class Redlock(ClusterConfig):
         For operators clearing a lock whose holder is gone. A holder still at work is NOT
         told: it goes on as if it held the lock while the next one acquires it, exactly as
         if its lock had expired under it (fencing tokens still protect a fenced resource:
-        the counters are kept). Its later release or extend reports the lock lost.
+        the counters are kept). Its later release or extend reports the lock lost. For a
+        read-write lock it removes the writer, every reader and a waiting writer's intent.
         """
         spec = self._lock_spec(name, DEFAULT_TTL)
         return self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))

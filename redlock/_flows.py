@@ -9,6 +9,7 @@ commands (and the quorum) the kind gives them differ.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import random
@@ -27,7 +28,9 @@ from redlock._core import (
     Result,
     Round,
     drift_allowance,
+    intent_key,
     order_key,
+    readers_key,
     release_channel,
     retry_delays,
     ttl_milliseconds,
@@ -656,6 +659,12 @@ class MasterInfo:
     #: refused our credentials, permissions, TLS or scripts); None when it was read.
     #: (``GRANTED`` or ``DENIED``: it replied, but its reply was not read.)
     status: NodeStatus | None = None
+    #: A read-write lock's unexpired readers here: (token, seconds left) each, by expiry.
+    readers: tuple[tuple[str, float], ...] = ()
+    #: The token of a writer of a read-write lock that waits for its readers to leave (its
+    #: intent keeps new readers out), and the seconds its mark has left; None when none waits.
+    intent: str | None = None
+    intent_ttl: float | None = None
 
     @property
     def answered(self) -> bool:
@@ -702,6 +711,19 @@ class LockInfo:
         """The token a quorum of masters holds, if any: the lock's holder right now."""
         return self.leading if self.votes >= self.quorum else None
 
+    @property
+    def readers(self) -> tuple[str, ...]:
+        """A read-write lock's readers held by a quorum of masters (those who may read now)."""
+        counts = collections.Counter(token for master in self.masters for token, _ in master.readers)
+        return tuple(sorted(token for token, votes in counts.items() if votes >= self.quorum))
+
+    @property
+    def intent(self) -> str | None:
+        """The token of a writer of a read-write lock waiting for its readers, as marked on
+        the most masters (any mark keeps new readers out there); None when none is marked."""
+        counts = collections.Counter(master.intent for master in self.masters if master.intent is not None)
+        return counts.most_common(1)[0][0] if counts else None
+
     def _votes(self) -> dict[str, int]:
         votes: dict[str, int] = {}
         for master in self.masters:
@@ -713,7 +735,8 @@ class LockInfo:
 def inspect_flow(spec: LockSpec) -> Flow:
     """Ask every master who holds ``spec.key`` and for how long; see :func:`lock_info`."""
     # Every master's answer is wanted, not a majority's, as for a clean-up.
-    round_ = spec.round(Command.run_script(_scripts.INSPECT, [spec.key], []), cleanup=True)
+    keys = [spec.key, readers_key(spec.key), intent_key(spec.key)]
+    round_ = spec.round(Command.run_script(_scripts.INSPECT, keys, []), cleanup=True)
     yield round_
     return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
 
@@ -724,10 +747,24 @@ def force_release_flow(spec: LockSpec) -> Flow:
     For operators only: a holder still at work goes on believing it holds the lock while
     the next one acquires it, exactly as if its lock had expired under it.
     """
-    command = Command.run_script(_scripts.FORCE_RELEASE, [spec.key, order_key(spec.key)], [release_channel(spec.key)])
+    readers = readers_key(spec.key)
+    keys = [spec.key, order_key(spec.key), order_key(readers), readers, intent_key(spec.key)]
+    channels = [release_channel(spec.key), release_channel(readers)]
+    command = Command.run_script(_scripts.FORCE_RELEASE, keys, channels)
     round_ = spec.round(command, cleanup=True)
     yield round_
     return Result(True, round_.ordered_outcomes(), round_.granted, rounds=(round_,))
+
+
+def _text(value: object) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _held(value: object, pttl: object) -> tuple[str | None, float | None]:
+    """A key's token and seconds left (``math.inf``: no expiry) from GET and PTTL."""
+    if value is None:
+        return None, None
+    return _text(value), math.inf if int(pttl) == -1 else max(0, int(pttl)) / 1000  # type: ignore[call-overload]
 
 
 def lock_info(spec: LockSpec, result: Result) -> LockInfo:
@@ -759,15 +796,17 @@ def lock_info(spec: LockSpec, result: Result) -> LockInfo:
             error = outcome.detail or outcome.status.value
             masters.append(MasterInfo(outcome.node, False, error=error, status=outcome.status))
             continue
-        if not isinstance(reply, list | tuple) or len(reply) != 3:  # an answer, but not the script's
+        if not isinstance(reply, list | tuple) or len(reply) != 6:  # an answer, but not the script's
             unexpected = f"unexpected reply {reply!r}"
             masters.append(MasterInfo(outcome.node, False, error=unexpected, status=NodeStatus.ERROR))
             continue
-        _, value, pttl = reply
-        if value is None:
-            masters.append(MasterInfo(outcome.node, True))
-            continue
-        token = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-        ttl = math.inf if int(pttl) == -1 else max(0, int(pttl)) / 1000
-        masters.append(MasterInfo(outcome.node, True, token, ttl))
+        _, value, pttl, scored, intent, intent_pttl = reply
+        readers = tuple(
+            (_text(token), max(0, int(left)) / 1000) for token, left in zip(scored[::2], scored[1::2], strict=True)
+        )
+        token, ttl = _held(value, pttl)
+        intent_token, intent_ttl = _held(intent, intent_pttl)
+        masters.append(
+            MasterInfo(outcome.node, True, token, ttl, readers=readers, intent=intent_token, intent_ttl=intent_ttl)
+        )
     return LockInfo(spec.key, spec.quorum, tuple(masters))

@@ -138,30 +138,43 @@ return 1
     idempotent=True,
 )
 
-# KEYS[1] lock key.
-# Returns {1, token or nil, pttl}: who holds the key on this master and for how many more
-# milliseconds (PTTL: -2 no key, -1 no expiry), read in one step so that a key expiring
-# between two reads cannot show up as a holder with no ttl. The leading 1 marks an answer.
-INSPECT = Script(
-    """
-return {1, redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1])}
-""",
-    idempotent=True,
-)
-
-# KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] the channel waiters listen on.
-# As INSPECT, and deletes the key whatever token it holds (an operator's override), with
-# its extend-order key; announces the release to waiters as a release would. The fencing
-# counter stays: it must keep growing across holders, forced out or not.
-FORCE_RELEASE = Script(
-    """
-local token = redis.call('get', KEYS[1])
-local pttl = redis.call('pttl', KEYS[1])
-if token then
-    redis.call('del', KEYS[1], KEYS[2])
-    redis.call('publish', ARGV[1], token)
+# KEYS[1] lock key; KEYS[2], KEYS[3] the readers and the writer's intent of a read-write lock
+# of that name (absent for any other kind). (FORCE_RELEASE shares the reading: its last two
+# keys are those two.)
+# Returns {1, token or nil, pttl, readers, intent or nil, intent's pttl}: who holds the key on
+# this master and for how many more milliseconds (PTTL: -2 no key, -1 no expiry), read in one
+# step so that a key expiring between two reads cannot show up as a holder with no ttl;
+# ``readers`` is {token, ms left, ...} for each unexpired reader (its score is its expiry on
+# this master's clock, as the read-write scripts keep it). The leading 1 marks an answer.
+_INSPECT_READ = """
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local readers = {}
+local scored = redis.call('zrangebyscore', KEYS[#KEYS - 1], '(' .. now, '+inf', 'WITHSCORES')
+for i = 1, #scored, 2 do
+    readers[#readers + 1] = scored[i]
+    readers[#readers + 1] = tonumber(scored[i + 1]) - now
 end
-return {1, token, pttl}
+local reply = {1, redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]), readers,
+    redis.call('get', KEYS[#KEYS]), redis.call('pttl', KEYS[#KEYS])}"""
+
+INSPECT = Script(_INSPECT_READ + "\nreturn reply\n", idempotent=True)
+
+# KEYS[1] lock key; KEYS[2] its extend-order key; KEYS[3] the extend-order hash of the readers
+# of a read-write lock of that name; KEYS[4] the readers; KEYS[5] a waiting writer's intent;
+# ARGV[1], ARGV[2] the channels writers and readers wait on.
+# As INSPECT (what it removes, read just before), and deletes all of that whatever tokens it
+# holds (an operator's override); announces the release to waiters as a release would. The
+# fencing counter stays: it must keep growing across holders, forced out or not.
+FORCE_RELEASE = Script(
+    _INSPECT_READ
+    + """
+if redis.call('del', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]) > 0 then
+    local token = reply[2] or reply[5] or 'readers'
+    redis.call('publish', ARGV[1], token)
+    redis.call('publish', ARGV[2], token)
+end
+return reply
 """
 )
 

@@ -757,7 +757,26 @@ def _master_json(info: MasterInfo) -> dict[str, object]:
         "token": info.token if held else None,
         "pttl_ms": (-1 if math.isinf(info.ttl) else round(info.ttl * 1000)) if held and info.ttl is not None else None,
         "error": None if info.reachable else info.error,
+        "readers": [{"token": token, "pttl_ms": round(left * 1000)} for token, left in info.readers],
+        "intent": info.intent,
+        "intent_pttl_ms": _pttl_ms(info.intent_ttl),
     }
+
+
+def _pttl_ms(ttl: float | None) -> int | None:
+    return None if ttl is None else -1 if math.isinf(ttl) else round(ttl * 1000)
+
+
+def _rw_state(info: MasterInfo) -> str:
+    """A read-write lock's readers and waiting writer on one master ("" for other locks)."""
+    parts = []
+    if info.readers:
+        each = ", ".join(f"{token} {left:.3f} s" for token, left in info.readers)
+        parts.append(f"{len(info.readers)} reader{'s' if len(info.readers) > 1 else ''} ({each})")
+    if info.intent is not None:
+        left = "" if info.intent_ttl is None else f" {info.intent_ttl:.3f} s left"
+        parts.append(f"writer waiting: {info.intent}{left}")
+    return "".join(f"; {part}" for part in parts)
 
 
 class _Trouble(NamedTuple):
@@ -799,16 +818,19 @@ def _holding(info: MasterInfo) -> str:
     if not info.reachable:
         return _trouble(info)
     if info.token is None or info.ttl is None:
-        return "free"
+        return ("no writer" if info.readers else "free") + _rw_state(info)
     if math.isinf(info.ttl):
         return f"{info.token}  no expiry (not a Redlock key?)"
-    return f"{info.token}  {info.ttl:.3f} s left"
+    return f"{info.token}  {info.ttl:.3f} s left" + _rw_state(info)
 
 
 def _removal(info: MasterInfo) -> str:
     if not info.reachable:
         return f"not released there, {_trouble(info)}"
-    return "nothing to remove" if info.token is None else f"removed {info.token}"
+    removed = [] if info.token is None else [info.token]
+    removed += [f"reader {token}" for token, _ in info.readers]
+    removed += [] if info.intent is None else [f"writer's intent {info.intent}"]
+    return f"removed {', '.join(removed)}" if removed else "nothing to remove"
 
 
 def _unavailable(info: LockInfo) -> str:
@@ -847,6 +869,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
         verdict, code = "unavailable", ExitCode.UNAVAILABLE
     elif holder is not None:
         verdict, code = "held", ExitCode.OK
+    elif info.readers:
+        verdict, code = "read", ExitCode.OK
     else:
         verdict, code = ("split" if count else "free"), ExitCode.NOT_HELD
         holder = None
@@ -855,6 +879,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
             "name": args.name,
             "verdict": verdict,
             "holder": holder,
+            "readers": list(info.readers),
+            "intent": info.intent,
             "votes": count,
             "quorum": info.quorum,
             "reachable": reachable,
@@ -867,11 +893,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
     _print_masters(views, _holding)
     summary = {
         "held": f"held by {holder} on {count} of {len(views)} masters",
+        "read": f"read-held by {len(info.readers)} reader(s) on a quorum: {', '.join(info.readers)}",
         "free": "free: no master holds it",
         "split": f"split: no token is on a quorum (the most common is on {count})",
         "unavailable": _unavailable(info),
     }
     print(summary[verdict])
+    if info.intent is not None:
+        print(f"a writer waits for the readers to leave: {info.intent}")
     return code
 
 

@@ -63,7 +63,7 @@ def test_lock_info_names_the_holder_only_with_a_quorum(replies: list[object], fo
                 round_.record(node, NodeStatus.TIMEOUT, "no reply")
             else:
                 token, pttl = reply  # type: ignore[misc]
-                round_.record_reply(node, [1, token, pttl])
+                round_.record_reply(node, [1, token, pttl, [], None, -2])
         return 1.0
 
     info = lock_info(spec, drive(flow, answer))
@@ -83,10 +83,31 @@ def test_lock_info_names_the_holder_only_with_a_quorum(replies: list[object], fo
             assert master.ttl == (math.inf if reply[1] == -1 else max(0, reply[1]) / 1000)  # type: ignore[index]
 
 
+@given(
+    st.lists(st.sets(st.sampled_from("rst"), max_size=3), min_size=5, max_size=5),
+    st.lists(st.booleans(), min_size=5, max_size=5),
+)
+def test_lock_info_counts_readers_on_a_quorum_and_the_most_marked_intent(
+    readers: list[set[str]], marked: list[bool]
+) -> None:
+    spec = _spec()
+    round_ = Round(Command(("X",)), spec.all_nodes, NODES, 3, 0.05, wait_for_all=True)
+    for node, (mine, mark) in enumerate(zip(readers, marked, strict=True)):
+        scored = [item for token in sorted(mine) for item in (token.encode(), 1500)]
+        round_.record_reply(node, [1, None, -2, scored, b"w" if mark else None, 900 if mark else -2])
+    info = lock_info(spec, Result(True, (), 0, rounds=(round_,)))
+    assert info.readers == tuple(t for t in "rst" if sum(t in mine for mine in readers) >= 3)
+    assert info.intent == ("w" if any(marked) else None)
+    assert info.holder is None
+    for master, mine, mark in zip(info.masters, readers, marked, strict=True):
+        assert master.readers == tuple((token, 1.5) for token in sorted(mine))
+        assert (master.intent, master.intent_ttl) == (("w", 0.9) if mark else (None, None))
+
+
 def test_lock_info_of_an_unexpected_reply_is_not_a_holder() -> None:
     spec = _spec()
     round_ = Round(Command(("X",)), spec.all_nodes, NODES, 3, 0.05)
-    round_.record_reply(0, [1, b"a"])  # not [1, token, pttl]
+    round_.record_reply(0, [1, b"a"])  # not the script's six items
     for node in range(1, 5):
         round_.record(node, NodeStatus.ERROR, "WRONGTYPE")
     info = lock_info(spec, Result(True, (), 0, rounds=(round_,)))
@@ -105,7 +126,7 @@ def test_lock_info_says_a_master_silent_until_the_timeout_timed_out() -> None:
     spec = _spec()
     round_ = Round(Command(("X",)), spec.all_nodes, NODES, 3, 0.5, wait_for_all=True)
     for node in range(4):
-        round_.record_reply(node, [1, None, -2])
+        round_.record_reply(node, [1, None, -2, [], None, -2])
     info = lock_info(spec, Result(True, (), 0, rounds=(round_,)))
     silent = info.masters[4]
     assert (silent.reachable, silent.status, silent.error) == (False, NodeStatus.TIMEOUT, "no reply within 0.50s")
@@ -219,6 +240,45 @@ def test_force_release_removes_whatever_holds_the_lock(
     # The forced-out holder learns of it when it releases.
     with pytest.raises(LockLost):
         holder.release()
+
+
+def test_inspect_and_force_release_see_a_read_write_locks_readers_and_waiting_writer(
+    client: ClientFactory, masters: LocalMasters, raw: list[redis.Redis]
+) -> None:
+    rl, operator = client(masters.urls, retry_delay=20.0), client(masters.urls)
+    name = unique()
+    rw = rl.rwlock(name, ttl=30.0)
+    readers = [rw.read(), rw.read()]
+    assert all(reader.acquire(blocking=False) for reader in readers)
+    tokens = tuple(sorted(reader.token for reader in readers))
+    assert eventually(lambda: operator.inspect(name).readers == tokens)
+    info = operator.inspect(name)
+    assert (info.holder, info.intent) == (None, None)
+    for master in info.masters:
+        assert tuple(sorted(token for token, _ in master.readers)) == tokens
+        assert all(25.0 < left <= 30.0 for _, left in master.readers)
+    # A writer that waits marks its intent; the operator sees whose.
+    writer = rw.write()
+    got: list[bool] = []
+    waiting = threading.Thread(target=lambda: got.append(writer.acquire(timeout=30.0)))
+    waiting.start()
+    assert eventually(lambda: operator.inspect(name).intent is not None)
+    marked = operator.inspect(name)
+    assert all(m.intent_ttl is not None and 0 < m.intent_ttl <= 30.0 for m in marked.masters if m.intent)
+    removed = operator.force_release(name)
+    assert removed.readers == tokens
+    assert removed.intent == marked.intent
+    readers_key, intent_key = f"redlock:readers:{name}", f"redlock:intent:{name}"
+    waiting.join(30)
+    assert got == [True]  # woken by the forced release, well before its 10 s retry
+    assert eventually(lambda: operator.inspect(name).holder == writer.token)
+    assert [node.exists(readers_key) for node in raw] == [0] * 5
+    assert operator.inspect(name).readers == ()
+    writer.release()
+    assert [node.exists(name, intent_key) for node in raw] == [0] * 5
+    for reader in readers:  # the forced-out readers learn of it when they release
+        with pytest.raises(LockLost):
+            reader.release()
 
 
 def test_force_release_wakes_waiters(client: ClientFactory, masters: LocalMasters) -> None:

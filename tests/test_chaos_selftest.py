@@ -216,3 +216,14 @@ def test_selftest_catches_an_error_reply_counted_as_a_grant(scenario: str, tmp_p
     assert main([*argv, "--seed", "3", "--out", str(tmp_path)]) == 0
     [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
     assert cell["caught"], cell
+
+
+@pytest.mark.servers
+def test_selftest_catches_a_runner_that_believes_it_leads_past_its_validity(tmp_path: pathlib.Path) -> None:
+    """Scenario 27's leaders stop their own steps at the Lock's deadline, so a runner that
+    tells on_lost only at stop() overlaps nobody: its lateness, past a ttl, is what fails."""
+    argv = ["selftest", "--variants", "runner-outlives-validity", "--scenarios", "election-runner", "--runs", "1"]
+    assert main([*argv, "--quick", "-q", "--seed", "3", "--out", str(tmp_path)]) == 0
+    [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
+    assert cell["robust"], cell
+    assert any("on_lost comes within a ttl" in text for text in cell["failed_checks"]), cell

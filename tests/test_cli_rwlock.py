@@ -3,8 +3,10 @@ lock, on real masters (the rest of exec, its guardian and exit codes, is tests/t
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +16,7 @@ from redlock._core import readers_key
 from redlock.cli import ENV_MASTERS, ExitCode
 
 from .cli_helpers import unique
+from .conftest import eventually
 from .test_cli import one_line_error, run
 
 
@@ -66,3 +69,38 @@ def test_exec_read_write_usage_errors(argv: list[str], rl: Redlock, capsys: pyte
     assert code == ExitCode.USAGE
     assert out == ""
     one_line_error(err)
+
+
+def test_status_and_force_release_show_readers_and_a_waiting_writer(
+    rl: Redlock, master_urls: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = unique("rw")
+    rw = rl.rwlock(name, ttl=30.0)
+    readers = [rw.read(), rw.read()]
+    assert all(reader.acquire(blocking=False) for reader in readers)
+    tokens = sorted(str(reader.token) for reader in readers)
+    code, out, _ = run(capsys, "status", name)
+    assert code == ExitCode.OK
+    assert out.count("no writer; 2 readers (") == len(master_urls)
+    assert out.splitlines()[-1] == f"read-held by 2 reader(s) on a quorum: {', '.join(tokens)}"
+    code, out, _ = run(capsys, "status", name, "--json")
+    report = json.loads(out)
+    assert (report["verdict"], report["readers"], report["intent"], report["holder"]) == ("read", tokens, None, None)
+    assert all(0 < r["pttl_ms"] <= 30_000 for m in report["masters"] for r in m["readers"])
+    with Redlock(master_urls, retry_delay=20.0) as other:
+        writer = other.rwlock(name, ttl=30.0).write()
+        got: list[bool] = []
+        waiting = threading.Thread(target=lambda: got.append(writer.acquire(timeout=30.0)))
+        waiting.start()
+        assert eventually(lambda: rl.inspect(name).intent is not None)
+        intent = rl.inspect(name).intent
+        code, out, _ = run(capsys, "status", name)
+        assert f"writer waiting: {intent}" in out
+        assert out.splitlines()[-1] == f"a writer waits for the readers to leave: {intent}"
+        code, out, _ = run(capsys, "release", name, "--force", "--yes")
+        assert code == ExitCode.OK
+        assert f"reader {tokens[0]}, reader {tokens[1]}" in out or f"reader {tokens[1]}, reader {tokens[0]}" in out
+        assert f"writer's intent {intent}" in out
+        waiting.join(30)
+        assert got == [True]  # the readers and the intent are gone: the writer got in
+        writer.release()

@@ -75,7 +75,7 @@ SPEC = LockSpec("e", 3.0, ("A", "B", "C"), 0.05, 0.01, 0.2, 10.0, kind=FENCED)
 def _inspect_reply(round_: Round, token: str | None, holders: int) -> None:
     for node in round_.targets:
         value = token.encode() if token is not None and node < holders else None
-        round_.record(node, NodeStatus.GRANTED, reply=[1, value, 3000 if value else -2])
+        round_.record(node, NodeStatus.GRANTED, reply=[1, value, 3000 if value else -2, [], None, -2])
 
 
 def observe_step(

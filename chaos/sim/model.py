@@ -173,14 +173,23 @@ def _fence_raise(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> 
 
 
 def _inspect(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
-    holder = ks.holder(keys[0], now)
-    return [1, None if holder is None else holder.encode(), ks.pttl(keys[0], now)]
+    holder, intent = ks.holder(keys[0], now), ks.holder(keys[-1], now)
+    ms = math.floor(now * 1000)
+    readers = sorted((score, token) for token, score in _permits(ks, keys[-2], now).items() if score > ms)
+    return [
+        1,
+        None if holder is None else holder.encode(),
+        ks.pttl(keys[0], now),
+        [item for score, token in readers for item in (token.encode(), int(score - ms))],
+        None if intent is None else intent.encode(),
+        ks.pttl(keys[-1], now),
+    ]
 
 
 def _force_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
     reply = _inspect(ks, keys, argv, now)
-    ks.delete(keys[0])
-    ks.delete(keys[1])
+    for key in keys:
+        ks.delete(key)
     return reply
 
 
