@@ -111,6 +111,9 @@ def test_status_says_a_stopped_master_did_not_answer_in_time(fresh_masters: Mast
         "token": None,
         "pttl_ms": None,
         "error": "no reply within 0.50s",
+        "readers": [],
+        "intent": None,
+        "intent_pttl_ms": None,
     }
 
 

@@ -186,10 +186,12 @@ TestRollingRestarts.settings = settings(max_examples=100, stateful_step_count=30
 # --- real masters, both APIs -----------------------------------------------------------------------
 
 
-def _extend_until_back(lock: object, master: redis.Redis, name: str, token: str, tries: int = 20) -> bool:
+def _extend_until_back(lock: object, master: redis.Redis, name: str, token: str, within: float = 8.0) -> bool:
     """Extend until ``master`` has our key again: the first extend after a restart may find
-    the old connection broken (no answer, so no restore), the next one a new connection."""
-    for _ in range(tries):
+    the old connection broken (no answer, so no restore), and the client then backs off
+    before it connects again (longer on a loaded machine); a later one has a new connection."""
+    give_up = time.monotonic() + within
+    while time.monotonic() < give_up:
         lock.extend()  # type: ignore[attr-defined]
         if master.get(name) == token.encode():
             return True
