@@ -205,9 +205,15 @@ def failure_status(error: BaseException) -> tuple[NodeStatus, str]:
         return NodeStatus.MISCONFIGURED, detail
     if isinstance(error, TimeoutError):
         return NodeStatus.TIMEOUT, detail
-    if isinstance(error, ConnectionError | OSError | EOFError):
+    if isinstance(error, ConnectionError | OSError | EOFError | Interrupted):
         return NodeStatus.UNREACHABLE, detail
     return NodeStatus.ERROR, f"{type(error).__name__}: {detail}"
+
+
+class Interrupted(Exception):
+    """Our own process was interrupted (Ctrl-C, a signal's handler) mid-read or mid-write:
+    the connection starts over, and it is no news about the master (nothing is logged).
+    (An Exception, not a ConnectionError: mypyc compiles no subclass of the latter.)"""
 
 
 class ProtocolViolation(Exception):
@@ -665,8 +671,8 @@ class Link:
         closed = isinstance(error, ClientClosed) or error == CLOSED
         if handshaking or closed or status is NodeStatus.MISCONFIGURED:
             self._fail_all(status, detail)
-            # Our own close() is no news about the master.
-            self._back_off(status, detail, now, report=not closed)
+            # Our own close() or interruption is no news about the master.
+            self._back_off(status, detail, now, report=not closed and not isinstance(error, Interrupted))
             return False
         again = [entry for entry in self.in_flight if self._send_again(entry)]
         if again:

@@ -38,7 +38,7 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
-from redlock._connection import Connect, Kind, Write, reply_parser
+from redlock._connection import Connect, Interrupted, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
 from redlock._driver import DriverBase, open_socket
 
@@ -225,7 +225,7 @@ class Driver(DriverBase["_Socket"]):
                     if conn.sending:
                         conn.sending = False
                         if self._conns.get((conn.kind, conn.node)) is conn:
-                            self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-send: {interruption!r}"))
+                            self._lose(conn.kind, conn.node, Interrupted(f"interrupted mid-send: {interruption!r}"))
                         else:
                             conn.abandon()
             raise
@@ -342,7 +342,7 @@ class Driver(DriverBase["_Socket"]):
             # Between recording a command as in flight and queueing all of its bytes: the
             # link can no longer match replies to commands, so it starts over.
             if sending is not None:
-                self._lose("command", sending, ConnectionError(f"interrupted mid-write: {interruption!r}"))
+                self._lose("command", sending, Interrupted(f"interrupted mid-write: {interruption!r}"))
             raise
 
     def _look_before_writing(self) -> None:
@@ -514,7 +514,7 @@ class Driver(DriverBase["_Socket"]):
             # Ctrl-C between taking bytes off the socket and recording every reply in them:
             # what follows can no longer be matched to its command, so the link starts over.
             if self._conns.get((conn.kind, conn.node)) is conn:
-                self._lose(conn.kind, conn.node, ConnectionError(f"interrupted mid-read: {interruption!r}"))
+                self._lose(conn.kind, conn.node, Interrupted(f"interrupted mid-read: {interruption!r}"))
             raise
 
     def _take_replies(self, conn: _Socket) -> None:

@@ -373,3 +373,25 @@ def test_a_replica_or_cluster_node_answering_a_round_is_misconfigured_not_down(r
     assert round_.outcomes[0].status is NodeStatus.MISCONFIGURED
     assert round_.outcomes[0].detail == reply[1:].decode()
     assert isinstance(policy.submit(_round(2), 0, 0.1), Write)  # asked again: it may have changed
+
+
+def test_our_own_interruption_mid_handshake_is_no_news_about_the_master(caplog: pytest.LogCaptureFixture) -> None:
+    # Ctrl-C (or the CLI's SIGTERM handler) while the first connection's handshake is read:
+    # the connection starts over, the round learns the master did not answer, and nothing
+    # tells the operator the master is unreachable (it was us).
+    from redlock._connection import Interrupted  # noqa: PLC0415
+
+    policy = _policy()
+    first = policy.submit(_round(1), 0, 0.0)
+    assert isinstance(first, Connect)
+    policy.connected(first, None, 0.001)
+    with caplog.at_level("WARNING", logger="redlock"):
+        policy.lost("command", 0, Interrupted("interrupted mid-read: KeyboardInterrupt()"), 0.002)
+    assert not [record for record in caplog.records if "unreachable" in record.getMessage()]
+    # The same loss by the master's doing is told.
+    second = policy.submit(_round(2), 0, 10.0)
+    assert isinstance(second, Connect)
+    policy.connected(second, None, 10.001)
+    with caplog.at_level("WARNING", logger="redlock"):
+        policy.lost("command", 0, ConnectionResetError("reset by peer"), 10.002)
+    assert [record for record in caplog.records if "unreachable" in record.getMessage()]
