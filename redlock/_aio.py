@@ -254,24 +254,13 @@ class Driver(DriverBase["_Protocol"]):
             waiting = (channel, asyncio.Event())
             waiters.add(*waiting, in_line=pause.line is not None)
         event = waiting[1]
-        line = pause.line
-        if line is not None:
-            waiters.found(channel, line.held)
-            if line.held is None and waiters.may_try(channel, event):
-                return waiting  # first in line: its first try goes at once
-        give_up = None if line is None or line.patience is None else self._clock() + line.patience
-        if self._wake_on_release:
-            self._subscribe()
-        wait = pause.seconds
-        while not event.is_set():  # (set: a release came while we tried; try again now)
+        subscribed = False
+        for wait in waiters.waits(channel, event, pause.seconds, pause.line, self._clock):
+            if not subscribed and self._wake_on_release:
+                self._subscribe()
+                subscribed = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), wait)
-            if event.is_set() or line is None or waiters.may_try(channel, event):
-                break
-            left = None if give_up is None else give_up - self._clock()
-            if left is not None and left <= 0:
-                break
-            wait = line.step if left is None else min(line.step, left)
         event.clear()
         return waiting
 

@@ -80,7 +80,7 @@ import logging
 import math
 import ssl
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -88,7 +88,7 @@ import hiredis
 
 from redlock import _scripts
 from redlock._config import Credentials
-from redlock._core import Command, ErrorReply, NativeForm, Round, native_form, reply_status, wakes_all
+from redlock._core import Command, ErrorReply, Line, NativeForm, Round, native_form, reply_status, wakes_all
 from redlock._facts import (
     ASKED,
     UNKNOWN,
@@ -288,6 +288,32 @@ class Waiters(Generic[EventT]):
         (None: no news, it has not tried yet)."""
         if held is not None:
             self._held[channel] = held
+
+    def waits(
+        self, channel: str, event: EventT, seconds: float, line: Line | None, clock: Callable[[], float]
+    ) -> Iterator[float]:
+        """How long a waiter for ``channel`` sleeps on ``event``, step by step (a driver
+        waits each and comes back; the sync driver under its lock), until it is to try.
+
+        Without a line, one sleep of ``seconds`` or until woken. In line (see
+        :class:`~redlock._core.Line`): the first try of the first in line goes at once; after
+        its own timer a waiter tries only when :meth:`may_try` says so, else it looks again
+        every ``line.step`` until woken, first, or out of patience. An event already set (a
+        release came while it tried) sends it at the masters again at once."""
+        if line is not None:
+            self.found(channel, line.held)
+            if line.held is None and self.may_try(channel, event):
+                return
+        give_up = None if line is None or line.patience is None else clock() + line.patience
+        wait = seconds
+        while not event.is_set():
+            yield wait
+            if event.is_set() or line is None or self.may_try(channel, event):
+                return
+            left = None if give_up is None else give_up - clock()
+            if left is not None and left <= 0:
+                return
+            wait = line.step if left is None else min(line.step, left)
 
     def may_try(self, channel: str, event: EventT) -> bool:
         """Whether a waiter in line whose own timer ran out tries at the masters now (see

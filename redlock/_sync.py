@@ -405,7 +405,7 @@ class Driver(DriverBase["_Socket"]):
     def _wait_for_release(self, channel: str, pause: Pause, waiting: _Waiting | None) -> _Waiting:
         """Sleep until ``channel`` announces a release (one waiter per release) or time runs
         out; in line (see :class:`~redlock._core.Line`), until it is this waiter's turn."""
-        waiters, line = self._policy.waiters, pause.line
+        waiters = self._policy.waiters
         with self._lock:
             if waiting is None or waiting[0] != channel:  # (a multi-name lock waits on the name found held)
                 if waiting is not None:
@@ -413,26 +413,16 @@ class Driver(DriverBase["_Socket"]):
                 waiting = (channel, threading.Event())
                 waiters.add(*waiting, in_line=pause.line is not None)
             event = waiting[1]
-            if line is not None:
-                waiters.found(channel, line.held)
-                if line.held is None and waiters.may_try(channel, event):
-                    return waiting  # first in line: its first try goes at once
-            if self._wake_on_release:
+            steps = waiters.waits(channel, event, pause.seconds, pause.line, self._clock)
+            wait = next(steps, None)
+            if wait is not None and self._wake_on_release:
                 self._ensure_io_thread()
-        if self._wake_on_release:
+        if wait is not None and self._wake_on_release:
             self._poke()  # the I/O thread subscribes
-        give_up = None if line is None or line.patience is None else self._clock() + line.patience
-        wait = pause.seconds
-        while not event.is_set():  # (set: a release came while we tried; try again now)
-            if event.wait(wait) or line is None:
-                break
+        while wait is not None:
+            event.wait(wait)
             with self._lock:
-                if waiters.may_try(channel, event):
-                    break
-            left = None if give_up is None else give_up - self._clock()
-            if left is not None and left <= 0:
-                break
-            wait = line.step if left is None else min(line.step, left)
+                wait = next(steps, None)
         with self._lock:  # (the I/O thread sets it under the lock: one wake-up is not lost between)
             event.clear()
         return waiting
