@@ -16,23 +16,35 @@ How it is wired
 
 What the file says, and why
     libfaketime computes the fake time as ``base + (real - start) * rate``. For a spec
-    ``"+N xR"``, ``base`` is ``start + N`` where ``start`` is when the process loaded the
-    library, which the harness cannot know exactly; with ``R == 1`` start cancels out, so
-    every state that runs at real speed is written that way and is exact. At any other rate
-    the spec is ``"@<absolute time> xR"``: libfaketime resets ``start`` to the moment it
-    parses an ``@`` spec, so the clock continues from the given time at the new rate
-    instead of jumping by ``(now - start) * (R - 1)``. The cost: the master parses the new
-    text at its next wall-clock call (any command does, and its cron does several times a
-    second), and its clock stands still until then, so it ends up behind this model by that
-    lag: tens of milliseconds at most, and behind is the safe direction for a lock.
+    ``"+N"`` (with or without ``xR``), ``base`` is ``start + N`` where ``start`` is when the
+    process loaded the library, which the harness cannot know exactly; with ``R == 1``
+    start cancels out, so a step at real speed is written that way and is exact.
+
+    A rate change must not step the clock, yet the master parses the new text only at its
+    next wall-clock call, which on an idle master is up to a cron tick (100 ms) after the
+    harness wrote it. So the master runs with ``FAKETIME_XRESET=1``: then any spec with an
+    ``xR`` continues the clock from the last time the process read it, at the new rate
+    from that read on, whenever the text is parsed and whatever base it names. The base
+    of an ``xR`` spec (``"+offset xR"``) matters only to a process that starts with it (a
+    restart: :meth:`ClockControl.reapply`), whose ``start`` is its load time, so it starts
+    ``restart duration * (R - 1)`` off the model: microseconds. (An absolute ``"@time xR"``
+    made the clock stand still until the parse, then run on from there: a master idle for
+    80 ms stepped back 80 ms against the real time when a rate began, and forward when it
+    ended.)
+
+    A step therefore never carries an ``xR`` (XRESET would ignore it), and keeps the rate:
+    at real speed ``"+N"``, exact; at another rate an absolute ``"@time"``, exact only once
+    the master parses it, so the controller pokes the master (``poke``, e.g. a ``TIME``
+    on a side connection) right after writing it. A paused master parses it at its resume
+    and lags the model by the time it was stopped after the step.
 
     The file is replaced atomically (write, then rename), since libfaketime exits the
     process on a spec it cannot parse, and a torn file could be one.
 
 Limits
     * ``FAKETIME`` must not be set in the master's environment: it overrides the file.
-    * A master restarted while running at a rate other than 1 would restart its clock from
-      the last ``@`` time; call :meth:`ClockControl.reapply` just before restarting it.
+    * A master restarted while its clock is off would restart it from the last spec's
+      base; call :meth:`ClockControl.reapply` just before restarting it.
     * Each wall-clock call in the master costs a small file read; fine for a chaos run.
 """
 
@@ -53,7 +65,7 @@ __all__ = ["SPEC_FILE", "ClockControl", "LibfaketimeNotFound", "client_env", "li
 SPEC_FILE = "faketime.rc"
 
 # Variables that would make libfaketime ignore or misread our file.
-_CONFLICTING = ("FAKETIME", "FAKETIME_DONT_RESET", "FAKETIME_FMT", "FAKETIME_XRESET")
+_CONFLICTING = ("FAKETIME", "FAKETIME_DONT_RESET", "FAKETIME_FMT")
 
 
 class LibfaketimeNotFound(FileNotFoundError):
@@ -114,7 +126,9 @@ class ClockControl:
     clock (``offset``, ``factor``) so that each change continues from where the clock is.
 
     ``clock`` is the real wall clock the model reads, ``time.time`` (the same
-    CLOCK_REALTIME libfaketime reads); tests of the spec text pass their own.
+    CLOCK_REALTIME libfaketime reads); tests of the spec text pass their own. ``poke``
+    makes the running master read its clock at once (module docstring: an absolute step);
+    errors are its own to swallow, since the master may be down.
     """
 
     def __init__(
@@ -122,10 +136,12 @@ class ClockControl:
         master_dir: str | os.PathLike[str],
         *,
         clock: Callable[[], float] = time.time,
+        poke: Callable[[], None] | None = None,
     ) -> None:
         self.dir = pathlib.Path(master_dir)
         self.path = self.dir / SPEC_FILE
         self._clock = clock
+        self.poke = poke
         # A nemesis thread and a scenario's teardown may both move the clock.
         self._lock = threading.RLock()
         now = clock()
@@ -160,6 +176,8 @@ class ClockControl:
             "FAKETIME_TIMESTAMP_FILE": str(self.path.resolve()),
             # Re-read the file on every call: the point is to change it while running.
             "FAKETIME_NO_CACHE": "1",
+            # A new rate continues from the clock's last reading (module docstring).
+            "FAKETIME_XRESET": "1",
             # Event loop and timers on real time; only the wall clock (expiry) moves.
             "DONT_FAKE_MONOTONIC": "1",
             # The "@" specs are parsed with mktime(), which reads local time.
@@ -198,7 +216,7 @@ class ClockControl:
             now = self._clock()
             self._anchor_fake = self._fake(now) + seconds
             self._anchor_real = now
-            self._write()
+            self._write(step=True)
 
     def rate(self, factor: float) -> None:
         """Run the master's clock ``factor`` times as fast as the real one, from now on
@@ -213,12 +231,16 @@ class ClockControl:
             self._write()
 
     def reset(self) -> None:
-        """Back to the real time at the real rate."""
+        """Back to the real time at the real rate: a step of ``-offset``. A fault's end
+        should rather undo just what it did (``rate(1)``, ``jump(-seconds)``), which keeps
+        the clock continuous where the fault was."""
         with self._lock:
-            now = self._clock()
-            self._anchor_fake = self._anchor_real = now
-            self._factor = 1.0
-            self._write()
+            if self._factor != 1.0:
+                # One spec cannot both step and change the rate (module docstring): the
+                # rate first, read by the master, then the step.
+                self.rate(1.0)
+                self._poke()
+            self.jump(-self.offset)
 
     def reapply(self) -> None:
         """Write the current state afresh: call it just before (re)starting the master, so
@@ -226,13 +248,23 @@ class ClockControl:
         with self._lock:
             self._write(force=True)
 
-    def _write(self, *, force: bool = False) -> None:
+    def _poke(self) -> None:
+        if self.poke is not None:
+            self.poke()
+
+    def _write(self, *, force: bool = False, step: bool = False) -> None:
         now = self._clock()
         fake = self._fake(now)
-        # At real speed the relative form is exact, whenever libfaketime loaded or parses
-        # it; at any other rate only the absolute form avoids a jump (module docstring).
-        relative = self._factor == 1.0
-        spec = f"{fake - now:+.6f} x1" if relative else f"@{_format_absolute(fake)} x{self._factor:.6f}"
+        # Module docstring: a rate (and what a new process starts from) carries "xR" and
+        # continues the clock; a step carries none, relative at real speed (exact), else
+        # absolute and poked.
+        absolute = step and self._factor != 1.0
+        if not step:
+            spec = f"{fake - now:+.6f} x{self._factor:.6f}"
+        elif absolute:
+            spec = f"@{_format_absolute(fake)}"
+        else:
+            spec = f"{fake - now:+.6f}"
         if spec == self._spec and not force:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -242,3 +274,5 @@ class ClockControl:
         self._spec = spec
         # The model now counts from this moment (the master will, once it parses).
         self._anchor_real, self._anchor_fake = now, fake
+        if absolute:
+            self._poke()

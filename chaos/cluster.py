@@ -95,7 +95,7 @@ class Cluster:
             self._stack.callback(self.resource.stop)
             self.clocks: dict[int, ClockControl] = {}
             for index in clocked:
-                control = ClockControl(self.masters[index].dir)
+                control = ClockControl(self.masters[index].dir, poke=self._poker(index))
                 self.masters[index].env.update(control.env())
                 self.clocks[index] = control
             #: With ``power_loss``: each master's disk (its shim installed after the clock's).
@@ -154,13 +154,14 @@ class Cluster:
         namespaces; idempotent."""
         try:
             self.stop_clients()
+            for control in self.clocks.values():
+                # Back to real time, so that nothing in the dir is left running fast (before
+                # the side connections close: the reset may poke the master on one).
+                with contextlib.suppress(OSError):
+                    control.reset()
             for direct in self._direct:
                 direct.close()
             self._direct.clear()
-            for control in self.clocks.values():
-                # Back to real time, so that nothing in the dir is left running fast.
-                with contextlib.suppress(OSError):
-                    control.reset()
         finally:
             try:
                 self._stack.close()
@@ -199,6 +200,20 @@ class Cluster:
         """Master ``index``'s address as clients reach it."""
         master = self.masters[index]
         return master.host, master.port
+
+    def _poker(self, index: int) -> Callable[[], None]:
+        """Makes master ``index`` read its clock now (:class:`~chaos.clock.ClockControl`'s
+        ``poke``), on a side connection of its own; a master that is down is left alone."""
+        connection: list[redis.Redis] = []
+
+        def poke() -> None:
+            if not connection:
+                connection.append(direct_client(self.masters[index].url, timeout=0.05))
+                self._direct.append(connection[0])
+            with contextlib.suppress(redis.RedisError, OSError):
+                connection[0].time()
+
+        return poke
 
     def direct(self, index: int) -> redis.Redis:
         """A client straight to master ``index`` (no proxy), for the harness's own looks."""

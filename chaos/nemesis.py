@@ -294,18 +294,22 @@ class Nemesis:
     # -- clocks --
 
     def clock_jump(self, index: int, seconds: float, *, cause: str = "") -> str:
-        """Step master ``index``'s wall clock; :meth:`end` puts it back to real time.
-        ``cause`` heads the recorded detail (a reactive nemesis says why it fired)."""
+        """Step master ``index``'s wall clock; :meth:`end` steps it back as far, keeping
+        whatever rate another fault set meanwhile. ``cause`` heads the recorded detail (a
+        reactive nemesis says why it fired)."""
         control = self.cluster.clocks[index]
         control.jump(seconds)
         detail = f"{cause}; {seconds:+g}s" if cause else f"{seconds:+g}s"
-        return self._begin("clock-jump", self._label(index), detail, control.reset)
+        return self._begin("clock-jump", self._label(index), detail, lambda: control.jump(-seconds))
 
     def clock_rate(self, index: int, factor: float) -> str:
-        """Run master ``index``'s clock ``factor`` times as fast; :meth:`end` resets it."""
+        """Run master ``index``'s clock ``factor`` times as fast; :meth:`end` puts it back to
+        the real rate from where it is. Neither end steps the clock: the lead or lag it
+        gained stays, as after a real oscillator's fault (stepping it back to the real time
+        at the end would be a clock jump the fault never named)."""
         control = self.cluster.clocks[index]
         control.rate(factor)
-        return self._begin("clock-rate", self._label(index), f"x{factor:g}", control.reset)
+        return self._begin("clock-rate", self._label(index), f"x{factor:g}", lambda: control.rate(1.0))
 
     # -- network --
 

@@ -32,31 +32,46 @@ class FakeWallClock:
 
 def test_specs_keep_the_clock_continuous(tmp_path: Path) -> None:
     wall = FakeWallClock(1_700_000_000.0)  # 2023-11-14 22:13:20 UTC
-    control = ClockControl(tmp_path / "node0", clock=wall)
+    pokes: list[float] = []
+    control = ClockControl(tmp_path / "node0", clock=wall, poke=lambda: pokes.append(wall.now))
     path = tmp_path / "node0" / SPEC_FILE
-    assert path.read_text() == "+0.000000 x1\n"
+    assert path.read_text() == "+0.000000 x1.000000\n"
 
+    # A step at real speed: relative, and without "x" (XRESET would ignore its offset).
     control.jump(10)
-    assert control.spec == "+10.000000 x1"
+    assert control.spec == "+10.000000"
     wall.now += 5
     assert control.offset == pytest.approx(10)
 
-    # A rate change continues from the current fake time (now + 10 s), written absolute.
+    # A rate change carries "x": the master continues from its clock's last reading, and
+    # the offset is what a restarted master would start from.
     control.rate(2)
-    assert control.spec == "@2023-11-14 22:13:35.000000 x2.000000"
+    assert control.spec == "+10.000000 x2.000000"
     wall.now += 3
     assert control.offset == pytest.approx(13)  # 3 real seconds ran as 6
+    assert pokes == []
+    # A step off real speed: absolute, without "x", and poked so the master reads it now.
     control.jump(-20.5)
-    assert control.spec == "@2023-11-14 22:13:20.500000 x2.000000"
+    assert control.spec == "@2023-11-14 22:13:20.500000"
     assert control.offset == pytest.approx(-7.5)
+    assert pokes == [wall.now]
 
-    control.rate(1)  # back to real speed, keeping the offset, written relative again
-    assert control.spec == "-7.500000 x1"
+    control.rate(1)  # back to real speed, keeping the offset
+    assert control.spec == "-7.500000 x1.000000"
     control.reset()
-    assert control.spec == "+0.000000 x1"
+    assert control.spec == "+0.000000"
     assert control.offset == 0
-    assert path.read_text() == "+0.000000 x1\n"
+    assert path.read_text() == "+0.000000\n"
     assert [p.name for p in path.parent.iterdir()] == [SPEC_FILE]  # no staging file left
+
+    # reset() off real speed: the rate first, read by the master (poked), then the step.
+    control.rate(3)
+    wall.now += 1
+    control.reset()
+    assert control.spec == "+0.000000"
+    assert control.offset == 0
+    assert control.factor == 1
+    assert pokes[-1] == wall.now
 
 
 def test_bad_arguments_are_refused(tmp_path: Path) -> None:
@@ -74,7 +89,7 @@ def test_env_preloads_the_wheel_library(tmp_path: Path, monkeypatch: pytest.Monk
     assert env["LD_PRELOAD"] == libfaketime_path()
     assert Path(env["LD_PRELOAD"]).is_file()
     assert env["FAKETIME_TIMESTAMP_FILE"] == str((tmp_path / SPEC_FILE).resolve())
-    assert env["FAKETIME_NO_CACHE"] == env["DONT_FAKE_MONOTONIC"] == "1"
+    assert env["FAKETIME_NO_CACHE"] == env["DONT_FAKE_MONOTONIC"] == env["FAKETIME_XRESET"] == "1"
     monkeypatch.setenv("FAKETIME", "+1d")
     with pytest.raises(RuntimeError, match="FAKETIME"):
         ClockControl(tmp_path).env()
@@ -153,6 +168,60 @@ def test_a_rate_change_does_not_jump_the_clock(faked: tuple[LocalMaster, ClockCo
     assert master_offset(r) == pytest.approx(control.offset, abs=0.2)  # keeps its lead
     control.reset()
     assert abs(master_offset(r)) < 0.2
+
+
+def sampled_offset(r: redis.Redis) -> float:
+    """The master's clock against the real one, from the quickest of five ``TIME`` round
+    trips, stamped at their middle: a loaded machine makes some trips slow, rarely all."""
+    best: tuple[float, float] | None = None
+    for _ in range(5):
+        sent = time.time()
+        seconds, micros = r.time()
+        received = time.time()
+        trip = (received - sent, seconds + micros / 1e6 - (sent + received) / 2)
+        best = trip if best is None or trip < best else best
+    assert best is not None
+    return best[1]
+
+
+def test_a_rate_fault_is_continuous_at_its_start_and_its_end(
+    faked: tuple[LocalMaster, ClockControl, redis.Redis],
+) -> None:
+    _node, control, r = faked
+    # One cron tick a second and no traffic: the master reads its clock only when asked,
+    # so it parses a new spec late. With an absolute "@" spec its clock stood still until
+    # then: a step back by the idle time (90 ms in the run that found it).
+    r.config_set("hz", "1")
+    idle = 0.3
+    steps = []
+    for factor in (1.05, 1.0, 0.95, 1.0):
+        before = sampled_offset(r)
+        control.rate(factor)
+        time.sleep(idle)
+        after = sampled_offset(r)
+        # What the old and new rates legitimately add over the idle time: at most 5 %.
+        steps.append(abs(after - before) - 0.05 * (idle + 0.05))
+    assert max(steps) < 0.01, steps
+    # The lead the fast clock gained and the slow one lost is kept: no step at the end.
+    assert abs(sampled_offset(r) - control.offset) < 0.01
+
+
+def test_a_step_off_real_speed_is_exact(faked: tuple[LocalMaster, ClockControl, redis.Redis]) -> None:
+    node, control, r = faked
+    r.config_set("hz", "1")
+    direct = redis.Redis(host=node.host, port=node.port, socket_timeout=1)
+    control.poke = direct.time
+    control.rate(1.05)
+    time.sleep(0.1)
+    before = sampled_offset(r)
+    control.jump(2.0)
+    time.sleep(0.3)
+    # The step is what was asked, and the rate ran on through it.
+    assert sampled_offset(r) - before == pytest.approx(2.0 + 0.05 * 0.3, abs=0.02)
+    control.reset()
+    time.sleep(0.3)
+    assert abs(sampled_offset(r)) < 0.01
+    direct.close()
 
 
 def test_reapply_carries_the_clock_across_a_restart(faked: tuple[LocalMaster, ClockControl, redis.Redis]) -> None:
