@@ -215,9 +215,10 @@ class Cluster:
 
         return poke
 
-    def direct(self, index: int) -> redis.Redis:
-        """A client straight to master ``index`` (no proxy), for the harness's own looks."""
-        client = direct_client(self.masters[index].url)
+    def direct(self, index: int, *, db: int = 0) -> redis.Redis:
+        """A client straight to master ``index`` (no proxy), for the harness's own looks;
+        ``db`` is the database it works in (the locks live in 0)."""
+        client = direct_client(self.masters[index].url, db=db)
         self._direct.append(client)
         return client
 

@@ -14,6 +14,7 @@ Masters are named by index (0 is A); clients by name ("c1"). An operator's
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pathlib
 import signal
@@ -30,6 +31,7 @@ from .history import ForceReleased, Recorder
 from .netns import FaultKind
 from .powerloss import FileLoss
 from .proxy import Link
+from .workload import direct_client
 
 __all__ = ["ERROR_REPLIES", "Nemesis"]
 
@@ -128,6 +130,55 @@ def _busy(master: redis.Redis) -> Callable[[], None]:
         master.config_set("lua-time-limit", "5000")
 
     return undo
+
+
+_FILLER_DB = 1
+_LOADING = "-LOADING to every command: SIGKILL, restart from its data, which loads slowly"
+
+
+def _in_parallel(actions: Sequence[Callable[[], object]]) -> None:
+    threads = [threading.Thread(target=action, daemon=True) for action in actions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _fill_aof(master: redis.Redis, keys: int, timeout: float = 20.0) -> None:
+    """Give ``master`` ``keys`` filler keys (in its current database) and an AOF of plain
+    commands that holds them."""
+    master.config_set("aof-use-rdb-preamble", "no")
+    # (redis-py has no typed method for DEBUG.)
+    master.execute_command("DEBUG", "POPULATE", keys, "chaos:loading-filler", 1)  # type: ignore[no-untyped-call]
+    deadline = time.monotonic() + timeout
+
+    def rewriting() -> bool:
+        info = master.info("persistence")
+        return bool(info.get("aof_rewrite_in_progress") or info.get("aof_rewrite_scheduled"))
+
+    while rewriting() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    master.bgrewriteaof()
+    time.sleep(0.05)
+    while rewriting():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the AOF rewrite did not end within {timeout}s")
+        time.sleep(0.01)
+
+
+def _answers_loading(probe: redis.Redis, start: threading.Thread, timeout: float) -> bool:
+    """Whether the master ``probe`` reaches answers -LOADING before ``start`` (its start,
+    which returns once it has loaded) ends."""
+    deadline = time.monotonic() + timeout
+    while start.is_alive() and time.monotonic() < deadline:
+        try:
+            probe.exists("chaos:loading-probe")
+        except redis.BusyLoadingError:  # (redis-py's name for -LOADING)
+            return True
+        except (redis.ConnectionError, redis.TimeoutError):
+            pass  # not listening yet
+        time.sleep(0.005)
+    return False
 
 
 #: How to make a master answer writes with each error reply; each returns its undo.
@@ -256,6 +307,51 @@ class Nemesis:
         writable master again."""
         undo = ERROR_REPLIES[error](self.cluster.direct(index))
         return self._begin("error-reply", self._label(index), f"-{error} to every write", undo)
+
+    def loading(self, indexes: Sequence[int], *, keys: int = 200_000, timeout: float = 20.0) -> list[str]:
+        """Restart masters ``indexes`` from their data, made slow to load, so that each
+        answers ``-LOADING`` for a while (a master still reading its AOF after a restart);
+        returns once every one of them has answered it, one fault per master. :meth:`end`
+        waits until that master has loaded and removes the filler.
+
+        The masters must persist to an AOF. Each first gets ``keys`` filler keys of its own
+        in database 1 (``DEBUG POPULATE``) and an AOF rewritten as plain commands, since a
+        master serves clients every thousand commands while it loads an AOF but only every
+        2 MB of an RDB preamble; then all are killed and started at once, and load together.
+        """
+        masters = [self.cluster.master(i) for i in indexes]
+        if any(master.persistence == "none" for master in masters):
+            raise RuntimeError("a -LOADING fault needs masters that persist to an AOF")
+        fillers = [self.cluster.direct(i, db=_FILLER_DB) for i in indexes]
+        _in_parallel([functools.partial(_fill_aof, filler, keys) for filler in fillers])
+        for master in masters:
+            master.kill()
+        starts: list[threading.Thread] = []
+        for index, master in zip(indexes, masters, strict=True):
+            self._reapply_clock(index)
+            # start() returns once the master answers PING for real, i.e. when it has loaded.
+            start = threading.Thread(target=master.start, name=f"chaos-loading-{self._label(index)}", daemon=True)
+            start.start()
+            starts.append(start)
+        probes = [direct_client(master.url, timeout=0.2) for master in masters]
+        try:
+            for index, probe, start in zip(indexes, probes, starts, strict=True):
+                if not _answers_loading(probe, start, timeout):
+                    raise RuntimeError(
+                        f"master {self._label(index)} never answered -LOADING: it loaded {keys} keys too soon"
+                    )
+        finally:
+            for probe in probes:
+                probe.close()
+        faults = []
+        for index, start, filler in zip(indexes, starts, fillers, strict=True):
+
+            def loaded(start: threading.Thread = start, filler: redis.Redis = filler) -> None:
+                start.join(timeout)
+                filler.flushdb()
+
+            faults.append(self._begin("error-reply", self._label(index), _LOADING, loaded))
+        return faults
 
     def evict(self, index: int, key: str, *, timeout: float = 10.0) -> bool:
         """Fill master ``index`` past a ``maxmemory`` just above what it uses, under

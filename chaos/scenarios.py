@@ -266,14 +266,23 @@ def _error_replies(run: Run, error: str) -> None:
         return
     c1.call("read", name=LOCK)
     erring = sorted({*run.overlap, *run.right})
-    faults = [run.nemesis.error_replies(i, error) for i in erring]
+    if error == "LOADING":
+        # Not a setting: the masters restart from their data, slow to load (kept c1's key).
+        faults = run.nemesis.loading(erring)
+        # One attempt: the masters answer -LOADING only until they have loaded.
+        tried = c2.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+    else:
+        faults = [run.nemesis.error_replies(i, error) for i in erring]
     try:
-        tried = c2.call("acquire", name=LOCK, ttl=ttl, timeout=0.5)
+        if error != "LOADING":
+            tried = c2.call("acquire", name=LOCK, ttl=ttl, timeout=0.5)
         if tried["ok"]:
             c2.call("read", name=LOCK)
             c1.call("write", name=LOCK)
             c2.call("write", name=LOCK)
         run.expect(not tried["ok"], f"c2 is refused while {run.cluster.labels(erring)} answer -{error}")
+        # The refusal must be the error's doing, not a timeout or a closed connection.
+        run.expect(tried["ok"] or error in _error(tried), f"c2's refusal names -{error}", _error(tried))
     finally:
         for fault in faults:
             run.nemesis.end(fault)
@@ -297,6 +306,10 @@ def error_misconf(run: Run) -> None:
 
 def error_busy(run: Run) -> None:
     _error_replies(run, "BUSY")
+
+
+def error_loading(run: Run) -> None:
+    _error_replies(run, "LOADING")
 
 
 def restart_empty(run: Run) -> None:
@@ -1356,6 +1369,9 @@ CATALOGUE: tuple[Scenario, ...] = (
              error_misconf, why="an error reply is a refusal: c2 has 0 votes, not 3"),
     Scenario("26d", "error-busy", "C, D, E answer -BUSY (a script past lua-time-limit) while c2 tries", "SAFE",
              error_busy, why="an error reply is a refusal: c2 has 0 votes, not 3"),
+    Scenario("26e", "error-loading", "C, D, E restart from a slow-loading AOF and answer -LOADING while c2 "
+             "tries", "SAFE", error_loading, persistence="aof-always",
+             why="an error reply is a refusal: c2 has 0 votes, not 3"),
     Scenario("27", "election-runner", "3 runners in Election.run(); leader cut off, leader paused, leader killed",
              "SAFE", election_runner, proxies=True,
              why="a runner is told on_lost by its validity's end at the latest and campaigns again after a "

@@ -67,11 +67,11 @@ def resource_key(name: str) -> str:
     return f"{RESOURCE_PREFIX}{name}"
 
 
-def direct_client(url: str, timeout: float = 2.0) -> redis.Redis:
+def direct_client(url: str, timeout: float = 2.0, *, db: int = 0) -> redis.Redis:
     """A redis-py client with explicit timeouts and no retries (redis-py 8 retries 10 times
     by default, which would hide what a fault did)."""
     return redis.Redis.from_url(
-        url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
+        url, db=db, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
     )
 
 

@@ -207,11 +207,20 @@ def test_an_unsafe_scenario_catches_only_what_its_fault_cannot_explain() -> None
 
 
 @pytest.mark.servers
-@pytest.mark.parametrize("scenario", ["error-oom", "error-readonly", "error-misconf", "error-busy"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "error-oom",
+        "error-readonly",
+        "error-misconf",
+        "error-busy",
+        pytest.param("error-loading", marks=pytest.mark.slow),
+    ],
+)
 def test_selftest_catches_an_error_reply_counted_as_a_grant(scenario: str, tmp_path: pathlib.Path) -> None:
-    """26a-26d are the only scenarios where a master answers an error at all: without
-    them a client that took -OOM, -READONLY, -MISCONF or -BUSY for a vote would pass the
-    catalogue."""
+    """26a-26e are the only scenarios where a master answers an error at all: without
+    them a client that took -OOM, -READONLY, -MISCONF, -BUSY or -LOADING for a vote would
+    pass the catalogue."""
     argv = ["selftest", "--variants", "error-granted", "--scenarios", scenario, "--runs", "1", "--quick", "-q"]
     assert main([*argv, "--seed", "3", "--out", str(tmp_path)]) == 0
     [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
