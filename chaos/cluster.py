@@ -215,6 +215,27 @@ class Cluster:
 
         return poke
 
+    def add_replica(self, index: int, *, timeout: float = 10.0) -> tuple[LocalMaster, Link]:
+        """Start a replica of master ``index``, replicating through a proxy link of its own
+        (so that a fault can hold the stream back), and wait until it is in sync; stopped
+        with the cluster. The proxy network only."""
+        if self.proxies is None:
+            raise RuntimeError("a replica replicates through a proxy link: this cluster has no proxies")
+        replicas = LocalMasters(1, binary=harness_server())
+        self._stack.callback(replicas.stop)
+        replicas.start()
+        replica = replicas[0]
+        master = self.masters[index]
+        link = self.proxies.link((master.host, master.port), name=f"{self.label(index)}-replica")
+        with direct_client(replica.url) as client:
+            client.replicaof(link.host, link.port)
+            deadline = time.monotonic() + timeout
+            while client.info("replication").get("master_link_status") != "up":
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the replica of {self.label(index)} did not sync within {timeout}s")
+                time.sleep(0.01)
+        return replica, link
+
     def direct(self, index: int, *, db: int = 0) -> redis.Redis:
         """A client straight to master ``index`` (no proxy), for the harness's own looks;
         ``db`` is the database it works in (the locks live in 0)."""

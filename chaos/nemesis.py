@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 import redis
 
 import redlock
+from redlock.servers import LocalMaster
 
 from .cluster import Cluster
 from .history import ForceReleased, Recorder
@@ -353,6 +354,33 @@ class Nemesis:
             faults.append(self._begin("error-reply", self._label(index), _LOADING, loaded))
         return faults
 
+    def replication_stall(self, index: int, link: Link) -> str:
+        """Hold back master ``index``'s replication stream on ``link`` (the replica's, from
+        :meth:`Cluster.add_replica`): what it writes now is not replicated yet, as under
+        asynchronous replication whose stream is in flight; :meth:`end` drops what was held
+        with the connection."""
+        link.blackhole()
+        return self._begin(
+            "replication-stall", self._label(index), "its stream to its replica held", lambda: link.heal(reset=True)
+        )
+
+    def failover(self, index: int, replica: LocalMaster, stall: str) -> str:
+        """Master ``index`` dies and its replica, behind by what ``stall`` held, is promoted
+        in its place: every client's link to ``index`` now leads to the replica, as a
+        Sentinel-managed address would. Returns the kill's fault (its :meth:`end` restarts
+        the old master empty, where nobody reaches it any more)."""
+        kill = self.kill(index)
+        self.end(stall)
+        with self.recorder.fault("failover", self._label(index), "its replica promoted in its place"):
+            self._progress(f"fault: {self._label(index)}'s replica promoted in its place")
+            with direct_client(replica.url) as promoted:
+                promoted.replicaof("NO", "ONE")
+            for (_client, target), link in self.cluster.links.items():
+                if target == index:
+                    link.target = (replica.host, replica.port)
+                    link.close_all()
+        return kill
+
     def evict(self, index: int, key: str, *, timeout: float = 10.0) -> bool:
         """Fill master ``index`` past a ``maxmemory`` just above what it uses, under
         ``volatile-lru``, with keys of its own (each with a ttl, so each may be evicted),
@@ -466,22 +494,45 @@ class Nemesis:
     def _kernel(
         self, kind: str, client: str, indexes: Sequence[int], rule: FaultKind, detail: str, *, percent: float = 0.0
     ) -> str:
+        target = client if len(indexes) != 1 else f"{client}-{self._label(indexes[0])}"
+        addresses = [self.cluster.address(index) for index in indexes]
+        detail = detail or f"to {self.cluster.labels(indexes)}"
+        return self._rules(kind, client, target, addresses, rule=rule, detail=detail, percent=percent)
+
+    def _rules(
+        self,
+        kind: str,
+        client: str,
+        target: str,
+        addresses: Sequence[tuple[str, int]],
+        *,
+        rule: FaultKind,
+        detail: str,
+        percent: float = 0.0,
+    ) -> str:
         network = self.cluster.network
         if network is None:
             raise RuntimeError(f"a {kind} fault needs the kernel network: this scenario runs on the proxy")
-        target = client if len(indexes) != 1 else f"{client}-{self._label(indexes[0])}"
         # The rules' id is the recorder's fault id, known only once it is begun.
         holder: list[str] = []
 
         def heal() -> None:
             network.remove(client, holder[0])
 
-        fault = self._begin(kind, target, detail or f"to {self.cluster.labels(indexes)}", heal)
+        fault = self._begin(kind, target, detail, heal)
         holder.append(fault)
-        for index in indexes:
-            address, port = self.cluster.address(index)
+        for address, port in addresses:
             network.apply(client, fault, rule, address, port, percent=percent)
         return fault
+
+    def resource_cut(self, client: str) -> str:
+        """Drop every packet between ``client`` and the resource server, both ways (K2: a
+        write delayed in the network); :meth:`end` heals, and TCP's retransmission then
+        delivers what ``client`` sent meanwhile, late. The kernel network only: the proxy
+        does not stand between clients and the resource."""
+        resource = self.cluster.resource[0]
+        address = [(resource.host, resource.port)]
+        return self._rules("resource-cut", client, f"{client}-resource", address, rule="blackhole", detail="both ways")
 
     def latency(self, client: str, index: int, to_server: float, to_client: float = 0.0) -> str:
         """Delay one link; :meth:`end` removes the delay."""

@@ -41,7 +41,7 @@ from .cluster import Cluster
 from .history import FaultWindow, History, Recorder, merge_files
 from .margins import Coverage, Margins, measure_coverage, measure_margins
 from .nemesis import Nemesis
-from .netns import NetworkKind
+from .netns import NetworkKind, choose_network
 from .observer import Observer
 from .workload import RESOURCE_PREFIX, direct_client
 
@@ -152,6 +152,9 @@ class Scenario:
     proxies: bool = False
     #: Its network faults delay or hold packets, which only the proxy can (no netem here).
     delays: bool = False
+    #: Its network fault needs the kernel network (a cut that TCP itself retransmits
+    #: across); where namespaces cannot be made, it runs into an error that says why.
+    kernel: bool = False
     #: Uses --duration (a free-running workload) rather than a fixed script.
     loop: bool = False
     #: Check afterwards that no lock key is left on any master.
@@ -416,7 +419,9 @@ def run_scenario(
         if scenario.clocked
         else (),
         proxies=scenario.proxies,
-        network="proxy" if scenario.delays else params.network,
+        # (A kernel scenario on a machine without namespaces runs on the proxy, where its
+        # fault raises with the reason.)
+        network="proxy" if scenario.delays else choose_network("kernel")[0] if scenario.kernel else params.network,
         power_loss=scenario.power_loss,
         progress=say,
     ) as cluster:

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -27,8 +30,10 @@ import redlock
 
 from .checkers import Verdict, most_holders, overlapping_pairs
 from .clients import ClientProcess, Pending
+from .clock import client_env
 from .history import AcquireInvoked, AcquireReturned, History
 from .runner import Run, Scenario, fault_window
+from .workload import direct_client
 
 __all__ = ["CATALOGUE", "LOCK", "NAMES", "clock_rate_trial", "find", "restart_after"]
 
@@ -1263,6 +1268,127 @@ def rolling_restart(run: Run) -> None:
     run.expect(released["ok"], "c1's release is confirmed by a majority", _error(released))
 
 
+# --- 31-34: the published counterexamples (K4b, K2, the failover race, fsync and a clock) ------
+
+#: How much faster than the real one the K4b supervisor's clock runs.
+_SUPERVISOR_RATE = 8.0
+# The supervisor's wait, as its own process measures it: by its wall clock, faked.
+_SUPERVISOR = """
+import sys, time
+start = time.time()
+while time.time() - start < float(sys.argv[1]):
+    time.sleep(0.002)
+"""
+
+
+def _supervisor_waits(seconds: float, rate: float) -> float:
+    """Wait ``seconds`` as a supervisor process whose wall clock runs ``rate`` times as fast
+    measures them (libfaketime, :func:`~chaos.clock.client_env`); the real seconds it took."""
+    started = time.monotonic()
+    env = {**os.environ, **client_env(rate)}
+    subprocess.run([sys.executable, "-c", _SUPERVISOR, repr(seconds)], env=env, check=True, timeout=seconds + 30)
+    return time.monotonic() - started
+
+
+def restart_delayed_fast_clock(run: Run) -> None:
+    """K4b (Kleppmann): C crashes right after c1's acquire, and its supervisor restarts it
+    empty only once "the ttl" has passed, the delayed restart of scenario 6; but the
+    supervisor's clock runs fast, so the ttl it waits is short in real time, and C is back
+    empty while c1 still relies on its key."""
+    ttl = _long_ttl(run)
+    held = _c1_holds(run, ttl)
+    if held is None:
+        return
+    kills = [run.nemesis.kill(i) for i in run.overlap]
+    run.note(f"C's supervisor waits the ttl ({ttl:g}s) on a clock running x{_SUPERVISOR_RATE:g}")
+    waited = _supervisor_waits(ttl, _SUPERVISOR_RATE)
+    run.metric("supervisor_waited_s", round(waited, 3))
+    run.expect(waited < ttl, f"the supervisor restarts C before the ttl really passed ({ttl:g}s)", f"{waited:.3f}s")
+    for kill in kills:
+        run.nemesis.end(kill)
+    _c2_tries(run, held, ttl)
+
+
+def _delayed_write(run: Run, *, fencing: bool) -> None:
+    """K2: c1 writes within its validity, but the network holds the packets (every one
+    between c1 and the resource dropped, so TCP retransmits with backoff) past the
+    validity; c2 acquires once c1's keys expired and does its read-modify-write; c1's write
+    lands after it. Unfenced, it overwrites c2's increment; fenced, the store refuses it."""
+    ttl = run.params.loop_ttl
+    c1, c2 = run.clients(["c1", "c2"], fencing=fencing)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl)
+    if not run.expect(got["ok"], "c1 acquires", _error(got)):
+        return
+    c1.call("read", name=LOCK)
+    cut = run.nemesis.resource_cut("c1")
+    writing = c1.submit("write", name=LOCK)
+    run.note("c1 writes within its validity; the network holds the packets")
+    second = c2.call("acquire", name=LOCK, ttl=ttl, timeout=2 * ttl + 1)
+    if run.expect(second["ok"], "c2 acquires once c1's keys expired", _error(second)):
+        _use(run, c2)
+    run.nemesis.end(cut)
+    wrote = writing.result()
+    run.metric("c1_write_landed_after_validity_s", round(time.monotonic() - float(got["deadline"]), 3))
+    run.expect(bool(wrote.get("written")), "c1's write, sent within its validity, lands after the heal")
+    run.metric("c1_write_accepted", wrote.get("accepted"))
+    if fencing:
+        run.expect(not wrote.get("accepted"), "the store refuses c1's late write: c2's token is larger")
+
+
+def delayed_write(run: Run) -> None:
+    _delayed_write(run, fencing=False)
+
+
+def delayed_write_fenced(run: Run) -> None:
+    _delayed_write(run, fencing=True)
+
+
+def failover(run: Run) -> None:
+    """The failover race of the Redis docs: C has a replica (asynchronous replication),
+    c1's SET reaches C but not yet the replica, C dies and the replica is promoted in its
+    place, without c1's key: the reason Redlock's masters must be independent, not
+    Sentinel-managed."""
+    ttl = _long_ttl(run)
+    [shared] = run.overlap[:1]
+    replica, link = run.cluster.add_replica(shared)
+    stall: list[str] = []
+    held = _c1_holds(run, ttl, before=lambda: stall.append(run.nemesis.replication_stall(shared, link)))
+    if held is None:
+        return
+    run.nemesis.failover(shared, replica, stall[0])
+    with direct_client(replica.url) as promoted:
+        kept = bool(promoted.exists(LOCK))
+    run.metric("c1_key_on_promoted_replica", kept)
+    run.expect(not kept, "the promoted replica lacks c1's key (never replicated)")
+    _c2_tries(run, held, ttl)
+
+
+def fsync_clock(run: Run) -> None:
+    """``appendfsync always`` is no cure when a clock moves: C fsyncs c1's SET, crashes,
+    and comes back from its AOF with its clock stepped forward at boot (an RTC that is
+    off, an NTP step). The AOF stores the key's absolute expiry (PEXPIREAT), which C's
+    clock has passed: the key is gone the moment C is back, and c2 gets C."""
+    ttl = _long_ttl(run)
+    held = _c1_holds(run, ttl)
+    if held is None:
+        return
+    kills = [run.nemesis.kill(i, restart_wipe=False) for i in run.overlap]
+    for index in run.overlap:
+        aof = (run.cluster.master(index).dir / "appendonly.aof").read_bytes()
+        run.metric(f"c1_key_in_{run.cluster.label(index)}_aof", LOCK.encode() in aof and b"PEXPIREAT" in aof)
+    jumps = [run.nemesis.clock_jump(i, 2 * ttl, cause="at boot") for i in run.overlap]
+    for kill in kills:
+        run.nemesis.end(kill)
+    for index in run.overlap:
+        label = run.cluster.label(index)
+        kept = bool(run.cluster.direct(index).exists(LOCK))
+        run.metric(f"c1_key_on_{label}_after_restart", kept)
+        run.expect(not kept, f"{label} is back without c1's key: its clock passed the stored expiry")
+    _c2_tries(run, held, ttl)
+    for jump in jumps:
+        run.nemesis.end(jump)
+
+
 CATALOGUE: tuple[Scenario, ...] = (
     Scenario("1", "baseline", "no faults", "SAFE", baseline, loop=True,
              why="three clients contend for two names; every holder interval is disjoint"),
@@ -1391,6 +1517,26 @@ CATALOGUE: tuple[Scenario, ...] = (
              "UNSAFE", rwlock_restart_empty, kinds=("mutual-exclusion",), proxies=True,
              why="C forgets c1's reader and grants c2 the writer's key: as for the lock, only persistence or a "
                  "delayed restart keeps the shared master's vote"),
+    Scenario("31", "restart-delayed-fast-clock", "K4b: C restarted empty after 'the ttl' on a supervisor's "
+             "clock running x8", "UNSAFE", restart_delayed_fast_clock, kinds=("mutual-exclusion", "lost-update"),
+             proxies=True,
+             why="the delayed restart relies on the supervisor's clock: a fast one brings C back empty while "
+                 "c1's validity runs, and C grants c1's lock to c2"),
+    Scenario("32a", "delayed-write", "K2: c1's write to the resource held by the network past its validity",
+             "UNSAFE", delayed_write, kinds=("lost-update",), proxies=True, kernel=True,
+             why="no lock can recall a write already sent: it lands after c2's and overwrites its increment"),
+    Scenario("32b", "delayed-write-fenced", "K2 with fencing tokens", "SAFE", delayed_write_fenced, proxies=True,
+             kernel=True,
+             why="the store checks the token when the write lands: c2's is larger, c1's late write is refused"),
+    Scenario("33", "failover", "C's replica, behind by c1's SET, promoted in C's place", "UNSAFE", failover,
+             kinds=("mutual-exclusion", "lost-update"), proxies=True, delays=True,
+             why="asynchronous replication: the promoted replica never had c1's key and grants the lock to c2 "
+                 "(why Redlock's masters are independent, not Sentinel-managed)"),
+    Scenario("34", "fsync-clock", "appendfsync always; C crashes and boots with its clock stepped forward",
+             "UNSAFE", fsync_clock, kinds=("mutual-exclusion", "lost-update"), persistence="aof-always",
+             clocked=True, proxies=True,
+             why="the AOF keeps the key with its absolute expiry, which C's stepped clock has passed: fsync "
+                 "saves the key, not the lock"),
 )  # fmt: skip
 
 

@@ -60,6 +60,9 @@ PARENT_ENV = "CHAOS_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
 _WARMUP_TTL = 5.0
 
+#: How long a write to the resource may take (seconds).
+_RESOURCE_TIMEOUT = 15.0
+
 
 def _die_with_parent() -> None:
     expected = os.environ.get(PARENT_ENV)
@@ -98,7 +101,9 @@ class _Worker:
         if config.get("clock_rate") is not None:
             options["clock"], timeline = _faked_clock(float(config["clock_rate"]))
         self.rl = redlock.Redlock(list(config["urls"]), **options)
-        self.resource_client = direct_client(str(config["resource_url"]))
+        # No fault touches the resource but K2's, whose write TCP delivers seconds late
+        # (retransmission backoff after a cut): the wait must outlast it.
+        self.resource_client = direct_client(str(config["resource_url"]), timeout=_RESOURCE_TIMEOUT)
         self.recorder = Recorder(config["history"], source=self.client)
         self.session = ClientSession(
             self.client,

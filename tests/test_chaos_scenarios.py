@@ -35,6 +35,7 @@ from chaos.history import (
     ReleaseInvoked,
     ResourceWrite,
 )
+from chaos.netns import unavailable
 from chaos.report import markdown_table, text_table
 from chaos.runner import Params, Run, Scenario, ScenarioResult, partitions, run_scenario
 from chaos.scenarios import CATALOGUE, find
@@ -161,7 +162,14 @@ def test_k4_restart_empty_produces_two_holders(quick_scenario: QuickScenario) ->
 
 
 #: The scenarios whose two holders write as docs/chaos-results.md tells it ("5, 8b, 9").
-PARTITIONED_WRITERS = {"restart-empty", "power-loss-everysec", "clock-jump-forward"}
+PARTITIONED_WRITERS = {
+    "restart-empty",
+    "power-loss-everysec",
+    "clock-jump-forward",
+    "restart-delayed-fast-clock",
+    "failover",
+    "fsync-clock",
+}
 
 
 def assert_c1_writes_first_and_its_increment_is_lost(result: ScenarioResult) -> None:
@@ -406,7 +414,7 @@ LOOKED_AT = {
 }
 THE_REST = [s for s in CATALOGUE if s.name not in LOOKED_AT]
 #: Scenarios whose quick run takes more than ~3 s: the slow tier's.
-SLOW = {"error-loading"}
+SLOW = {"error-loading", "restart-delayed-fast-clock", "delayed-write-fenced", "failover"}
 SEED = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))
 
 
@@ -418,6 +426,8 @@ SEED = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))
 def test_scenario_matches_its_expected_verdict(scenario: Scenario, tmp_path: pathlib.Path) -> None:
     # 2.5 s of free-running workload (quick mode's 4 s, shortened): every verdict and check
     # of the catalogue holds at that length, and the soak runs them for 20 s.
+    if scenario.kernel and (reason := unavailable()) is not None:
+        pytest.skip(f"{scenario.name} needs the kernel network: {reason}")
     result = run_scenario(scenario, Params(seed=SEED, quick=True, duration=2.5), tmp_path, plot=False)
     assert result.passed, explain(result)
     if scenario.name in PARTITIONED_WRITERS:
