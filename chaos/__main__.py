@@ -307,7 +307,11 @@ def _explore(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     plot = _plot_wanted(args)
-    print(f"explore {config.faults.name} for {config.duration:g}s, seed {seed}, output in {args.out}", file=sys.stderr)
+    print(
+        f"explore {config.faults.name} ({', '.join(config.faults.kinds)}) for {config.duration:g}s on the "
+        f"{config.network} network, seed {seed}, output in {args.out}",
+        file=sys.stderr,
+    )
     outcome = explore(config, args.out, progress=_progress(args.quiet), plot=plot)
     summary = outcome.summary
     print(
@@ -335,6 +339,7 @@ def _replay(args: argparse.Namespace) -> int:
     plot = _plot_wanted(args)
     reproduced = 0
     found: list[str] = []
+    networks: set[str] = set()
     for attempt in range(1, args.tries + 1):
         out = pathlib.Path(args.out) / f"try-{attempt}"
         try:
@@ -343,9 +348,11 @@ def _replay(args: argparse.Namespace) -> int:
             print(f"error: cannot replay {args.file}: {exc}", file=sys.stderr)
             return EXIT_USAGE
         reproduced += again
+        networks.add(str(outcome.summary.get("network")))
         found.append(", ".join(sorted({v.kind for v in outcome.violations})) or "none")
     print(
-        f"saved violation: {kind}; reproduced {reproduced} of {args.tries} tries (found per try: {'; '.join(found)}). "
+        f"saved violation: {kind}; reproduced {reproduced} of {args.tries} tries on the {', '.join(sorted(networks))} "
+        f"network (found per try: {'; '.join(found)}). "
         "A replay repeats the faults at the same times, not the same interleaving: timing decides each try."
     )
     return EXIT_OK if reproduced else EXIT_MISMATCH

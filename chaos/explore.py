@@ -45,11 +45,11 @@ from .checkers import TokenRegression, Verdict, check_all, percentile
 from .clients import ClientError, ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, Event, History
 from .margins import judge
-from .netns import NetworkKind
+from .netns import NetworkKind, unavailable
 from .reactive import REACTIVE_KINDS, Reactor
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
-from .schedule import FaultOp, FaultSet, Schedule, generate
+from .schedule import FAULT_KINDS, FaultOp, FaultSet, Schedule, generate
 
 __all__ = [
     "ExploreConfig",
@@ -70,10 +70,6 @@ _WINDOW_AFTER = 0.5
 _PLOT_SPAN = 60.0
 
 
-# Link kinds that slow packets down: the kernel here has no netem, so only the proxy can.
-_DELAY_KINDS = ("link-delay", "one-way")
-
-
 @dataclass(frozen=True)
 class ExploreConfig:
     """What an explore run plays: the fault set, the workload and the schedule's seed."""
@@ -86,7 +82,8 @@ class ExploreConfig:
     names: int = 3
     ttl: float = 1.0
     interval: float = 0.7
-    #: Where blackholes act; delays ("link-delay", "one-way") always need the proxy.
+    #: Where link faults act; delays ("link-delay", "one-way") always need the proxy, and
+    #: the kernel's own kinds the kernel (a named set is adapted: FaultSet.on).
     network: NetworkKind = "proxy"
     #: Fire the set's kinds that have a reactive form (:data:`chaos.reactive.REACTIVE_KINDS`)
     #: on events, by a :class:`~chaos.reactive.Reactor`, instead of on the schedule's timer.
@@ -101,6 +98,8 @@ class ExploreConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
+        # (frozen: the one way to store the set as played.)
+        object.__setattr__(self, "faults", self.faults.on(self.network))
 
     def schedule(self) -> Schedule:
         """The open-loop schedule: without the kinds a reactive run fires on events."""
@@ -310,6 +309,13 @@ _NEMESIS_ACTIONS: Mapping[str, _Action] = {
         player.nemesis.pause_client(client, f"SIGSTOP {op.end - op.start:.2f}s")
     ],
     "client-kill": _kill_client,
+    # The kernel network's own (nftables rules in the client's namespace).
+    "drop-replies": lambda player, op, client: [player.nemesis.link_fault(client, op.masters, "drop-replies")],
+    "drop-requests": lambda player, op, client: [player.nemesis.link_fault(client, op.masters, "drop-requests")],
+    "syn-drop": lambda player, op, client: [player.nemesis.link_fault(client, op.masters, "syn-drop")],
+    "reset": lambda player, op, client: [player.nemesis.link_fault(client, op.masters, "reset")],
+    "loss": lambda player, op, client: [player.nemesis.link_fault(client, op.masters, "loss", percent=op.value)],
+    "half-open": lambda player, op, client: [player.nemesis.half_open(client, op.masters[0])],
 }
 
 
@@ -336,7 +342,7 @@ def _scenario(config: ExploreConfig, schedule: Schedule) -> Scenario:
         all_clocked=faults.clocked,
         power_loss="power-loss" in faults.kinds,
         proxies=faults.proxied,
-        delays=any(kind in _DELAY_KINDS for kind in faults.kinds),
+        delays=any(FAULT_KINDS[kind].proxy for kind in faults.kinds),
         loop=True,
     )
 
@@ -516,7 +522,7 @@ def explore(
     t0 = float(result.metrics.get("schedule_t0", history.start or 0.0))
     violations = [] if result.verdict is None else find_violations(result.verdict, t0)
     summary = _summary(config, schedule, result, history, violations) if result.verdict is not None else {}
-    windows = _save_windows(config, schedule, violations, out / "violations")
+    windows = _save_windows(config, schedule, violations, out / "violations", network=result.network)
     summary["windows"] = [str(p) for p in windows]
     summary["network"] = result.network
     (out / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False), encoding="utf-8")
@@ -594,9 +600,15 @@ def _by_slot(history: History) -> History:
 
 
 def _save_windows(
-    config: ExploreConfig, schedule: Schedule, violations: Sequence[Violation], directory: pathlib.Path
+    config: ExploreConfig,
+    schedule: Schedule,
+    violations: Sequence[Violation],
+    directory: pathlib.Path,
+    *,
+    network: NetworkKind | None,
 ) -> list[pathlib.Path]:
-    """One file per violation: the schedule of the window around it, to replay."""
+    """One file per violation: the schedule of the window around it, to replay, and the
+    network its faults acted on (None: it had no network faults)."""
     paths: list[pathlib.Path] = []
     for number, violation in enumerate(violations, start=1):
         start = violation.time - _WINDOW_TTLS * config.ttl - _WINDOW_EXTRA
@@ -607,6 +619,7 @@ def _save_windows(
             "config": config.to_dict(),
             "violation": violation.to_dict(),
             "window": [max(0.0, start), violation.time + _WINDOW_AFTER],
+            "network": network,
             "schedule": window.to_dict(),
         }
         path.write_text(json.dumps(document, indent=1), encoding="utf-8")
@@ -621,12 +634,17 @@ def replay(
     progress: Callable[[str], None] | None = None,
     plot: bool = True,
 ) -> tuple[ExploreOutcome, bool, str]:
-    """Play the window saved in ``path`` again; returns the outcome, whether a violation of
-    the saved kind happened again, and that kind."""
+    """Play the window saved in ``path`` again, on the network it was found on; returns the
+    outcome, whether a violation of the saved kind happened again, and that kind. Raises
+    ValueError when that network is the kernel's and this machine cannot make it (a replay
+    elsewhere would not be the same run)."""
     document = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
     config = ExploreConfig.from_dict(document["config"])
     schedule = Schedule.from_dict(document["schedule"])
-    config = dataclasses.replace(config, duration=schedule.duration)
+    network = cast(NetworkKind | None, document.get("network")) or config.network
+    if network == "kernel" and (reason := unavailable()) is not None:
+        raise ValueError(f"the violation was found on the kernel network, which this machine cannot make: {reason}")
+    config = dataclasses.replace(config, duration=schedule.duration, network=network)
     kind = str(document["violation"]["kind"])
     outcome = explore(config, out_dir, schedule=schedule, progress=progress, plot=plot)
     return outcome, any(v.kind == kind for v in outcome.violations), kind

@@ -22,7 +22,17 @@ Fault kinds and what they do to their target (a master A.., a link ``c1-A``, a c
 * ``blackhole``: one link forwards nothing (held bytes land when it heals);
 * ``one-way``: one link delivers requests but holds replies back ``value`` seconds;
 * ``client-pause``: SIGSTOP a client process (a GC pause);
-* ``client-kill``: SIGKILL a client process; a new one takes its slot after the fault.
+* ``client-kill``: SIGKILL a client process; a new one takes its slot after the fault;
+* on the kernel network only (nftables rules in the client's namespace, :mod:`chaos.netns`):
+  ``drop-replies`` / ``drop-requests`` (simplex loss on one link: requests land and replies
+  are lost, or the reverse), ``syn-drop`` (new connections time out, established ones
+  live), ``reset`` (every packet answered with RST), ``loss`` (``value`` % of the packets
+  dropped both ways) and ``half-open`` (drop the link, restart the master empty behind it,
+  heal: the client's next write on an old connection gets RST).
+
+A named set is played on the network it runs on (:meth:`FaultSet.on`): on the kernel's, its
+delays (``link-delay``, ``one-way``: no netem here, only the proxy delays packets) give way
+to the kernel's link faults, and one that also restarts masters empty gets ``half-open``.
 
 :data:`FAULT_KINDS` is the one table of them that the schedule, the command line and the
 player (:mod:`chaos.explore`, whose nemesis actions a test checks against it) read, and
@@ -90,6 +100,10 @@ class FaultKind:
     #: Only the simulator (chaos.sim) plays it: no real-process nemesis action, and no set of
     #: the real explore draws it.
     simulated: bool = False
+    #: Only the kernel network plays it (an nftables rule, :mod:`chaos.netns`).
+    kernel: bool = False
+    #: Only the proxy plays it (it delays or holds packets).
+    proxy: bool = False
 
     def magnitudes(self, safe: bool, ttl: float, rng: random.Random) -> tuple[float, float]:
         """How long a fault of this kind lasts and its value, for a set that is ``safe``.
@@ -126,6 +140,13 @@ class FaultKind:
         if kind == "client-kill":
             # How long the slot stays empty before a new client takes it.
             return rng.uniform(0.2, 1.0), 0.0
+        if kind in ("drop-replies", "drop-requests", "syn-drop", "reset"):
+            return rng.uniform(0.2, 1.5), 0.0
+        if kind == "loss":
+            # The share of packets dropped, in %: from a bad link to a nearly dead one.
+            return rng.uniform(0.3, 1.5), rng.uniform(10.0, 60.0)
+        if kind == "half-open":
+            return rng.uniform(0.2, 1.0), 0.0
         if kind == "error-replies":
             return rng.uniform(0.2, 1.0) * ttl, 0.0
         raise ValueError(f"unknown fault kind {kind!r}")
@@ -138,13 +159,20 @@ _KINDS = (
     FaultKind("pause-master", "master", safe=True, down=True),
     FaultKind("clock-jump", "master", safe=False, clock=True),
     FaultKind("clock-rate", "master", safe=True, clock=True),
-    FaultKind("link-delay", "link", safe=True),
+    FaultKind("link-delay", "link", safe=True, proxy=True),
     FaultKind("blackhole", "link", safe=True),
-    FaultKind("one-way", "link", safe=True),
+    FaultKind("one-way", "link", safe=True, proxy=True),
     FaultKind("client-pause", "client", safe=True),
     FaultKind("client-kill", "client", safe=True),
     # A master that answers writes with an error (-OOM, -READONLY, ...): a refusal, never a grant.
     FaultKind("error-replies", "master", safe=True, simulated=True),
+    FaultKind("drop-replies", "link", safe=True, kernel=True),
+    FaultKind("drop-requests", "link", safe=True, kernel=True),
+    FaultKind("syn-drop", "link", safe=True, kernel=True),
+    FaultKind("reset", "link", safe=True, kernel=True),
+    FaultKind("loss", "link", safe=True, kernel=True),
+    # Restarts the master empty behind the dropped link: K4 as well as a network fault.
+    FaultKind("half-open", "link", safe=False, kernel=True),
 )
 
 #: Every fault kind by name, in the order the command line lists them.
@@ -194,6 +222,30 @@ class FaultSet:
     def proxied(self) -> bool:
         return any(FAULT_KINDS[k].target == "link" for k in self.kinds)
 
+    def on(self, network: str) -> FaultSet:
+        """This set as played on ``network`` ("kernel" or "proxy"; module docstring). A named
+        set (:data:`FAULT_SETS`) trades the proxy's delays for the kernel's link faults on the
+        kernel network; any other set is played as given. Raises ValueError for a kind the
+        network cannot play."""
+        kinds = self.kinds
+        if network == "kernel" and FAULT_SETS.get(self.name) == self:
+            kept = [k for k in kinds if not FAULT_KINDS[k].proxy]
+            if any(FAULT_KINDS[k].target == "link" for k in kinds):
+                kept += [k for k in _KERNEL_LINK_KINDS if FAULT_KINDS[k].safe]
+                if "restart" in kinds:
+                    kept.append("half-open")
+            kinds = tuple(dict.fromkeys(kept))
+        kernel = [k for k in kinds if FAULT_KINDS[k].kernel]
+        proxy = [k for k in kinds if FAULT_KINDS[k].proxy]
+        if kernel and network != "kernel":
+            raise ValueError(f"faults: {', '.join(kernel)} need the kernel network (--network kernel)")
+        if kernel and proxy:
+            # (A run with the proxy's delays runs on the proxy, where no nftables rule acts.)
+            raise ValueError(
+                f"faults: {', '.join(proxy)} need the proxy and {', '.join(kernel)} the kernel network: not in one run"
+            )
+        return self if kinds == self.kinds else replace(self, kinds=kinds)
+
     @property
     def persistence(self) -> str:
         """The masters' persistence: a SAFE set's masters keep their data (``appendfsync
@@ -226,7 +278,9 @@ class FaultSet:
         )
 
 
-_SAFE_KINDS = tuple(name for name, kind in FAULT_KINDS.items() if kind.safe and not kind.simulated)
+#: The kinds of the SAFE set: on the proxy network, which every machine has.
+_SAFE_KINDS = tuple(name for name, kind in FAULT_KINDS.items() if kind.safe and not kind.simulated and not kind.kernel)
+_KERNEL_LINK_KINDS = tuple(name for name, kind in FAULT_KINDS.items() if kind.kernel)
 
 FAULT_SETS: dict[str, FaultSet] = {
     s.name: s
@@ -258,7 +312,7 @@ def resolve_fault_set(text: str) -> FaultSet:
             f"faults: unknown {', '.join(map(repr, unknown)) or 'empty list'}; "
             f"give a set ({', '.join(FAULT_SETS)}) or kinds from {', '.join(FAULT_KINDS)}"
         )
-    safe = all(k in _SAFE_KINDS for k in kinds)
+    safe = all(FAULT_KINDS[k].safe and not FAULT_KINDS[k].simulated for k in kinds)
     return FaultSet(",".join(kinds), kinds, safe=safe, fencing=safe, check_first=not safe and "client-pause" in kinds)
 
 
@@ -446,9 +500,12 @@ def generate(
 
 
 def _resources(op: FaultOp) -> list[str]:
-    """What a fault occupies: its masters, its link or its client."""
+    """What a fault occupies: its masters, its link or its client (a half-open link, its
+    master too: it restarts it)."""
     if op.fault.target == "master":
         return [f"master:{m}" for m in op.masters]
+    if op.kind == "half-open":
+        return [op.target, *(f"master:{m}" for m in op.masters)]
     return [op.target if op.fault.target == "link" else f"client:{op.target}"]
 
 
@@ -478,7 +535,12 @@ def _pick_target(
         options = [slot for slot in slots if free(f"client:{slot}")]
         return rng.choice(options) if options else None
     if target == "link":
-        links = [f"{slot}-{master_label(i)}" for slot in slots for i in range(nodes)]
+        links = [
+            f"{slot}-{master_label(i)}"
+            for slot in slots
+            for i in range(nodes)
+            if kind != "half-open" or free(f"master:{i}")
+        ]
         options = [link for link in links if free(link)]
         return rng.choice(options) if options else None
     bound = nodes - quorum_size(nodes)

@@ -28,8 +28,9 @@ from hypothesis import strategies as st
 
 from chaos.__main__ import main
 from chaos.checkers import check_all
-from chaos.explore import _NEMESIS_ACTIONS, ExploreConfig, explore, find_violations, time_bins
+from chaos.explore import _NEMESIS_ACTIONS, ExploreConfig, explore, find_violations, replay, time_bins
 from chaos.history import AcquireInvoked, AcquireReturned, History, ReleaseInvoked
+from chaos.netns import unavailable
 from chaos.schedule import (
     FAULT_KINDS,
     FAULT_SETS,
@@ -172,13 +173,63 @@ def test_every_fault_kind_has_a_nemesis_action_and_a_magnitude() -> None:
     assert set(_NEMESIS_ACTIONS) == real  # (the simulator's own kinds are played by chaos.sim)
     # The SAFE set is the table's safe kinds, and a SAFE schedule keeps a master down only
     # through the kinds the table says take one down.
-    assert set(FAULT_SETS["safe"].kinds) == {name for name in real if FAULT_KINDS[name].safe}
+    assert set(FAULT_SETS["safe"].kinds) == {
+        name for name in real if FAULT_KINDS[name].safe and not FAULT_KINDS[name].kernel
+    }
     rng = random.Random(0)
     for kind in FAULT_KINDS.values():
         for safe in (True, False):
             length, value = kind.magnitudes(safe, 1.0, rng)
             assert length > 0
             assert value >= 0
+
+
+def test_a_named_set_on_the_kernel_network_trades_delays_for_the_kernels_link_faults() -> None:
+    kernel_kinds = {name for name, kind in FAULT_KINDS.items() if kind.kernel}
+    safe = FAULT_SETS["safe"].on("kernel")
+    assert not {"link-delay", "one-way"} & set(safe.kinds)
+    assert {"drop-replies", "drop-requests", "syn-drop", "reset", "loss", "blackhole"} <= set(safe.kinds)
+    assert "half-open" not in safe.kinds  # it restarts a master empty: never in the SAFE set
+    assert safe.safe
+    assert safe.fencing
+    assert "half-open" in FAULT_SETS["unsafe-restart"].on("kernel").kinds
+    # No link fault in the set, none added; on the proxy every named set is as it was.
+    assert FAULT_SETS["unsafe-single"].on("kernel") == FAULT_SETS["unsafe-single"]
+    for faults in FAULT_SETS.values():
+        assert faults.on("proxy") == faults
+        assert not kernel_kinds & set(faults.kinds)
+    # A set made by hand is played as given, and refused where it cannot be.
+    listed = resolve_fault_set("kill,drop-replies,loss")
+    assert listed.safe
+    assert listed.on("kernel") == listed
+    with pytest.raises(ValueError, match="drop-replies, loss need the kernel network"):
+        listed.on("proxy")
+    with pytest.raises(ValueError, match="link-delay need the proxy and syn-drop the kernel network"):
+        resolve_fault_set("link-delay,syn-drop").on("kernel")
+    assert not resolve_fault_set("kill,half-open").safe
+    # ExploreConfig keeps the set as played, so that its schedule draws the kernel's kinds.
+    config = ExploreConfig(FAULT_SETS["safe"], seed=4, duration=60.0, network="kernel")
+    assert config.faults == safe
+    assert ExploreConfig.from_dict(config.to_dict()) == config
+    drawn = {op.kind for op in config.schedule().ops}
+    assert drawn & kernel_kinds
+    assert not drawn & {"link-delay", "one-way"}
+    with pytest.raises(ValueError, match="need the kernel network"):
+        ExploreConfig(listed, network="proxy")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 10_000))
+def test_a_half_open_link_holds_its_master_too(seed: int) -> None:
+    faults = FAULT_SETS["unsafe-restart"].on("kernel")
+    schedule = generate(seed, 60.0, faults, nodes=5, clients=4, interval=0.3)
+    for op in schedule.ops:
+        if op.kind != "half-open":
+            continue
+        [master] = op.masters
+        others = [o for o in schedule.ops if o is not op and o.start < op.end and op.start < o.end]
+        assert not [o for o in others if o.fault.target == "master" and master in o.masters]
+        assert not [o for o in others if o.kind == "half-open" and o.masters == op.masters]
 
 
 # --- the Wilson interval (pure) ----------------------------------------------------------------
@@ -297,10 +348,46 @@ def test_replay_plays_a_saved_window_again(tmp_path: pathlib.Path, capsys: pytes
     # Timing decides whether a try meets the interleaving again: it says how many did.
     tries = [json.loads((tmp_path / "replay" / f"try-{n}" / "summary.json").read_text()) for n in (1, 2)]
     again = sum(summary["violations_by_kind"].get("mutual-exclusion", 0) > 0 for summary in tries)
-    assert f"saved violation: mutual-exclusion; reproduced {again} of 2 tries (found per try: " in out
+    assert (
+        f"saved violation: mutual-exclusion; reproduced {again} of 2 tries on the proxy network (found per try: " in out
+    )
     assert again > 0
     # Each violation of the replay saved its own window, which replays in turn.
     assert any((tmp_path / "replay" / f"try-{n}" / "violations" / "violation-1.json").exists() for n in (1, 2))
+
+
+@pytest.mark.slow
+@pytest.mark.servers
+def test_explore_plays_the_kernel_kinds_and_replay_keeps_the_network(tmp_path: pathlib.Path) -> None:
+    if (reason := unavailable()) is not None:
+        pytest.skip(f"no kernel network: {reason}")
+    config = ExploreConfig(FAULT_SETS["safe"], seed=4, duration=6.0, interval=0.25, network="kernel")
+    outcome = explore(config, tmp_path / "run", plot=False)
+    assert outcome.result.error is None, outcome.result.error
+    assert outcome.violations == [], [v.text for v in outcome.violations]
+    summary = outcome.summary
+    assert summary["network"] == "kernel"
+    played = {k for k, n in summary["faults_by_kind"].items() if n and FAULT_KINDS[k].kernel}
+    assert played, summary["faults_by_kind"]
+    # A window found on the kernel network replays there (made by hand: a SAFE run has none).
+    window = tmp_path / "violation-1.json"
+    ops = (FaultOp(0.5, 1.5, "drop-replies", "c1-A"), FaultOp(1.0, 2.0, "loss", "c2-B", 40.0))
+    schedule = Schedule(ops, 3.5, 5, config.clients, config.ttl, config.seed, config.faults)
+    document = {
+        "config": config.to_dict(),
+        "violation": {"kind": "mutual-exclusion", "time": 1.0, "text": "(made by hand)"},
+        "window": [0.0, 2.5],
+        "network": "kernel",
+        "schedule": schedule.to_dict(),
+    }
+    window.write_text(json.dumps(document))
+    again, _, _ = replay(window, tmp_path / "replay", plot=False)
+    assert again.result.error is None, again.result.error
+    assert again.summary["network"] == "kernel"
+    kinds = {
+        w.kind for w in History.from_dicts(json.loads(again.result.history_path.read_text())["events"]).fault_windows()
+    }
+    assert {"drop-replies", "loss"} <= kinds
 
 
 @pytest.mark.servers
