@@ -7,6 +7,7 @@ From a checkout, ``python -m chaos``; installed (as ``redlock_chaos``), ``redloc
     python -m chaos run --all --quick
     python -m chaos selftest --quick --out chaos-selftest
     python -m chaos explore --faults unsafe-clock --duration 60 --seed 3 --out explore-out
+    python -m chaos explore --faults safe --until-coverage bare_majority=20,near_misses=5 --duration 600
     python -m chaos replay explore-out/violations/violation-1.json
     python -m chaos sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 5
 
@@ -18,7 +19,8 @@ broken client (:mod:`chaos.variants`) escaped the catalogue (:mod:`chaos.selftes
 stopped before it exits, whichever way it exits.
 
 ``explore`` exits 0 when its fault set met its expectation (no violation under ``safe``,
-some under an ``unsafe-*`` set) and 1 otherwise; ``replay`` 0 when the saved violation's
+some under an ``unsafe-*`` set, over all its rounds with ``--until-coverage``) and 1
+otherwise, whatever the goals (the summary says which were met); ``replay`` 0 when the saved violation's
 kind happened again in any of its ``--tries`` (it says "reproduced k of n tries") and 1
 when in none; ``sweep`` 0 once every trial ran (its curve is the
 result, not a verdict). Usage errors, the environment and Ctrl-C as for ``run``.
@@ -44,7 +46,8 @@ from redlock._extras import can_import, install_hint, redis_server_hint
 from redlock.servers import RedisServerNotFound
 
 from .clock import LibfaketimeNotFound
-from .explore import ExploreConfig, explore, replay
+from .explore import ExploreConfig, explore, explore_until, replay
+from .margins import GOAL_COUNTERS, parse_goals
 from .netns import NetworkKind, choose_network
 from .powerloss import CompilerNotFound
 from .report import details, text_table, write_summary
@@ -91,7 +94,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_explore_parsers(commands: Any) -> None:
     explore = commands.add_parser("explore", help="a randomized, seeded fault schedule against a contended workload")
-    explore.add_argument("--duration", type=float, default=60.0, help="seconds of workload (default 60)")
+    explore.add_argument(
+        "--duration",
+        type=float,
+        default=60.0,
+        help="seconds of workload (default 60); with --until-coverage, the budget of all rounds",
+    )
     explore.add_argument(
         "--seed", type=int, default=None, help="seed of the schedule and the workload (default: random)"
     )
@@ -115,6 +123,16 @@ def _add_explore_parsers(commands: Any) -> None:
         action="store_true",
         help="fire restart, clock-jump and client-pause on events (a grant on a bare majority, a contended grant) "
         "instead of on the schedule's timer",
+    )
+    explore.add_argument(
+        "--until-coverage",
+        metavar="GOALS",
+        default=None,
+        help="play rounds (each a new schedule, in round-N/) until every goal is reached or --duration is spent; "
+        f"GOALS as bare_majority=20,near_misses=5, of: {', '.join(GOAL_COUNTERS)}",
+    )
+    explore.add_argument(
+        "--round", type=float, default=30.0, help="seconds of one round of --until-coverage (default 30)"
     )
     _add_network_argument(explore)
     replay = commands.add_parser("replay", help="play the fault schedule saved around a violation again")
@@ -303,10 +321,13 @@ def _explore(args: argparse.Namespace) -> int:
             network=_network(args),
             reactive=args.reactive,
         )
+        goals = None if args.until_coverage is None else parse_goals(args.until_coverage)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     plot = _plot_wanted(args)
+    if goals is not None:
+        return _explore_until(args, config, goals, plot=plot)
     print(
         f"explore {config.faults.name} ({', '.join(config.faults.kinds)}) for {config.duration:g}s on the "
         f"{config.network} network, seed {seed}, output in {args.out}",
@@ -330,6 +351,34 @@ def _explore(args: argparse.Namespace) -> int:
     if outcome.result.error:
         print(outcome.result.error, file=sys.stderr)
     return EXIT_OK if outcome.passed else EXIT_MISMATCH
+
+
+def _explore_until(args: argparse.Namespace, config: ExploreConfig, goals: dict[str, int], *, plot: bool) -> int:
+    print(
+        f"explore {config.faults.name} on the {config.network} network until {args.until_coverage}, at most "
+        f"{config.duration:g}s in rounds of {args.round:g}s, seed {config.seed}, output in {args.out}",
+        file=sys.stderr,
+    )
+    try:
+        document, outcomes = explore_until(
+            config, goals, args.out, round_seconds=args.round, progress=_progress(args.quiet), plot=plot
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for name, goal in document["goals"].items():
+        print(f"  {name}: {goal['reached']} of {goal['target']} ({'met' if goal['met'] else 'NOT met'})")
+    print(
+        f"{len(outcomes)} rounds, {document['seconds_played']:g}s: {document['stopped']}; "
+        f"{document['acquisitions']} acquisitions, {document['violations']} violations; "
+        f"verdict {document['verdict']} ({document['verdict_reason']})"
+    )
+    errors = [o.result.error for o in outcomes if o.result.error]
+    for error in errors:
+        print(error, file=sys.stderr)
+    found = bool(document["violations"])
+    passed = not errors and (not found if config.faults.safe else found)
+    return EXIT_OK if passed else EXIT_MISMATCH
 
 
 def _replay(args: argparse.Namespace) -> int:

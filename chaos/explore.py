@@ -44,7 +44,7 @@ from redlock.servers import Persistence
 from .checkers import TokenRegression, Verdict, check_all, percentile
 from .clients import ClientError, ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, Event, History
-from .margins import judge
+from .margins import Coverage, goals_reached, judge, judge_goals
 from .netns import NetworkKind, unavailable
 from .reactive import REACTIVE_KINDS, Reactor
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
@@ -56,6 +56,7 @@ __all__ = [
     "ExploreOutcome",
     "Violation",
     "explore",
+    "explore_until",
     "find_violations",
     "replay",
     "time_bins",
@@ -529,6 +530,102 @@ def explore(
     if plot and result.verdict is not None:
         _plot(config, summary, history, t0=t0, violations=violations, out=out)
     return ExploreOutcome(config, schedule, result, summary, violations, windows)
+
+
+#: The shortest round worth starting: a schedule keeps its last ``2 ttl`` (at least 1 s) free.
+_ROUND_LEAST = 3.0
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one round of :func:`explore_until` found (the part its goals and verdict need)."""
+
+    coverage: Coverage | None
+    acquisitions: int
+    violations: int
+    summary: Mapping[str, Any]
+
+
+def _rounds(
+    goals: Mapping[str, int], budget: float, round_seconds: float, play: Callable[[int, float], Round]
+) -> dict[str, Any]:
+    """Play rounds of ``round_seconds`` (the last one shorter) until every goal is reached
+    or ``budget`` seconds are spent; ``play(number, seconds)`` plays one. The totals, which
+    goal was met, why it stopped and the verdict. Pure but for ``play``."""
+    rounds: list[Round] = []
+    spent = 0.0
+    coverage = Coverage()
+    acquisitions = violations = 0
+    reached = goals_reached(goals, coverage, acquisitions)
+    stopped = "budget spent"
+    while budget - spent >= min(_ROUND_LEAST, budget):
+        seconds = min(round_seconds, budget - spent)
+        found = play(len(rounds) + 1, seconds)
+        rounds.append(found)
+        spent += seconds
+        coverage += found.coverage or Coverage()
+        acquisitions += found.acquisitions
+        violations += found.violations
+        reached = goals_reached(goals, coverage, acquisitions)
+        if all(goal["met"] for goal in reached.values()):
+            stopped = "goals met"
+            break
+    verdict, reason = judge_goals(violations, reached)
+    return {
+        "goals": reached,
+        "met": all(goal["met"] for goal in reached.values()),
+        "stopped": stopped,
+        "budget": budget,
+        "round_seconds": round_seconds,
+        "seconds_played": spent,
+        "rounds": [dict(r.summary) for r in rounds],
+        "acquisitions": acquisitions,
+        "violations": violations,
+        "coverage": coverage.to_dict(),
+        "verdict": verdict,
+        "verdict_reason": reason,
+    }
+
+
+def explore_until(
+    config: ExploreConfig,
+    goals: Mapping[str, int],
+    out_dir: str | pathlib.Path,
+    *,
+    round_seconds: float = 30.0,
+    progress: Callable[[str], None] | None = None,
+    plot: bool = True,
+) -> tuple[dict[str, Any], list[ExploreOutcome]]:
+    """Explore in rounds until every goal (:func:`chaos.margins.parse_goals`) is reached or
+    ``config.duration`` seconds of rounds are played: round N (in ``out_dir/round-N``) is an
+    :func:`explore` run of its own, with seed ``config.seed + N - 1``, so each plays a new
+    schedule. Writes and returns the summary of them all (``summary.json``: the goals, each
+    with its target, the count reached and whether it is met; why it stopped; the verdict),
+    and the rounds' outcomes."""
+    if not (math.isfinite(round_seconds) and round_seconds >= _ROUND_LEAST):
+        raise ValueError(f"round_seconds must be at least {_ROUND_LEAST:g}, not {round_seconds!r}")
+    out = pathlib.Path(out_dir)
+    outcomes: list[ExploreOutcome] = []
+
+    def play(number: int, seconds: float) -> Round:
+        played = dataclasses.replace(config, seed=config.seed + number - 1, duration=seconds)
+        outcome = explore(played, out / f"round-{number}", progress=progress, plot=plot)
+        outcomes.append(outcome)
+        summary = outcome.summary
+        brief = {
+            "round": number,
+            "seed": played.seed,
+            "seconds": seconds,
+            "out": str(out / f"round-{number}"),
+            **{key: summary.get(key) for key in ("acquisitions", "violations", "verdict", "error")},
+        }
+        return Round(outcome.result.coverage, int(summary.get("acquisitions") or 0), len(outcome.violations), brief)
+
+    document = {"config": config.to_dict(), **_rounds(goals, config.duration, round_seconds, play)}
+    document["network"] = outcomes[-1].summary.get("network") if outcomes else None
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(document, indent=1, allow_nan=False), encoding="utf-8")
+    return document, outcomes
 
 
 def _plot(

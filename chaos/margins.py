@@ -29,6 +29,12 @@ Coverage
     show: acquisitions held on a bare majority, masters losing or jumping over a live key,
     holders paused across their deadline, near misses. :func:`judge` turns a run with no
     violation and no edge reached into the verdict ``unknown``, not ``safe``.
+
+Goals
+    A target per counter (:func:`parse_goals`: ``bare_majority=20,near_misses=5``), which
+    ``explore --until-coverage`` plays rounds until it reaches (:func:`goals_reached`), or
+    until its budget is spent; :func:`judge_goals` then calls a run with no violation
+    ``safe`` only if every goal was met.
 """
 
 from __future__ import annotations
@@ -46,14 +52,18 @@ from redlock import quorum_size
 from .history import Event, FaultWindow, History, KeySample, MasterClock, Tenure
 
 __all__ = [
+    "GOAL_COUNTERS",
     "LOSS_KINDS",
     "Coverage",
     "Margin",
     "Margins",
     "expiry_time",
+    "goals_reached",
     "judge",
+    "judge_goals",
     "measure_coverage",
     "measure_margins",
+    "parse_goals",
 ]
 
 #: Master faults after which the master may no longer have the keys it had (restarted empty,
@@ -365,6 +375,21 @@ class Coverage:
         """Edges reached: the counters that put a lock's safety to a test."""
         return self.lost_live_keys + self.clock_faults_on_live_keys + self.pauses_across_deadline + self.near_misses
 
+    def __add__(self, other: Coverage) -> Coverage:
+        """The counts of two runs together (rounds of one exploration)."""
+        triggered = dict(self.triggered)
+        for trigger, count in other.triggered.items():
+            triggered[trigger] = triggered.get(trigger, 0) + count
+        return Coverage(
+            bare_majority=self.bare_majority + other.bare_majority,
+            lost_live_keys=self.lost_live_keys + other.lost_live_keys,
+            clock_faults_on_live_keys=self.clock_faults_on_live_keys + other.clock_faults_on_live_keys,
+            pauses_across_deadline=self.pauses_across_deadline + other.pauses_across_deadline,
+            near_misses=self.near_misses + other.near_misses,
+            expiry_handovers=self.expiry_handovers + other.expiry_handovers,
+            triggered=triggered,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "bare_majority": self.bare_majority,
@@ -440,3 +465,61 @@ def judge(violations: int, coverage: Coverage | None, *, goal: int = 1) -> tuple
         f"acquisitions, {coverage.lost_live_keys} live keys lost, {coverage.clock_faults_on_live_keys} clock faults "
         f"on live keys, {coverage.pauses_across_deadline} pauses across a deadline, {coverage.near_misses} near misses"
     )
+
+
+#: What a goal may name: a counter of :class:`Coverage`, their sum ``edges``, or the
+#: acquisitions made (a sample size).
+GOAL_COUNTERS = (
+    "bare_majority",
+    "lost_live_keys",
+    "clock_faults_on_live_keys",
+    "pauses_across_deadline",
+    "near_misses",
+    "expiry_handovers",
+    "edges",
+    "acquisitions",
+)
+
+
+def parse_goals(text: str) -> dict[str, int]:
+    """``"bare_majority=20, near_misses=5"`` as ``{"bare_majority": 20, "near_misses": 5}``;
+    ValueError naming ``goals`` for an unknown counter, a bad or non-positive target, or a
+    counter given twice."""
+    if not isinstance(text, str):
+        raise TypeError(f"goals must be a string, not {type(text).__name__}")
+    goals: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, equals, target = (x.strip() for x in part.partition("="))
+        if name not in GOAL_COUNTERS:
+            raise ValueError(f"goals: unknown counter {name!r}; the counters are {', '.join(GOAL_COUNTERS)}")
+        if not equals or not target.isdigit() or int(target) < 1:
+            raise ValueError(f"goals: {part!r} needs a whole target of at least 1, as {name}=10")
+        if name in goals:
+            raise ValueError(f"goals: {name} given twice")
+        goals[name] = int(target)
+    if not goals:
+        raise ValueError("goals: none given (e.g. bare_majority=20,near_misses=5)")
+    return goals
+
+
+def goals_reached(goals: Mapping[str, int], coverage: Coverage, acquisitions: int) -> dict[str, dict[str, Any]]:
+    """Per goal: its target, the count reached and whether it is met."""
+    counts = {**coverage.to_dict(), "acquisitions": acquisitions}
+    return {
+        name: {"target": target, "reached": int(counts[name]), "met": int(counts[name]) >= target}
+        for name, target in goals.items()
+    }
+
+
+def judge_goals(violations: int, reached: Mapping[str, Mapping[str, Any]]) -> tuple[Outcome, str]:
+    """``unsafe`` with any violation; ``safe`` when every goal of ``reached``
+    (:func:`goals_reached`) was met without one; else ``unknown``, naming what fell short."""
+    if violations:
+        return "unsafe", f"{violations} violations"
+    short = [f"{name} {goal['reached']} of {goal['target']}" for name, goal in reached.items() if not goal["met"]]
+    if short:
+        return "unknown", f"no violation, but goals not met: {', '.join(short)}"
+    met = ", ".join(f"{name} {goal['reached']}" for name, goal in reached.items())
+    return "safe", f"no violation, every goal met ({met})"

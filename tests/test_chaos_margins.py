@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chaos.explore import ExploreConfig, explore
+from chaos.__main__ import main
+from chaos.explore import ExploreConfig, Round, _rounds, explore
 from chaos.history import (
     AcquireInvoked,
     AcquireReturned,
@@ -33,7 +34,17 @@ from chaos.history import (
     master_label,
     voters_of,
 )
-from chaos.margins import Coverage, expiry_time, judge, measure_coverage, measure_margins
+from chaos.margins import (
+    GOAL_COUNTERS,
+    Coverage,
+    expiry_time,
+    goals_reached,
+    judge,
+    judge_goals,
+    measure_coverage,
+    measure_margins,
+    parse_goals,
+)
 from chaos.observer import Grant, Observer
 from chaos.reactive import REACTIVE_KINDS, Reactor
 from chaos.schedule import FAULT_SETS, generate
@@ -200,6 +211,115 @@ def test_three_verdicts() -> None:
     assert "3 bare-majority" in reason
     assert judge(0, Coverage(pauses_across_deadline=1))[0] == "safe"
     assert judge(0, Coverage(pauses_across_deadline=1), goal=2)[0] == "unknown"
+
+
+def test_goals_are_parsed_with_their_argument_named() -> None:
+    assert parse_goals(" bare_majority=20, near_misses=5 ,") == {"bare_majority": 20, "near_misses": 5}
+    assert set(parse_goals(",".join(f"{name}=1" for name in GOAL_COUNTERS))) == set(GOAL_COUNTERS)
+    for text, match in (
+        ("bare=3", "unknown counter 'bare'"),
+        ("edges", "needs a whole target"),
+        ("edges=0", "needs a whole target"),
+        ("edges=2.5", "needs a whole target"),
+        ("edges=1,edges=2", "edges given twice"),
+        (" , ", "none given"),
+    ):
+        with pytest.raises(ValueError, match=f"goals: .*{match}"):
+            parse_goals(text)
+    with pytest.raises(TypeError, match="goals"):
+        parse_goals(3)  # type: ignore[arg-type]
+
+
+counts = st.integers(0, 50)
+
+
+@given(st.lists(st.tuples(counts, counts, counts, counts), min_size=1, max_size=4))
+def test_coverage_adds_up_by_counter(parts: list[tuple[int, int, int, int]]) -> None:
+    runs = [
+        Coverage(bare_majority=a, lost_live_keys=b, near_misses=c, expiry_handovers=d, triggered={"t": a})
+        for a, b, c, d in parts
+    ]
+    total = sum(runs, Coverage())
+    assert total.bare_majority == sum(p[0] for p in parts)
+    assert total.edges == sum(run.edges for run in runs)
+    assert total.expiry_handovers == sum(p[3] for p in parts)
+    assert total.triggered == ({"t": sum(p[0] for p in parts)} if parts else {})
+
+
+def _round(bare: int, acquisitions: int = 10, violations: int = 0) -> Round:
+    return Round(Coverage(bare_majority=bare), acquisitions, violations, {"bare": bare})
+
+
+def test_rounds_stop_once_every_goal_is_reached_or_the_budget_is_spent() -> None:
+    goals = {"bare_majority": 5, "acquisitions": 15}
+    played: list[tuple[int, float]] = []
+
+    def play(number: int, seconds: float) -> Round:
+        played.append((number, seconds))
+        return _round(bare=3)
+
+    done = _rounds(goals, budget=100.0, round_seconds=30.0, play=play)
+    assert played == [(1, 30.0), (2, 30.0)]  # 6 bare-majority acquisitions after two rounds
+    assert done["stopped"] == "goals met"
+    assert done["met"]
+    assert done["goals"]["bare_majority"] == {"target": 5, "reached": 6, "met": True}
+    assert (done["verdict"], done["acquisitions"], done["seconds_played"]) == ("safe", 20, 60.0)
+    # Never reached: rounds until the budget is spent, the last one what is left of it.
+    played.clear()
+    short = _rounds({"bare_majority": 100}, budget=70.0, round_seconds=30.0, play=play)
+    assert played == [(1, 30.0), (2, 30.0), (3, 10.0)]
+    assert short["stopped"] == "budget spent"
+    assert short["verdict"] == "unknown"
+    assert "bare_majority 9 of 100" in short["verdict_reason"]
+    assert len(short["rounds"]) == 3
+    # A violation makes it unsafe whatever the goals.
+    bad = _rounds({"bare_majority": 1}, budget=10.0, round_seconds=30.0, play=lambda n, s: _round(2, violations=1))
+    assert (bad["verdict"], bad["met"], bad["stopped"]) == ("unsafe", True, "goals met")
+
+
+def test_goals_judged() -> None:
+    coverage = Coverage(bare_majority=4, near_misses=1)
+    reached = goals_reached({"bare_majority": 3, "edges": 2, "acquisitions": 100}, coverage, 80)
+    assert reached == {
+        "bare_majority": {"target": 3, "reached": 4, "met": True},
+        "edges": {"target": 2, "reached": 1, "met": False},
+        "acquisitions": {"target": 100, "reached": 80, "met": False},
+    }
+    verdict, reason = judge_goals(0, reached)
+    assert verdict == "unknown"
+    assert "edges 1 of 2, acquisitions 80 of 100" in reason
+    assert judge_goals(0, goals_reached({"bare_majority": 3}, coverage, 0))[0] == "safe"
+    assert judge_goals(2, reached) == ("unsafe", "2 violations")
+
+
+@pytest.mark.slow
+@pytest.mark.servers
+def test_explore_until_coverage_plays_rounds_until_its_goals(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["explore", "--faults", "safe", "--seed", "5", "--network", "proxy", "--no-plot", "-q"]
+    # Acquisitions come at once, live keys lost never under the SAFE set (a kill keeps its data).
+    goals = "acquisitions=1,lost_live_keys=1000"
+    status = main([*argv, "--until-coverage", goals, "--duration", "8", "--round", "4", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["stopped"] == "budget spent"
+    assert [r["round"] for r in summary["rounds"]] == [1, 2]
+    assert [r["seed"] for r in summary["rounds"]] == [5, 6]
+    assert summary["goals"]["acquisitions"]["met"]
+    assert not summary["goals"]["lost_live_keys"]["met"]
+    assert summary["verdict"] == "unknown"
+    assert (tmp_path / "round-2" / "summary.json").exists()
+    assert "lost_live_keys: 0 of 1000 (NOT met)" in out
+    # Met at the first round: it stops there.
+    again = tmp_path / "met"
+    assert (
+        main([*argv, "--until-coverage", "acquisitions=1", "--duration", "8", "--round", "4", "--out", str(again)]) == 0
+    )
+    summary = json.loads((again / "summary.json").read_text())
+    assert (summary["stopped"], len(summary["rounds"]), summary["met"]) == ("goals met", 1, True)
+    assert main([*argv, "--until-coverage", "nope=1", "--out", str(tmp_path / "bad")]) == 2
 
 
 def test_the_single_master_set_hits_one_master_at_a_time() -> None:
