@@ -48,7 +48,7 @@ from redlock.servers import RedisServerNotFound
 from .clock import LibfaketimeNotFound
 from .explore import ExploreConfig, explore, explore_until, replay
 from .margins import GOAL_COUNTERS, parse_goals
-from .netns import NetworkKind, choose_network
+from .netns import NetworkKind, choose_network, unavailable
 from .powerloss import CompilerNotFound
 from .report import details, text_table, write_summary
 from .runner import Params, ScenarioResult, run_scenario
@@ -227,6 +227,14 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return EXIT_USAGE
+    reason = unavailable() if args.all and any(s.kernel for s in scenarios) else None
+    if reason is not None:
+        # --all means what this machine can run; named ones run and say why they cannot.
+        skipped = [s for s in scenarios if s.kernel]
+        scenarios = [s for s in scenarios if not s.kernel]
+        print(
+            f"skipped {', '.join(s.number for s in skipped)}: they need the kernel network: {reason}", file=sys.stderr
+        )
     plot = not args.no_plot
     if plot and not can_import("matplotlib"):
         # Said once, before anything runs, so that a run's exit status stays its verdict's.
