@@ -252,10 +252,10 @@ class Driver(DriverBase["_Protocol"]):
             if waiting is not None:
                 waiters.discard(*waiting)
             waiting = (channel, asyncio.Event())
-            waiters.add(*waiting, in_line=pause.line is not None)
+            waiters.add(*waiting, in_line=pause.line is not None, handoff=pause.handoff)
         event = waiting[1]
         subscribed = False
-        for wait in waiters.waits(channel, event, pause.seconds, pause.line, self._clock):
+        for wait in waiters.waits(channel, event, pause.seconds, pause.line, self._clock, handoff=pause.handoff):
             if not subscribed and self._wake_on_release:
                 self._subscribe()
                 subscribed = True

@@ -43,6 +43,22 @@ def eventually(check: Callable[[], bool], within: float = 10.0) -> bool:
     return True
 
 
+class FlagEvent:
+    """An event for the pure waiting policy (redlock._connection.Waiters) without a driver."""
+
+    def __init__(self) -> None:
+        self.flag = False
+
+    def is_set(self) -> bool:
+        return self.flag
+
+    def set(self) -> None:
+        self.flag = True
+
+    def clear(self) -> None:
+        self.flag = False
+
+
 def in_threads(work: Callable[[int], object], count: int, within: float = 120.0) -> None:
     """Run ``work(index)`` in ``count`` threads at once and wait for all of them; a thread
     still running after ``within`` seconds fails the test (a hang, not a slow machine)."""
