@@ -1250,6 +1250,44 @@ def rolling_restart(run: Run) -> None:
     run.expect(released["ok"], "c1's release is confirmed by a majority", _error(released))
 
 
+# --- 31: a handover that lands after the releaser's keys expired ------------------------------
+
+
+def handoff_late(run: Run) -> None:
+    """c1 holds the lock, and a second Lock of c1 waits in line for it; c1's requests reach
+    the masters late. c1 releases shortly before its validity ends, which hands the lock to
+    its waiter: a swap of tokens (docs/algorithm.md, "Handing a lock over") that lands only
+    after c1's keys expired and c2 took the lock. The swap compares, so it finds c2's token,
+    writes nothing, and the waiter is refused; one that did not compare would give c1's
+    waiter c2's lock."""
+    ttl = run.params.ttl
+    delay = 0.4 * ttl
+    # c1's waiter waits for the release, never for its own timer; c2 polls, to get in as
+    # soon as c1's keys expire.
+    (c1,) = run.clients(["c1"], retry_delay=10 * ttl, node_timeout=2 * delay)
+    (c2,) = run.clients(["c2"], retry_delay=0.05)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+    if not run.expect(got["ok"], "c1 acquires", _error(got)):
+        return
+    run.nemesis.slow_links("c1", range(run.params.nodes), to_server=delay)
+    release_at = got["deadline"] - 0.05 * ttl
+    patience = release_at - time.monotonic() + delay + 0.5 * ttl
+    pending = c1.submit("hand_over", name=LOCK, ttl=ttl, release_at=release_at, timeout=patience)
+    theirs = c2.call("acquire", name=LOCK, ttl=_long_ttl(run), timeout=2 * ttl)
+    if not run.expect(theirs["ok"], "c2 acquires once c1's keys expired", _error(theirs)):
+        return
+    c2.call("read", name=LOCK)
+    outcome = pending.result()
+    released, handed = outcome["released"], outcome["handed"]
+    run.expect(not released["ok"], "c1's late handover finds c2's token: its release reports the lock lost")
+    run.expect(not handed.get("ok"), "c1's waiter is not handed c2's lock", _error(handed))
+    run.sleep(0.25 * ttl)  # c2 works on: a waiter handed its lock would hold beside it
+    c2.call("write", name=LOCK)
+    c2.call("release", name=LOCK)
+    if handed.get("ok"):
+        c1.call("release", name=LOCK)
+
+
 CATALOGUE: tuple[Scenario, ...] = (
     Scenario("1", "baseline", "no faults", "SAFE", baseline, loop=True,
              why="three clients contend for two names; every holder interval is disjoint"),
@@ -1375,6 +1413,10 @@ CATALOGUE: tuple[Scenario, ...] = (
              "UNSAFE", rwlock_restart_empty, kinds=("mutual-exclusion",), proxies=True,
              why="C forgets c1's reader and grants c2 the writer's key: as for the lock, only persistence or a "
                  "delayed restart keeps the shared master's vote"),
+    Scenario("31", "handoff-late", "c1 hands its lock to its own waiter by a swap that lands after its keys expired",
+             "SAFE", handoff_late, proxies=True, delays=True,
+             why="the swap replaces only c1's own token: where c2's holds, it writes nothing, and c1's waiter "
+                 "is refused"),
 )  # fmt: skip
 
 

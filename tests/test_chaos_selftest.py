@@ -227,3 +227,15 @@ def test_selftest_catches_a_runner_that_believes_it_leads_past_its_validity(tmp_
     [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
     assert cell["robust"], cell
     assert any("on_lost comes within a ttl" in text for text in cell["failed_checks"]), cell
+
+
+@pytest.mark.servers
+@pytest.mark.slow
+def test_selftest_catches_a_handover_that_does_not_compare(tmp_path: pathlib.Path) -> None:
+    """Scenario 31 is the one where a handover lands after the releaser's keys expired and
+    another client took the lock: a swap that did not compare would hand that lock over."""
+    argv = ["selftest", "--variants", "handoff-blind", "--scenarios", "handoff-late", "--runs", "1", "--quick", "-q"]
+    assert main([*argv, "--seed", "3", "--out", str(tmp_path)]) == 0
+    [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
+    assert cell["robust"], cell
+    assert cell["overlap_ms"] > 100, cell
