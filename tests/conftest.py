@@ -499,6 +499,14 @@ def _not_for_this_run(config: pytest.Config, item: pytest.Item) -> str | None:
         asked = "chaos" in (config.getoption("markexpr", "") or "")
         if not asked and os.environ.get("REDLOCK_CHAOS") != "1":
             return "long chaos runs (their smoke versions ran): run them with -m chaos or REDLOCK_CHAOS=1"
+    if item.get_closest_marker("slow") is not None:
+        # (The matrix run, once per server, keeps them: it is the only run on the others.)
+        asked = any(tier in (config.getoption("markexpr", "") or "") for tier in ("slow", "matrix"))
+        if not asked and os.environ.get("REDLOCK_SLOW") != "1":
+            return (
+                "tests of more than a few seconds (each area keeps a quick one here):"
+                " -m slow or REDLOCK_SLOW=1 runs them, as CI does"
+            )
     if item.get_closest_marker("wheel") is not None and "wheel" not in (config.getoption("markexpr", "") or ""):
         return "the wheel smoke test (30 s): .ci/run runs tests/wheel_smoke.py itself; -m wheel runs it here"
     callspec = getattr(item, "callspec", None)

@@ -287,6 +287,7 @@ def _saved_window(path: pathlib.Path) -> None:
     path.write_text(json.dumps(document))
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_replay_plays_a_saved_window_again(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     window = tmp_path / "violation-1.json"
@@ -303,6 +304,7 @@ def test_replay_plays_a_saved_window_again(tmp_path: pathlib.Path, capsys: pytes
     assert any((tmp_path / "replay" / f"try-{n}" / "violations" / "violation-1.json").exists() for n in (1, 2))
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_sweep_smoke(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["sweep", "pause", "--values", "0.5", "2.0", "--trials", "1", "--seed", "2", "--out", str(tmp_path), "-q"]

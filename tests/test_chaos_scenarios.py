@@ -184,6 +184,7 @@ def assert_c1_writes_first_and_its_increment_is_lost(result: ScenarioResult) -> 
         ("power-loss-everysec", False),
     ],
 )
+@pytest.mark.slow
 def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, quick_scenario: QuickScenario) -> None:
     """A crash keeps the page cache, so both policies keep c1's SET; a power cut keeps only
     what was fsynced, which under everysec misses the SET: seen on C itself after the
@@ -226,6 +227,7 @@ def test_fencing_rejects_the_late_holders_write(name: str, quick_scenario: Quick
     assert rejected[0].fencing < accepted[0].fencing
 
 
+@pytest.mark.slow
 def test_election_keeps_one_leader_at_a_time_through_faults(quick_scenario: QuickScenario) -> None:
     """Three campaigners (then a fourth) over a paused and a killed master, C's clock
     within the drift allowance, the leader paused past its validity and the leader killed:
@@ -245,6 +247,7 @@ def test_election_keeps_one_leader_at_a_time_through_faults(quick_scenario: Quic
     assert {"pause", "kill", "clock-rate", "client-pause", "client-kill"} <= kinds
 
 
+@pytest.mark.slow
 def test_threads_sharing_a_lock_are_judged_as_holders_of_their_own(
     quick_scenario: QuickScenario,
 ) -> None:
@@ -408,6 +411,7 @@ THE_REST = [s for s in CATALOGUE if s.name not in LOOKED_AT]
 SEED = int(os.environ.get("REDLOCK_CHAOS_SEED", "7"))
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 @pytest.mark.parametrize("scenario", THE_REST, ids=[s.slug for s in THE_REST])
 def test_scenario_matches_its_expected_verdict(scenario: Scenario, tmp_path: pathlib.Path) -> None:

@@ -109,6 +109,7 @@ def test_selftest_catches_validity_from_the_replies(tmp_path: pathlib.Path, caps
     ("variant", "scenario"),
     [("shared-joins-holding", "shared-lock"), ("nested-release-lets-go", "shared-lock-reentrant")],
 )
+@pytest.mark.slow
 def test_selftest_catches_a_shared_lock_that_lets_two_threads_hold(
     variant: str, scenario: str, tmp_path: pathlib.Path
 ) -> None:
@@ -121,6 +122,7 @@ def test_selftest_catches_a_shared_lock_that_lets_two_threads_hold(
     assert cell["overlap_ms"] > 0, cell
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_selftest_exits_non_zero_when_a_variant_escapes(tmp_path: pathlib.Path) -> None:
     # An extend that re-creates keys is harmless where nobody extends.
@@ -130,6 +132,7 @@ def test_selftest_exits_non_zero_when_a_variant_escapes(tmp_path: pathlib.Path) 
     assert report["variants"]["extend-recreates"]["escaped_runs"] == [1]
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_selftest_still_catches_an_extend_that_re_creates_without_a_majority(tmp_path: pathlib.Path) -> None:
     """The real extend now writes our key back where a master lost it, but only after a
@@ -218,6 +221,7 @@ def test_selftest_catches_an_error_reply_counted_as_a_grant(scenario: str, tmp_p
     assert cell["caught"], cell
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_selftest_catches_a_runner_that_believes_it_leads_past_its_validity(tmp_path: pathlib.Path) -> None:
     """Scenario 27's leaders stop their own steps at the Lock's deadline, so a runner that

@@ -528,7 +528,7 @@ class NativeMaster(RuleBasedStateMachine):
         assert self.carried >= max(counted, default=0)
 
 
-TestNativeMaster = NativeMaster.TestCase
+TestNativeMaster = pytest.mark.slow(NativeMaster.TestCase)
 TestNativeMaster.settings = settings(max_examples=500, stateful_step_count=40, deadline=None)
 
 
