@@ -618,8 +618,11 @@ def _figures(
     )
     figure = Figure(figsize=(11, 5), dpi=dpi)
     FigureCanvasAgg(figure)
-    for number, panel in enumerate(_panels(summary["bins"], width, timeout, _XLABEL), start=1):
-        panel(figure.add_subplot(2, 1, number), t0)
+    latency, throughput = _panels(summary["bins"], width, timeout, _XLABEL)
+    first = figure.add_subplot(2, 1, 1)
+    latency(first, t0)
+    throughput(figure.add_subplot(2, 1, 2, sharex=first), t0)
+    first.set_xlim(0, max(config.duration, len(summary["bins"]) * width))
     figure.suptitle(f"explore {config.faults.name}: acquire latency and throughput per {width:g}s", fontsize=10)
     figure.tight_layout()
     return timeline, figure

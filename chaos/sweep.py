@@ -3,8 +3,9 @@
 A sweep runs a short scripted trial (a few seconds, real masters and clients) ``T`` times
 for each value of one parameter and counts the trials with a violation. Each parameter
 moves the scenario across a threshold that theory predicts, stated with it below; the
-curve (violation probability with its 95 % Wilson interval) should be ~0 on the safe side
-and rise on the other. Output, in ``--out``: ``sweep.json`` and ``sweep.png``.
+violation probability (with its 95 % Wilson interval) should be ~0 on the safe side and
+rise on the other. Output, in ``--out``: ``sweep.json``, ``sweep.png`` (:func:`sweep_figure`)
+and each trial's files in ``trials/``.
 
 The parameters (``drift`` is ``ttl * clock_drift_factor + 2 ms``, the library's allowance):
 
@@ -39,7 +40,7 @@ from typing import Any
 from .runner import Params, Run, Scenario, run_scenario
 from .scenarios import LOCK, clock_rate_trial, restart_after
 
-__all__ = ["PARAMETERS", "Parameter", "run_sweep", "wilson_interval"]
+__all__ = ["PARAMETERS", "Parameter", "logistic_fit", "plot_sweep", "run_sweep", "sweep_figure", "wilson_interval"]
 
 _Z95 = 1.959963984540054
 _EXPIRY_PRECISION = 0.002

@@ -213,7 +213,7 @@ class _Picture:
         self.lost = {id(w) for report in verdict.lost_updates for w in report.lost_writes}
         self.shown: dict[str, Any] = {}
         self.optional: list[_Label] = []
-        self.required: list[Text] = []
+        self.only: str | None = None
 
     def x(self, t: float) -> float:
         return t - self.origin
@@ -238,13 +238,18 @@ class _Picture:
         faults = sorted(key for key in self.shown if key.startswith("fault:"))
         return [self.shown[key] for key in (*clients, *marks, *faults)]
 
-    def draw(self, ax: Any, view: tuple[float, float], *, zoomed: bool = False) -> None:
-        """Draw everything; ``view`` is the x range the axes will show."""
-        if not zoomed:
+    def draw(self, ax: Any, view: tuple[float, float], *, lock: str | None = None) -> None:
+        """Draw everything, or for a zoom only ``lock``'s band (anything drawn outside the
+        axes' view would still count in its layout); ``view`` is the x range shown."""
+        self.only = lock
+        if lock is None:
             self._faults(ax)
-        self._holders(ax, view, zoomed)
+        self._holders(ax, view)
         self._events(ax)
-        self._violations(ax, view, zoomed)
+        self._violations(ax, view)
+
+    def drawn(self, name: str) -> bool:
+        return name in self.layout and self.only in (None, name)
 
     def _faults(self, ax: Any) -> None:
         for window, lane, reach in zip(self.windows, self.fault_lanes, self.fault_reach, strict=True):
@@ -270,8 +275,10 @@ class _Picture:
             )  # fmt: skip
             self.optional.append(_Label(text, start, self.x(reach)))
 
-    def _holders(self, ax: Any, view: tuple[float, float], zoomed: bool) -> None:
+    def _holders(self, ax: Any, view: tuple[float, float]) -> None:
         for tenure in self.tenures:
+            if not self.drawn(tenure.name):
+                continue
             start = self.x(tenure.start)
             end = self.x(_finite(tenure.end, self.end))
             y0 = self.y_of(tenure)
@@ -305,7 +312,7 @@ class _Picture:
 
     def _events(self, ax: Any) -> None:
         for event in self.refused:
-            if event.name in self.strip:
+            if event.name in self.strip and self.drawn(event.name):
                 ax.plot(
                     self.x(event.time), self.strip[event.name], "o", color=self.colour[event.client],
                     markeredgecolor="black", markeredgewidth=0.5, markersize=4,
@@ -318,7 +325,7 @@ class _Picture:
                     ),
                 )  # fmt: skip
         for write in self.history.of_type(ResourceWrite):
-            if write.name not in self.layout:
+            if not self.drawn(write.name):
                 continue
             holder = self.holder_at(write.client, write.name, write.time)
             y0 = self.y_of(holder) if holder is not None else self.layout[write.name][0]
@@ -337,9 +344,9 @@ class _Picture:
                     "write", Line2D([], [], marker="|", color="black", linestyle="none", label="write (writer's lane)")
                 )
 
-    def _violations(self, ax: Any, view: tuple[float, float], zoomed: bool) -> None:
+    def _violations(self, ax: Any, view: tuple[float, float]) -> None:
         for overlap in self.verdict.overlaps:
-            if overlap.name not in self.layout:
+            if not self.drawn(overlap.name):
                 continue
             top, count = self.layout[overlap.name]
             start = self.x(overlap.start)
@@ -357,34 +364,41 @@ class _Picture:
             self.legend("overlap", Patch(fill=False, edgecolor="red", hatch="xx", label="overlap"))
         for claim in self.verdict.overstated:
             mine = [t for t in self.tenures if t.client == claim.client and t.op == claim.op and t.name == claim.name]
-            if not mine:
+            if not mine or not self.drawn(claim.name):
                 continue
             ax.broken_barh(
                 [(self.x(claim.bound), claim.excess)], (self.y_of(mine[-1]) + 0.78, 0.12), facecolors="red", zorder=4
             )
             self.legend("overstated", Patch(color="red", label="validity past invoked + ttl - drift"))
 
-    def zooms(self) -> list[tuple[float, float, str]]:
-        """Windows around the violations, at most :data:`_ZOOMS`: (start, end, caption)."""
-        found: list[tuple[float, float, str]] = []
+    def zooms(self) -> list[tuple[float, float, str, str]]:
+        """Windows around the violations, at most :data:`_ZOOMS`: (start, end, lock, caption)."""
+        found: list[tuple[float, float, str, str]] = []
         for overlap in self.verdict.overlaps:
             end = _finite(overlap.end, self.end)
-            found.append((overlap.start, end, f"{overlap.name}: overlap {1000 * (end - overlap.start):.1f} ms"))
-        lost = [w for report in self.verdict.lost_updates for w in report.lost_writes]
-        found += [(w.time, w.time, f"{w.name}: lost increment of {w.client}") for w in lost]
+            found.append((overlap.start, end, overlap.name, f"overlap {1000 * (end - overlap.start):.1f} ms"))
+        for report in self.verdict.lost_updates:
+            # From the increment to the write that did not build on it: both in one panel.
+            for lost, by in zip(report.lost_writes, report.overwritten_by, strict=True):
+                caption = f"{lost.client}'s increment lost"
+                if by is None:
+                    found.append((lost.time, lost.time, lost.name, caption))
+                else:
+                    ends = sorted((lost.time, by.time))
+                    found.append((ends[0], ends[1], lost.name, f"{caption} to {by.client}'s write"))
         found += [
-            (v.bound, v.deadline, f"{v.name}: {v.holder} overstates by {1000 * v.excess:.1f} ms")
+            (v.bound, v.deadline, v.name, f"{v.holder} overstates by {1000 * v.excess:.1f} ms")
             for v in self.verdict.overstated
         ]
-        windows: list[tuple[float, float, str]] = []
-        for start, end, caption in sorted(found):
-            # One panel for violations close together (an overlap and its lost write).
-            if windows and start - windows[-1][1] < _ZOOM_MERGE:
-                last = windows[-1]
-                windows[-1] = (last[0], max(last[1], end), last[2])
-            else:
-                windows.append((start, end, caption))
-        return windows[:_ZOOMS]
+        windows: list[tuple[float, float, str, str]] = []
+        for start, end, name, caption in sorted(found):
+            # One panel for violations of one lock close together (an overlap and its lost write).
+            last = windows[-1] if windows else None
+            if last is not None and last[2] == name and start - last[1] < _ZOOM_MERGE:
+                windows[-1] = (last[0], max(last[1], end), name, f"{last[3]}; {caption}")
+            elif name in self.layout:
+                windows.append((start, end, name, caption))
+        return [(start, end, name, _one_line(caption)) for start, end, name, caption in windows[:_ZOOMS]]
 
 
 def timeline_figure(
@@ -434,18 +448,22 @@ def timeline_figure(
     ax.grid(axis="x", alpha=0.3)
     if title:
         ax.set_title(title, fontsize=10)
-    for column, (start, end, caption) in enumerate(zooms):
+    for column, (start, end, name, caption) in enumerate(zooms):
         zoom = figure.add_subplot(grid[1, column])
         # Wide enough to show the holders on either side, narrow enough to show the gap;
         # never past the run's first or last moment.
         margin = max(0.01, (end - start) * 0.6)
         near = (max(picture.x(start) - margin, picture.lo), min(picture.x(end) + margin, picture.hi))
-        picture.draw(zoom, near, zoomed=True)
+        picture.draw(zoom, near, lock=name)
         zoom.set_xlim(*near)
-        # The locks' bands only: the faults are named on the timeline above.
-        zoom.set_ylim(picture.bands_end + 0.1, 0)
-        zoom.set_yticks(ticks[: len(picture.names)], picture.names, fontsize=7)
-        zoom.set_title(f"zoom: {caption}", fontsize=8, color="red")
+        # The violation's lock only: the faults are named on the timeline above.
+        top, count = picture.layout[name]
+        bottom = top + count + (_STRIP if name in picture.strip else 0.0)
+        zoom.set_ylim(bottom + 0.1, top - _HEAD)
+        zoom.set_yticks([top + count / 2], [name], fontsize=7)
+        # Wrapped to its column (an 8-point character is about 0.07 in).
+        wrap = int(_WIDTH_INCHES / len(zooms) / 0.075) - 4
+        zoom.set_title(textwrap.fill(f"zoom: {name}: {caption}", wrap), fontsize=8, color="red")
         zoom.set_xlabel(xlabel, fontsize=7)
         zoom.xaxis.set_major_locator(MaxNLocator(4))
         zoom.tick_params(labelsize=7)
@@ -487,15 +505,21 @@ def _declutter(figure: Figure, labels: Sequence[_Label]) -> None:
         frame = ax.get_window_extent(renderer)
         (low, _), (high, _) = ax.transData.transform([(label.x0, 0), (label.x1, 0)])
         fits = (
-            box.x0 >= max(low, frame.x0) - 1
-            and box.x1 <= min(high, frame.x1) + 1
-            and box.y0 >= frame.y0 - 1
-            and box.y1 <= frame.y1 + 1
+            box.x0 >= max(low, frame.x0) - 0.5
+            and box.x1 <= min(high, frame.x1) + 0.5
+            and box.y0 >= frame.y0
+            and box.y1 <= frame.y1
         )
         if fits and not any(box.overlaps(other) for other in placed):
             placed.append(box)
         else:
             text.remove()
+
+
+def _one_line(caption: str) -> str:
+    """A zoom's caption: its first two violations, and how many more."""
+    parts = caption.split("; ")
+    return "; ".join(parts[:2]) + (f" (+{len(parts) - 2} more)" if len(parts) > 2 else "")
 
 
 def _footer(lines: Iterable[str]) -> tuple[list[str], str]:
