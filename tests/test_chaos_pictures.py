@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import pathlib
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -477,3 +478,64 @@ def test_the_logistic_fit_recovers_a_known_curve_and_declines_a_step() -> None:
     assert logistic_fit(step) is None
     few = [{"value": v, "trials": 6, "violations": k} for v, k in ((0.5, 0), (0.9, 2), (1.1, 4), (1.5, 6))]
     assert logistic_fit(few) is None
+
+
+# --- the benchmark's chart ------------------------------------------------------------------------
+
+
+def _bench_results() -> dict[str, Any]:
+    """Every section's shape, as bench.json holds it, with made-up figures."""
+    from bench_node import CLIENTS  # noqa: PLC0415
+    from bench_telemetry import TELEMETRY_CASES  # noqa: PLC0415
+
+    def spread(n: int) -> dict[str, float]:
+        return {"p50_ms": 0.5 + 0.1 * n, "p99_ms": 2.0 + n}
+
+    names = ["floor sync (1 master)", "redlock sync (5 masters)", "redlock sync (5 masters, 1 hung)"]
+    ways = ["redis-py Lock (1 node)", "redlock wake-up", "redlock polling"]
+    levels = ["1", "10", "100", "1000"]
+    return {
+        "machine": {"summary": "x86_64, 2 CPUs, Python 3.11, servers on CPU 1, client on CPU 0"},
+        "latency": {name: spread(n) for n, name in enumerate(names)},
+        "primitives": {f"semaphore (limit {n}) sync": spread(n) for n in (1, 3)},
+        "contention": {way: {"throughput_per_s": 500.0 + 100 * n} for n, way in enumerate(ways)},
+        "handoff": {way: {"handoff": spread(n)} for n, way in enumerate(ways)},
+        "scale": {
+            api: {
+                c: {"redlock": {"ops_per_s": 1000.0 * i}, "floor": {"ops_per_s": 2000.0 * i}}
+                for i, c in enumerate(levels, start=1)
+            }
+            for api in ("asyncio", "sync")
+        },
+        "node": {
+            "rows": {
+                c: {k: {"ops_per_s": 1000.0 * i} for k in ("node-redlock", *CLIENTS)}
+                for i, c in enumerate(levels, start=1)
+            }
+        },
+        "native": {"rows": {"extend, Valkey": spread(1), "release, Valkey": spread(2)}},
+        "telemetry": {api: {case: spread(n) for n, case in enumerate(TELEMETRY_CASES)} for api in ("sync", "asyncio")},
+    }
+
+
+def test_the_benchmark_chart_keeps_its_legends_off_the_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight panels, three to a row; every legend outside its panel, no text over another,
+    and nothing past the figure's edge."""
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).parent.parent / "benchmarks"))
+    from bench import chart_figure  # noqa: PLC0415
+
+    figure = chart_figure(_bench_results(), dpi=DPI)
+    shown = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(shown) == 8
+    assert len({round(ax.get_position().x0, 3) for ax in shown}) == 3
+    assert assert_legends_outside(figure) == 7
+    assert_no_text_overlaps(figure)
+    assert_not_squeezed(figure)
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    whole = figure.bbox
+    for ax in shown:
+        legend = ax.get_legend()
+        if legend is not None:
+            box = legend.get_window_extent(renderer)
+            assert whole.x0 <= box.x0
+            assert box.x1 <= whole.x1 + 1
