@@ -591,13 +591,7 @@ def _figures(
     # Judged whole, drawn in part: a window's own check would miss what came before it.
     renamed = _by_slot(history)
     shown = _between(renamed, t0 + start, t0 + start + _PLOT_SPAN)
-    judged = check_all(renamed)
-    inside = tuple(
-        o
-        for o in judged.overlaps
-        if shown.start is not None and o.start >= shown.start and o.end <= (shown.end or o.end)
-    )
-    verdict = dataclasses.replace(judged, overlaps=inside)
+    verdict = _within(check_all(renamed), t0 + start, t0 + start + _PLOT_SPAN)
     width = summary["bin_seconds"]
     timeout = config.acquire_timeout
     bins = [b for b in summary["bins"] if start <= b["start"] < start + _PLOT_SPAN]
@@ -626,6 +620,29 @@ def _figures(
     figure.suptitle(f"explore {config.faults.name}: acquire latency and throughput per {width:g}s", fontsize=10)
     figure.tight_layout()
     return timeline, figure
+
+
+def _within(verdict: Verdict, start: float, end: float) -> Verdict:
+    """``verdict`` with only the violations between ``start`` and ``end``, for a picture of
+    that window (a zoom on one outside it would show nothing)."""
+
+    def inside(when: float) -> bool:
+        return start <= when <= end
+
+    lost = []
+    for report in verdict.lost_updates:
+        kept = [(w, by) for w, by in zip(report.lost_writes, report.overwritten_by, strict=True) if inside(w.time)]
+        lost.append(
+            dataclasses.replace(
+                report, lost_writes=tuple(w for w, _ in kept), overwritten_by=tuple(by for _, by in kept)
+            )
+        )
+    return dataclasses.replace(
+        verdict,
+        overlaps=tuple(o for o in verdict.overlaps if inside(o.start) and o.end <= end),
+        lost_updates=tuple(lost),
+        overstated=tuple(v for v in verdict.overstated if inside(v.bound)),
+    )
 
 
 def _between(history: History, start: float, end: float) -> History:

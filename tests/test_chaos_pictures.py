@@ -289,13 +289,28 @@ def test_explore_counts_agree_and_times_count_from_the_start() -> None:
 
 
 def test_a_long_explore_run_says_what_part_it_shows() -> None:
-    history = _explore_history()
+    """The first minute is drawn; a violation after it is counted in the title, but neither
+    named in the footer nor zoomed on."""
+    make = _Maker()
+    make.hold("c1", "L1", 1.0, 1.5)
+    make.hold("c2", "L1", 1.2, 1.4, read=0)
+    make.hold("c2", "L2", 2.0, 2.5)
+    make.hold("c1", "L2", 100.0, 100.6, read=1)
+    make.hold("c3", "L2", 100.1, 100.3, read=1)
+    make.fault("kill", "A", 0.5, 1.0)
+    history = make.history()
     timeline, _, violations = _explore_figures(history, duration=600.0)
+    late = [v for v in violations if v.time > 60]
+    assert late
     (title,) = [t for t in _titles(timeline) if t.startswith("explore")]
-    assert (
-        title
-        == f"explore unsafe-clock (seed 5): {len(violations)} violations; 0-60s of 600s shown, with {len(violations)}"
-    )
+    shown = len(violations) - len(late)
+    assert title == f"explore unsafe-clock (seed 5): {len(violations)} violations; 0-60s of 600s shown, with {shown}"
+    zooms = [" ".join(t.split()) for t in _titles(timeline) if t.startswith("zoom: ")]
+    assert zooms
+    assert all(z.startswith("zoom: L1: ") for z in zooms), zooms
+    (footer,) = timeline.texts
+    assert "L2" not in footer.get_text()
+    assert_not_squeezed(timeline)
 
 
 def _election_history() -> History:
