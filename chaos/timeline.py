@@ -55,7 +55,7 @@ from matplotlib.ticker import MaxNLocator
 from .checkers import Verdict
 from .history import AcquireReturned, FaultWindow, History, ResourceWrite, Tenure
 
-__all__ = ["CLIENT_COLOURS", "FAULT_COLOURS", "plot_timeline", "timeline_figure"]
+__all__ = ["CLIENT_COLOURS", "FAULT_COLOURS", "fault_label", "ink", "plot_timeline", "timeline_figure"]
 
 _T = TypeVar("_T")
 
