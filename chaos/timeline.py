@@ -66,7 +66,7 @@ CLIENT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#e377c2", "#17bec
 #: stopped, yellows for clocks, pale blue and navy for the network; none a client's.
 FAULT_COLOURS = {
     "kill": "#d62728",
-    "crash-restart": "#d62728",
+    "crash-restart": "#fb6a4a",
     "power-loss": "#67000d",
     "error-reply": "#f4a582",
     "pause": "#bdbdbd",
