@@ -89,10 +89,21 @@ def pin(cluster: LocalMasters) -> str:
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
-    import matplotlib  # noqa: PLC0415 (optional: see can_import)
+    """bench.png: :func:`chart_figure`, saved (none when no section measured draws a panel)."""
+    figure = chart_figure(results)
+    if figure is not None:
+        figure.savefig(path, dpi=100)
 
-    matplotlib.use("Agg")  # files only, no display; must precede pyplot
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+#: Panels per row of bench.png: more side by side would each be too narrow to read.
+CHART_COLUMNS = 3
+
+
+def chart_figure(results: dict[str, Any], *, dpi: float = 100) -> Any:
+    """One panel per section measured, at most :data:`CHART_COLUMNS` to a row, each
+    legend to the right of its panel (outside the data: inside, it covered bars and points)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 (optional: see can_import)
+    from matplotlib.figure import Figure  # noqa: PLC0415
 
     panels: list[Callable[[Any], None]] = []
     if "latency" in results:
@@ -111,15 +122,25 @@ def chart(results: dict[str, Any], path: Path) -> None:
     if results.get("telemetry"):
         panels.append(lambda ax: telemetry_panel(ax, results["telemetry"]))
     if not panels:  # (a section that draws no panel, run alone)
-        return
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.4 * len(panels) + 0.6, 4.8), squeeze=False)
-    for panel, ax in zip(panels, axes[0], strict=True):
-        panel(ax)
+        return None
+    columns = min(CHART_COLUMNS, len(panels))
+    rows = -(-len(panels) // columns)
+    fig = Figure(figsize=(7.4 * columns, 4.6 * rows + 0.6), dpi=dpi)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, columns, squeeze=False).flat
+    for index, ax in enumerate(axes):
+        if index >= len(panels):
+            ax.set_visible(False)
+            continue
+        panels[index](ax)
+        legend = ax.get_legend()
+        if legend is not None:
+            handles, labels = ax.get_legend_handles_labels()
+            ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     title = f"redlock-quorum benchmark: {results['machine']['summary']}"
-    fig.suptitle(textwrap.fill(title, width=70 * len(panels)), fontsize=10)
+    fig.suptitle(textwrap.fill(title, width=70 * columns), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 SECTIONS = ("latency", "primitives", "contention", "scale", "node", "node-contention", "telemetry")

@@ -20,6 +20,7 @@ import itertools
 import math
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -41,6 +42,12 @@ NAMES = ("L1", "L2")
 def _acquires(history: History) -> list[tuple[AcquireInvoked, AcquireReturned | None]]:
     returned = {(e.client, e.op): e for e in history.of_type(AcquireReturned)}
     return [(e, returned.get((e.client, e.op))) for e in history.of_type(AcquireInvoked)]
+
+
+def _leaderships(won: Sequence[AcquireReturned]) -> dict[str, int]:
+    """Leaderships per client, from the history's grants rather than the campaigners'
+    replies: a killed campaigner never replies, and its leaderships count as much as anyone's."""
+    return dict(Counter(returned.client for returned in won))
 
 
 def _loop(
@@ -1006,12 +1013,7 @@ def election(run: Run) -> None:
     def leaders_throughout(history: History, verdict: Verdict) -> None:
         won = [r for _, r in _acquires(history) if r is not None and r.ok]
         terms = [r.fencing for r in sorted(won, key=lambda r: r.time)]
-        # From the history, not the campaigners' replies: a killed one never replies, and its
-        # leaderships count as much as anyone's.
-        leaderships: dict[str, int] = {}
-        for returned in won:
-            leaderships[returned.client] = leaderships.get(returned.client, 0) + 1
-        run.metric("leaderships", leaderships)
+        run.metric("leaderships", _leaderships(won))
         run.metric("terms", terms)
         run.expect(all(t is not None for t in terms), "every leadership has a term")
         for fault, when in events.items():
@@ -1078,7 +1080,6 @@ def election_runner(run: Run) -> None:
     finally:
         observer.close()
     results = {name: waiting.result() for name, waiting in pending.items()}
-    run.metric("leaderships", {name: result["won"] for name, result in results.items()})
     for name, result in results.items():
         run.expect(
             result["ended"] == result["won"],
@@ -1089,6 +1090,7 @@ def election_runner(run: Run) -> None:
     def one_leader_at_a_time(history: History, verdict: Verdict) -> None:
         won = sorted((r for _, r in _acquires(history) if r is not None and r.ok), key=lambda r: r.time)
         terms = [r.fencing for r in won]
+        run.metric("leaderships", _leaderships(won))
         run.metric("terms", terms)
         run.expect(
             all(t is not None for t in terms) and all(a < b for a, b in itertools.pairwise(terms)),  # type: ignore[operator]

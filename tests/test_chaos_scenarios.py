@@ -248,6 +248,15 @@ def test_election_keeps_one_leader_at_a_time_through_faults(quick_scenario: Quic
 
 
 @pytest.mark.slow
+def test_the_election_runner_counts_a_killed_runners_leaderships(quick_scenario: QuickScenario) -> None:
+    """27: the runner killed as leader never replies, but its terms are in the history."""
+    result = quick_scenario("election-runner")
+    assert result.observed == "SAFE"
+    terms = result.metrics["terms"]
+    assert sum(result.metrics["leaderships"].values()) == len(terms) >= 3
+
+
+@pytest.mark.slow
 def test_threads_sharing_a_lock_are_judged_as_holders_of_their_own(
     quick_scenario: QuickScenario,
 ) -> None:
@@ -302,6 +311,35 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
 def test_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "baseline", "--nodes", "2"],
+        ["explore", "--faults", "no-such-set"],
+        ["replay", "no-such-file.json", "--tries", "0"],
+        ["replay", "no-such-file.json", "--no-plot", "-q"],
+        ["sweep", "pause", "--trials", "0"],
+        ["selftest", "--runs", "0"],
+    ],
+)
+def test_a_command_that_cannot_start_writes_nothing_where_it_ran(
+    argv: list[str], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --out, nothing lands in the current directory (the checkout, when the suite
+    runs): no empty chaos-out/, chaos-replay/ or chaos-sweep/ left behind."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_replay_retries_by_default_and_says_timing_decides(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default 3)" in text
+    assert "depends on timing" in text
 
 
 @pytest.mark.servers
