@@ -34,7 +34,7 @@ import random
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from redlock import _scripts
 from redlock.exceptions import NodeOutcome, NodeStatus
@@ -391,7 +391,12 @@ class Handoff:
     the token the swap may have written.
     """
 
-    IDLE, PARKED, CLAIMED, DELIVERED, ABANDONED = range(5)
+    # (Final ints, not an enum or a tuple unpacked: what mypyc compiles as class constants.)
+    IDLE: Final = 0
+    PARKED: Final = 1
+    CLAIMED: Final = 2
+    DELIVERED: Final = 3
+    ABANDONED: Final = 4
 
     __slots__ = ("_guard", "expires_at", "new_token", "round", "started", "state", "token", "ttl_ms")
 
