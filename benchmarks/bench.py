@@ -25,6 +25,9 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
   pool of C) on ONE master doing SET NX PX + the compare-and-delete script. Also the 5-master
   "send all, then read all" floor of client CPU (one thread, 5 raw redis-py connections), and
   the ratios and targets of issue 9. About a minute (20 s with --quick);
+* node-contention: the same clients looping on ONE name (blocking acquire + release), against
+  node-redlock at its 200 ms and a 10 ms retry delay: acquisitions/s, fairness, CPU per
+  acquisition (issue 22's contention target); needs node and npm, as the node section;
 * node: node-redlock (on ioredis) against the asyncio and sync clients on the same masters,
   lock+unlock on distinct names at C = 1, 10, 100, 1000, three interleaved rounds each, with
   the ratios (issue 22's targets); needs node and npm, else it says why and is skipped;
@@ -43,7 +46,7 @@ same-CPU round trip and a cross-CPU one can differ several times.
 
 This file is the command line and the report; each section is a module beside it
 (bench_latency.py for latency and primitives, bench_contention.py, bench_scale.py,
-bench_telemetry.py, bench_node.py), with what they share in _common.py.
+bench_telemetry.py, bench_node.py, bench_node_contention.py), with what they share in _common.py.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from bench_contention import contention_panel, contention_section, handoff_panel
 from bench_latency import latency_panel, latency_section, primitives_section
 from bench_native import native_section
 from bench_node import node_panel, node_section
+from bench_node_contention import node_contention_section
 from bench_scale import raise_fd_limit, scale_panel, scale_section
 from bench_telemetry import telemetry_panel, telemetry_section
 from redis.utils import HIREDIS_AVAILABLE
@@ -85,10 +89,21 @@ def pin(cluster: LocalMasters) -> str:
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
-    import matplotlib  # noqa: PLC0415 (optional: see can_import)
+    """bench.png: :func:`chart_figure`, saved (none when no section measured draws a panel)."""
+    figure = chart_figure(results)
+    if figure is not None:
+        figure.savefig(path, dpi=100)
 
-    matplotlib.use("Agg")  # files only, no display; must precede pyplot
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+#: Panels per row of bench.png: more side by side would each be too narrow to read.
+CHART_COLUMNS = 3
+
+
+def chart_figure(results: dict[str, Any], *, dpi: float = 100) -> Any:
+    """One panel per section measured, at most :data:`CHART_COLUMNS` to a row, each
+    legend to the right of its panel (outside the data: inside, it covered bars and points)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 (optional: see can_import)
+    from matplotlib.figure import Figure  # noqa: PLC0415
 
     panels: list[Callable[[Any], None]] = []
     if "latency" in results:
@@ -106,17 +121,29 @@ def chart(results: dict[str, Any], path: Path) -> None:
         panels.append(lambda ax: latency_panel(ax, results["native"]["rows"], "ms per extend or release, Valkey"))
     if results.get("telemetry"):
         panels.append(lambda ax: telemetry_panel(ax, results["telemetry"]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.4 * len(panels) + 0.6, 4.8), squeeze=False)
-    for panel, ax in zip(panels, axes[0], strict=True):
-        panel(ax)
+    if not panels:  # (a section that draws no panel, run alone)
+        return None
+    columns = min(CHART_COLUMNS, len(panels))
+    rows = -(-len(panels) // columns)
+    fig = Figure(figsize=(7.4 * columns, 4.6 * rows + 0.6), dpi=dpi)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, columns, squeeze=False).flat
+    for index, ax in enumerate(axes):
+        if index >= len(panels):
+            ax.set_visible(False)
+            continue
+        panels[index](ax)
+        legend = ax.get_legend()
+        if legend is not None:
+            handles, labels = ax.get_legend_handles_labels()
+            ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     title = f"redlock-quorum benchmark: {results['machine']['summary']}"
-    fig.suptitle(textwrap.fill(title, width=70 * len(panels)), fontsize=10)
+    fig.suptitle(textwrap.fill(title, width=70 * columns), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
-SECTIONS = ("latency", "primitives", "contention", "scale", "node", "telemetry")
+SECTIONS = ("latency", "primitives", "contention", "scale", "node", "node-contention", "telemetry")
 #: Run only when named with --only: they need another server (Valkey 9).
 OPTIONAL_SECTIONS = ("native",)
 
@@ -185,6 +212,8 @@ def run(
             results["scale"] = scale_section(cluster, scale_seconds, scale_warmup)
         if "node" in sections:
             results["node"] = node_section(cluster, out, 5 * scale_seconds / 3, scale_warmup, rounds=3)
+        if "node-contention" in sections:
+            results["node_contention"] = node_contention_section(cluster, out, 5 * scale_seconds / 3, rounds=3)
         if "telemetry" in sections:
             results["telemetry"] = telemetry_section(cluster, *telemetry)
         if "native" in sections:

@@ -161,9 +161,9 @@ def waiters_section(cluster: LocalMasters, seconds: float) -> dict[str, Any]:
     for row in rows.values():
         row["ratio_to_one"] = row["commands_per_acquisition"] / base if base else None
     print("many waiters on one name (asyncio, a new Lock per request, 2 ms of work under it):")
-    for waiters, row in rows.items():
+    for label, row in rows.items():
         print(
-            f"  {waiters:>3} waiting  {row['acquisitions_per_s']:7.1f} acq/s  "
+            f"  {label:>3} waiting  {row['acquisitions_per_s']:7.1f} acq/s  "
             f"{row['commands_per_acquisition']:5.1f} commands per acquisition per master "
             f"({row['ratio_to_one']:.2f}x one waiter's), client CPU {row['cpu_ms_per_acquisition']:.2f} ms/acq"
         )

@@ -204,12 +204,13 @@ class Crowding:
     def duration(self) -> float:
         return self.end - self.start
 
-    def describe(self) -> str:
+    def describe(self, origin: float = 0.0) -> str:
+        """One line; times in seconds from ``origin`` (the history's first event)."""
         faults = ", ".join(f"{w.kind} {w.target}" for w in self.faults) or "no fault"
         who = ", ".join(t.holder for t in self.holders)
         return (
             f"semaphore {self.name!r} (limit {self.limit}) held by {len(self.holders)} at once "
-            f"({who}) for {self.duration:.3f}s from t={self.start:.3f} (faults: {faults})"
+            f"({who}) for {self.duration:.3f}s from t={self.start - origin:.3f} (faults: {faults})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -859,7 +860,7 @@ class Verdict:
             *(s.describe() for s in self.stale_writes),
             *(e.describe() for e in self.late_extends),
             *(v.describe() for v in self.overstated),
-            *(c.describe() for c in self.crowding),
+            *(c.describe(self.origin) for c in self.crowding),
         ]
 
     @property

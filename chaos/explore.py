@@ -118,6 +118,11 @@ class ExploreConfig:
         return dataclasses.replace(schedule, ops=tuple(op for op in schedule.ops if op.kind not in self.reactive_kinds))
 
     @property
+    def acquire_timeout(self) -> float:
+        """How long the workload's acquires wait before they give up: two ttls."""
+        return 2 * self.ttl
+
+    @property
     def reactive_kinds(self) -> tuple[str, ...]:
         """The kinds a reactive run fires on events (none unless ``reactive``)."""
         return tuple(k for k in self.faults.kinds if k in REACTIVE_KINDS) if self.reactive else ()
@@ -150,7 +155,7 @@ class _Player:
             "ttl": config.ttl,
             "hold_share": (0.05, 0.95),
             "check_first": config.faults.check_first,
-            "acquire_timeout": 2 * config.ttl,
+            "acquire_timeout": config.acquire_timeout,
             "extend_share": 0.1,
         }
         self.slots: dict[str, ClientProcess] = {}
@@ -366,22 +371,33 @@ class Violation:
 
 def find_violations(verdict: Verdict, t0: float) -> list[Violation]:
     """Every violation of ``verdict`` as a moment, counted one per overlap, lost increment,
-    stale write accepted, fencing regression and late extend."""
-    found = [Violation("mutual-exclusion", o.start - t0, o.describe()) for o in verdict.overlaps]
+    stale write accepted, fencing regression and late extend; each text says which one,
+    timed in seconds from ``t0`` (the schedule's start), as the pictures are."""
+    found = [Violation("mutual-exclusion", o.start - t0, o.describe(t0)) for o in verdict.overlaps]
     for report in verdict.lost_updates:
         for lost, by in zip(report.lost_writes, report.overwritten_by, strict=True):
             # The increment is lost when the write that did not build on it lands (when
             # several wrote one value, which of them is "lost" is arbitrary, but not when).
-            found.append(Violation("lost-update", (lost if by is None else by).time - t0, report.describe()))
+            when = (lost if by is None else by).time - t0
+            text = f"{report.resource!r}: {lost.client}'s increment to {lost.value} (at t={lost.time - t0:.3f}) lost"
+            if by is not None:
+                text += f", overwritten by {by.client}'s write of {by.value} at t={when:.3f}"
+            found.append(Violation("lost-update", when, text))
         if not report.ok and not report.lost_writes:
             # Short of its count with no write to blame (a write the history does not
             # have): the end of the run is the only moment known.
             found.append(Violation("lost-update", (verdict.liveness.window or (t0, t0))[1] - t0, report.describe()))
-    found += [Violation("stale-write", s.write.time - t0, s.describe()) for s in verdict.stale_writes]
+    found += [
+        Violation("stale-write", s.write.time - t0, f"{s.describe()} at t={s.write.time - t0:.3f}")
+        for s in verdict.stale_writes
+    ]
     for f in verdict.fencing:
         when = f.later.start if isinstance(f, TokenRegression) else f.second.start
-        found.append(Violation("fencing", when - t0, f.describe()))
-    found += [Violation("late-extend", e.revived.start - t0, e.describe()) for e in verdict.late_extends]
+        found.append(Violation("fencing", when - t0, f"{f.describe()} at t={when - t0:.3f}"))
+    found += [
+        Violation("late-extend", e.revived.start - t0, f"{e.describe()} at t={e.revived.start - t0:.3f}")
+        for e in verdict.late_extends
+    ]
     return sorted(found, key=lambda v: v.time)
 
 
@@ -480,21 +496,30 @@ def _summary(
     }
 
 
-def _panels(bins: list[dict[str, Any]], width: float, t_offset: float) -> list[Callable[[Any, float], None]]:
-    """The latency and throughput panels below the timeline (x in the timeline's seconds)."""
-    xs = [b["start"] + width / 2 + t_offset for b in bins]
+def _panels(
+    bins: list[dict[str, Any]], width: float, timeout: float, xlabel: str
+) -> list[Callable[[Any, float], None]]:
+    """The latency and throughput panels (x in seconds from the schedule's start, as
+    ``bins`` are). The latency panel marks the acquire timeout: a max that reaches it is an
+    acquire that gave up, not one that took that long to succeed."""
+    xs = [b["start"] + width / 2 for b in bins]
 
-    def latency(ax: Any, t0: float) -> None:
+    def latency(ax: Any, origin: float) -> None:
         for key, style, label in (("latency_p50", "-", "p50"), ("latency_max", ":", "max")):
             ys = [math.nan if b[key] is None else b[key] * 1000 for b in bins]
             ax.plot(xs, ys, style, color="#1f77b4", label=label)
+        reached = any(b["latency_max"] is not None and b["latency_max"] >= 0.95 * timeout for b in bins)
+        note = f"acquire timeout {timeout:g}s" + ("\n(max there: acquires\nthat gave up)" if reached else "")
+        ax.axhline(timeout * 1000, color="#7f7f7f", linestyle="--", linewidth=1, label=note)
         ax.set_ylabel("acquire ms")
-        ax.legend(fontsize=7, loc="upper right")
+        ax.set_xlabel(xlabel)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
         ax.grid(alpha=0.3)
 
-    def throughput(ax: Any, t0: float) -> None:
+    def throughput(ax: Any, origin: float) -> None:
         ax.bar(xs, [b["acquired"] / width for b in bins], width=width * 0.9, color="#2ca02c")
         ax.set_ylabel("acquired/s")
+        ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
 
     return [latency, throughput]
@@ -628,6 +653,9 @@ def explore_until(
     return document, outcomes
 
 
+_XLABEL = "seconds since the schedule's start"
+
+
 def _plot(
     config: ExploreConfig,
     summary: dict[str, Any],
@@ -637,40 +665,87 @@ def _plot(
     violations: Sequence[Violation],
     out: pathlib.Path,
 ) -> None:
-    """``timeline.png``: at most :data:`_PLOT_SPAN` seconds (from a little before the first
+    """``timeline.png`` and ``over-time.png`` (:func:`_figures`)."""
+    timeline, over_time = _figures(config, summary, history, t0=t0, violations=violations)
+    timeline.savefig(str(out / "timeline.png"), format="png")
+    over_time.savefig(str(out / "over-time.png"), format="png")
+
+
+def _figures(
+    config: ExploreConfig,
+    summary: dict[str, Any],
+    history: History,
+    *,
+    t0: float,
+    violations: Sequence[Violation],
+    dpi: float = 80,
+) -> tuple[Any, Any]:
+    """The timeline: at most :data:`_PLOT_SPAN` seconds (from a little before the first
     violation, else from the start), holders by client slot, with latency and throughput
-    below; ``over-time.png``: latency and throughput over the whole run."""
+    below, timed from the schedule's start as the summary is; and latency and throughput
+    over the whole run."""
     # matplotlib takes a second to import: only when a picture is wanted.
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
     from matplotlib.figure import Figure  # noqa: PLC0415
 
-    from .timeline import plot_timeline  # noqa: PLC0415
+    from .timeline import timeline_figure  # noqa: PLC0415
 
     start = max(0.0, violations[0].time - _PLOT_SPAN / 4) if violations else 0.0
     # Judged whole, drawn in part: a window's own check would miss what came before it.
     renamed = _by_slot(history)
     shown = _between(renamed, t0 + start, t0 + start + _PLOT_SPAN)
-    judged = check_all(renamed)
-    inside = tuple(
-        o
-        for o in judged.overlaps
-        if shown.start is not None and o.start >= shown.start and o.end <= (shown.end or o.end)
-    )
-    verdict = dataclasses.replace(judged, overlaps=inside)
+    verdict = _within(check_all(renamed), t0 + start, t0 + start + _PLOT_SPAN)
     width = summary["bin_seconds"]
+    timeout = config.acquire_timeout
     bins = [b for b in summary["bins"] if start <= b["start"] < start + _PLOT_SPAN]
-    panels = _panels(bins, width, t0 - (shown.start or t0))
-    span = f", {start:.0f}-{start + _PLOT_SPAN:.0f}s of {config.duration:g}s" if config.duration > _PLOT_SPAN else ""
-    title = f"explore {config.faults.name}: {len(violations)} violations (seed {config.seed}{span})"
-    plot_timeline(shown, verdict, out / "timeline.png", title=title, panels=panels)
-    figure = Figure(figsize=(11, 4.5), dpi=80)
+    # The title counts the run's violations, the footer names those of the window shown.
+    listed = [v.text for v in violations if start <= v.time <= start + _PLOT_SPAN]
+    title = f"explore {config.faults.name} (seed {config.seed}): {len(violations)} violations"
+    if config.duration > _PLOT_SPAN:
+        title += f"; {start:.0f}-{start + _PLOT_SPAN:.0f}s of {config.duration:g}s shown, with {len(listed)}"
+    timeline = timeline_figure(
+        shown,
+        verdict,
+        title=title,
+        panels=_panels(bins, width, timeout, _XLABEL),
+        origin=t0,
+        footer=listed,
+        xlabel=_XLABEL,
+        dpi=dpi,
+    )
+    figure = Figure(figsize=(11, 5), dpi=dpi)
     FigureCanvasAgg(figure)
-    for number, panel in enumerate(_panels(summary["bins"], width, 0.0), start=1):
-        panel(figure.add_subplot(2, 1, number), t0)
-    figure.axes[-1].set_xlabel("seconds since the schedule's start")
+    latency, throughput = _panels(summary["bins"], width, timeout, _XLABEL)
+    first = figure.add_subplot(2, 1, 1)
+    latency(first, t0)
+    throughput(figure.add_subplot(2, 1, 2, sharex=first), t0)
+    first.set_xlim(0, max(config.duration, len(summary["bins"]) * width))
     figure.suptitle(f"explore {config.faults.name}: acquire latency and throughput per {width:g}s", fontsize=10)
     figure.tight_layout()
-    figure.savefig(str(out / "over-time.png"), format="png")
+    return timeline, figure
+
+
+def _within(verdict: Verdict, start: float, end: float) -> Verdict:
+    """``verdict`` with only the violations between ``start`` and ``end``, for a picture of
+    that window (a zoom on one outside it would show nothing)."""
+
+    def inside(when: float) -> bool:
+        return start <= when <= end
+
+    lost = []
+    for report in verdict.lost_updates:
+        kept = [(w, by) for w, by in zip(report.lost_writes, report.overwritten_by, strict=True) if inside(w.time)]
+        lost.append(
+            dataclasses.replace(
+                report, lost_writes=tuple(w for w, _ in kept), overwritten_by=tuple(by for _, by in kept)
+            )
+        )
+    return dataclasses.replace(
+        verdict,
+        overlaps=tuple(o for o in verdict.overlaps if inside(o.start) and o.end <= end),
+        lost_updates=tuple(lost),
+        overstated=tuple(v for v in verdict.overstated if inside(v.bound)),
+    )
 
 
 def _between(history: History, start: float, end: float) -> History:

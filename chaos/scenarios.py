@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -46,6 +47,12 @@ NAMES = ("L1", "L2")
 def _acquires(history: History) -> list[tuple[AcquireInvoked, AcquireReturned | None]]:
     returned = {(e.client, e.op): e for e in history.of_type(AcquireReturned)}
     return [(e, returned.get((e.client, e.op))) for e in history.of_type(AcquireInvoked)]
+
+
+def _leaderships(won: Sequence[AcquireReturned]) -> dict[str, int]:
+    """Leaderships per client, from the history's grants rather than the campaigners'
+    replies: a killed campaigner never replies, and its leaderships count as much as anyone's."""
+    return dict(Counter(returned.client for returned in won))
 
 
 def _loop(
@@ -1024,12 +1031,7 @@ def election(run: Run) -> None:
     def leaders_throughout(history: History, verdict: Verdict) -> None:
         won = [r for _, r in _acquires(history) if r is not None and r.ok]
         terms = [r.fencing for r in sorted(won, key=lambda r: r.time)]
-        # From the history, not the campaigners' replies: a killed one never replies, and its
-        # leaderships count as much as anyone's.
-        leaderships: dict[str, int] = {}
-        for returned in won:
-            leaderships[returned.client] = leaderships.get(returned.client, 0) + 1
-        run.metric("leaderships", leaderships)
+        run.metric("leaderships", _leaderships(won))
         run.metric("terms", terms)
         run.expect(all(t is not None for t in terms), "every leadership has a term")
         for fault, when in events.items():
@@ -1096,7 +1098,6 @@ def election_runner(run: Run) -> None:
     finally:
         observer.close()
     results = {name: waiting.result() for name, waiting in pending.items()}
-    run.metric("leaderships", {name: result["won"] for name, result in results.items()})
     for name, result in results.items():
         run.expect(
             result["ended"] == result["won"],
@@ -1107,6 +1108,7 @@ def election_runner(run: Run) -> None:
     def one_leader_at_a_time(history: History, verdict: Verdict) -> None:
         won = sorted((r for _, r in _acquires(history) if r is not None and r.ok), key=lambda r: r.time)
         terms = [r.fencing for r in won]
+        run.metric("leaderships", _leaderships(won))
         run.metric("terms", terms)
         run.expect(
             all(t is not None for t in terms) and all(a < b for a, b in itertools.pairwise(terms)),  # type: ignore[operator]
@@ -1268,7 +1270,45 @@ def rolling_restart(run: Run) -> None:
     run.expect(released["ok"], "c1's release is confirmed by a majority", _error(released))
 
 
-# --- 31-34: the published counterexamples (K4b, K2, the failover race, fsync and a clock) ------
+# --- 31: a handover that lands after the releaser's keys expired ------------------------------
+
+
+def handoff_late(run: Run) -> None:
+    """c1 holds the lock, and a second Lock of c1 waits in line for it; c1's requests reach
+    the masters late. c1 releases shortly before its validity ends, which hands the lock to
+    its waiter: a swap of tokens (docs/algorithm.md, "Handing a lock over") that lands only
+    after c1's keys expired and c2 took the lock. The swap compares, so it finds c2's token,
+    writes nothing, and the waiter is refused; one that did not compare would give c1's
+    waiter c2's lock."""
+    ttl = run.params.ttl
+    delay = 0.4 * ttl
+    # c1's waiter waits for the release, never for its own timer; c2 polls, to get in as
+    # soon as c1's keys expire.
+    (c1,) = run.clients(["c1"], retry_delay=10 * ttl, node_timeout=2 * delay)
+    (c2,) = run.clients(["c2"], retry_delay=0.05)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, blocking=False)
+    if not run.expect(got["ok"], "c1 acquires", _error(got)):
+        return
+    run.nemesis.slow_links("c1", range(run.params.nodes), to_server=delay)
+    release_at = got["deadline"] - 0.05 * ttl
+    patience = release_at - time.monotonic() + delay + 0.5 * ttl
+    pending = c1.submit("hand_over", name=LOCK, ttl=ttl, release_at=release_at, timeout=patience)
+    theirs = c2.call("acquire", name=LOCK, ttl=_long_ttl(run), timeout=2 * ttl)
+    if not run.expect(theirs["ok"], "c2 acquires once c1's keys expired", _error(theirs)):
+        return
+    c2.call("read", name=LOCK)
+    outcome = pending.result()
+    released, handed = outcome["released"], outcome["handed"]
+    run.expect(not released["ok"], "c1's late handover finds c2's token: its release reports the lock lost")
+    run.expect(not handed.get("ok"), "c1's waiter is not handed c2's lock", _error(handed))
+    run.sleep(0.25 * ttl)  # c2 works on: a waiter handed its lock would hold beside it
+    c2.call("write", name=LOCK)
+    c2.call("release", name=LOCK)
+    if handed.get("ok"):
+        c1.call("release", name=LOCK)
+
+
+# --- 32-35: the published counterexamples (K4b, K2, the failover race, fsync and a clock) ------
 
 #: How much faster than the real one the K4b supervisor's clock runs.
 _SUPERVISOR_RATE = 8.0
@@ -1517,22 +1557,26 @@ CATALOGUE: tuple[Scenario, ...] = (
              "UNSAFE", rwlock_restart_empty, kinds=("mutual-exclusion",), proxies=True,
              why="C forgets c1's reader and grants c2 the writer's key: as for the lock, only persistence or a "
                  "delayed restart keeps the shared master's vote"),
-    Scenario("31", "restart-delayed-fast-clock", "K4b: C restarted empty after 'the ttl' on a supervisor's "
+    Scenario("31", "handoff-late", "c1 hands its lock to its own waiter by a swap that lands after its keys expired",
+             "SAFE", handoff_late, proxies=True, delays=True,
+             why="the swap replaces only c1's own token: where c2's holds, it writes nothing, and c1's waiter "
+                 "is refused"),
+    Scenario("32", "restart-delayed-fast-clock", "K4b: C restarted empty after 'the ttl' on a supervisor's "
              "clock running x8", "UNSAFE", restart_delayed_fast_clock, kinds=("mutual-exclusion", "lost-update"),
              proxies=True,
              why="the delayed restart relies on the supervisor's clock: a fast one brings C back empty while "
                  "c1's validity runs, and C grants c1's lock to c2"),
-    Scenario("32a", "delayed-write", "K2: c1's write to the resource held by the network past its validity",
+    Scenario("33a", "delayed-write", "K2: c1's write to the resource held by the network past its validity",
              "UNSAFE", delayed_write, kinds=("lost-update",), proxies=True, kernel=True,
              why="no lock can recall a write already sent: it lands after c2's and overwrites its increment"),
-    Scenario("32b", "delayed-write-fenced", "K2 with fencing tokens", "SAFE", delayed_write_fenced, proxies=True,
+    Scenario("33b", "delayed-write-fenced", "K2 with fencing tokens", "SAFE", delayed_write_fenced, proxies=True,
              kernel=True,
              why="the store checks the token when the write lands: c2's is larger, c1's late write is refused"),
-    Scenario("33", "failover", "C's replica, behind by c1's SET, promoted in C's place", "UNSAFE", failover,
+    Scenario("34", "failover", "C's replica, behind by c1's SET, promoted in C's place", "UNSAFE", failover,
              kinds=("mutual-exclusion", "lost-update"), proxies=True, delays=True,
              why="asynchronous replication: the promoted replica never had c1's key and grants the lock to c2 "
                  "(why Redlock's masters are independent, not Sentinel-managed)"),
-    Scenario("34", "fsync-clock", "appendfsync always; C crashes and boots with its clock stepped forward",
+    Scenario("35", "fsync-clock", "appendfsync always; C crashes and boots with its clock stepped forward",
              "UNSAFE", fsync_clock, kinds=("mutual-exclusion", "lost-update"), persistence="aof-always",
              clocked=True, proxies=True,
              why="the AOF keeps the key with its absolute expiry, which C's stepped clock has passed: fsync "

@@ -3,8 +3,9 @@
 A sweep runs a short scripted trial (a few seconds, real masters and clients) ``T`` times
 for each value of one parameter and counts the trials with a violation. Each parameter
 moves the scenario across a threshold that theory predicts, stated with it below; the
-curve (violation probability with its 95 % Wilson interval) should be ~0 on the safe side
-and rise on the other. Output, in ``--out``: ``sweep.json`` and ``sweep.png``.
+violation probability (with its 95 % Wilson interval) should be ~0 on the safe side and
+rise on the other. Output, in ``--out``: ``sweep.json``, ``sweep.png`` (:func:`sweep_figure`)
+and each trial's files in ``trials/``.
 
 The parameters (``drift`` is ``ttl * clock_drift_factor + 2 ms``, the library's allowance):
 
@@ -39,7 +40,7 @@ from typing import Any
 from .runner import Params, Run, Scenario, run_scenario
 from .scenarios import LOCK, clock_rate_trial, restart_after
 
-__all__ = ["PARAMETERS", "Parameter", "run_sweep", "wilson_interval"]
+__all__ = ["PARAMETERS", "Parameter", "logistic_fit", "plot_sweep", "run_sweep", "sweep_figure", "wilson_interval"]
 
 _Z95 = 1.959963984540054
 _EXPIRY_PRECISION = 0.002
@@ -259,13 +260,83 @@ def run_sweep(
     return document
 
 
-def plot_sweep(document: dict[str, Any], path: str | pathlib.Path) -> None:
-    """The violation probability per value with its Wilson interval, and the threshold."""
+#: A logistic curve is fitted only to this many values or more, of which at least
+#: :data:`FIT_MIN_MIXED` had trials that went both ways. With fewer mixed ones the most
+#: likely curve is a step (infinitely steep) at a place never measured.
+FIT_MIN_VALUES = 5
+FIT_MIN_MIXED = 2
+
+
+def logistic_fit(points: Sequence[dict[str, Any]]) -> tuple[float, float] | None:
+    """``(a, b)`` of ``P(violation) = 1 / (1 + exp(-(a + b x)))`` by maximum likelihood
+    over the points' trials (Newton's method), or None when the points cannot carry a curve
+    (fewer than :data:`FIT_MIN_VALUES` values, or fewer than :data:`FIT_MIN_MIXED` whose
+    trials went both ways)."""
+    counted = [p for p in points if p["trials"]]
+    if len({p["value"] for p in counted}) < FIT_MIN_VALUES:
+        return None
+    if len({p["value"] for p in counted if 0 < p["violations"] < p["trials"]}) < FIT_MIN_MIXED:
+        return None
+    # Centred and scaled, so that one step size suits any parameter's range.
+    xs = [float(p["value"]) for p in counted]
+    centre = sum(xs) / len(xs)
+    scale = (max(xs) - min(xs)) or 1.0
+    us = [(x - centre) / scale for x in xs]
+
+    def log_likelihood(a: float, b: float) -> float:
+        total = 0.0
+        for p, u in zip(counted, us, strict=True):
+            z = a + b * u
+            # log q and log (1 - q), without overflow for a steep curve.
+            total -= p["violations"] * _softplus(-z) + (p["trials"] - p["violations"]) * _softplus(z)
+        return total
+
+    a = b = 0.0
+    for _ in range(200):
+        grad_a = grad_b = h_aa = h_ab = h_bb = 0.0
+        for p, u in zip(counted, us, strict=True):
+            q = _sigmoid(a + b * u)
+            n, k = p["trials"], p["violations"]
+            grad_a += k - n * q
+            grad_b += (k - n * q) * u
+            w = n * q * (1 - q)
+            h_aa, h_ab, h_bb = h_aa + w, h_ab + w * u, h_bb + w * u * u
+        det = h_aa * h_bb - h_ab * h_ab
+        if det <= 1e-12:
+            return None
+        step_a = (h_bb * grad_a - h_ab * grad_b) / det
+        step_b = (h_aa * grad_b - h_ab * grad_a) / det
+        # Halved until the likelihood grows: a full Newton step overshoots on a steep curve.
+        before = log_likelihood(a, b)
+        shrink = 1.0
+        while shrink > 1e-6 and log_likelihood(a + shrink * step_a, b + shrink * step_b) < before:
+            shrink /= 2
+        a, b = a + shrink * step_a, b + shrink * step_b
+        if shrink * (abs(step_a) + abs(step_b)) < 1e-9:
+            break
+    return a - b * centre / scale, b / scale
+
+
+def _sigmoid(z: float) -> float:
+    return 1 / (1 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+def _softplus(z: float) -> float:
+    """``log(1 + exp(z))``, exact for large ``z`` too."""
+    return z + math.log1p(math.exp(-z)) if z > 0 else math.log1p(math.exp(z))
+
+
+def sweep_figure(document: dict[str, Any], *, dpi: float = 80) -> Any:
+    """The violation probability per value, each point with its 95 % Wilson interval and no
+    line between points (a line would suggest values never measured); a logistic curve
+    over the measured range where :func:`logistic_fit` gives one, else the gap between
+    the last value without a violation and the first with one, shaded; the theory's
+    threshold; the legend outside the plot."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 (only for a picture)
     from matplotlib.figure import Figure  # noqa: PLC0415
 
     points = [p for p in document["points"] if p["probability"] is not None]
-    figure = Figure(figsize=(7, 4), dpi=80)
+    figure = Figure(figsize=(8.5, 4), dpi=dpi)
     FigureCanvasAgg(figure)
     ax = figure.add_subplot(1, 1, 1)
     xs = [p["value"] for p in points]
@@ -274,7 +345,24 @@ def plot_sweep(document: dict[str, Any], path: str | pathlib.Path) -> None:
         [y - p["low"] for y, p in zip(ys, points, strict=True)],
         [p["high"] - y for y, p in zip(ys, points, strict=True)],
     ]
-    ax.errorbar(xs, ys, yerr=errors, fmt="o-", capsize=4, color="#1f77b4", label="violation probability (95 % Wilson)")
+    ax.errorbar(
+        xs, ys, yerr=errors, fmt="o", capsize=4, color="#1f77b4", label="violations / trials,\n95 % Wilson interval"
+    )
+    fit = logistic_fit(points)
+    if fit is not None:
+        a, b = fit
+        low, high = min(xs), max(xs)
+        grid = [low + (high - low) * i / 200 for i in range(201)]
+        ax.plot(
+            grid, [_sigmoid(a + b * x) for x in grid], "-", color="#1f77b4",
+            alpha=0.5, label=f"logistic fit ({len(points)} values)",
+        )  # fmt: skip
+    else:
+        gap = _boundary_gap(points, unsafe_above=document["unsafe_above"])
+        if gap is not None:
+            ax.axvspan(
+                *gap, color="#999999", alpha=0.15, linewidth=0, label="the boundary lies here\n(not measured inside)"
+            )
     ax.axvline(
         document["threshold"], color="red", linestyle="--", label=f"theory's threshold {document['threshold']:.4g}"
     )
@@ -284,6 +372,23 @@ def plot_sweep(document: dict[str, Any], path: str | pathlib.Path) -> None:
     trials = max((p["trials"] for p in points), default=0)
     ax.set_title(f"sweep {document['parameter']}: {trials} trials per value (seed {document['seed']})", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="center left" if document["unsafe_above"] else "center right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     figure.tight_layout()
-    figure.savefig(str(path), format="png")
+    return figure
+
+
+def _boundary_gap(points: Sequence[dict[str, Any]], *, unsafe_above: bool) -> tuple[float, float] | None:
+    """From the first value with a violation (going from the safe side towards the unsafe
+    one) back to the last value before it with none, if both exist."""
+    ordered = sorted(points, key=lambda p: p["value"] if unsafe_above else -p["value"])
+    broken = next((i for i, p in enumerate(ordered) if p["violations"] > 0), None)
+    clean = [p["value"] for p in ordered[: broken or 0] if p["violations"] == 0]
+    if broken is None or not clean:
+        return None
+    ends = (clean[-1], ordered[broken]["value"])
+    return min(ends), max(ends)
+
+
+def plot_sweep(document: dict[str, Any], path: str | pathlib.Path) -> None:
+    """:func:`sweep_figure`, saved as a PNG at ``path``."""
+    sweep_figure(document).savefig(str(path), format="png")

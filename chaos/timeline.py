@@ -3,24 +3,35 @@
 One PNG per scenario, drawn with matplotlib's Agg backend (no display, no pyplot state):
 
 * one band per lock name; each holder interval (:meth:`History.tenures`) is a bar in the
-  holder's colour, and holders that overlap are stacked in separate lanes, so an overlap
-  shows as two bars one above the other, framed in red;
+  holder's colour, labelled with the client (and its fencing token) where the label fits
+  inside the bar, in black or white, whichever reads better on that colour; holders that
+  overlap are stacked in separate lanes, so an overlap shows as two bars one above the
+  other, framed in red and labelled "overlap" in the space left above each band;
 * resource writes in their writer's lane (the writer's holder interval at that moment, or
-  its last one): a tick in the writer's colour for each accepted write, a grey cross for a
-  write the fenced store rejected, a red triangle for an increment that was lost, so one
-  sees whose increment vanished;
+  its last one), in the lower half of the bar so they never cover its label: a tick for
+  each accepted write, a grey cross for a write the fenced store rejected, a red triangle
+  for an increment that was lost, so one sees whose increment vanished;
 * an overstated validity (:func:`chaos.checkers.check_validity`) as a red stripe from the
   bound to the claimed deadline;
-* failed acquires as small dots;
-* faults in their own band below, one bar each, and shaded across the whole plot while
-  they last (except those that last most of the run, such as partitions: only in their
-  band);
+* refused acquires as dots in the client's colour, in a strip under their lock's lanes;
+* faults in their own band below, one bar each with a black edge, in colours no client
+  uses; a bar's label is the fault's short name and target (the legend spells the short
+  names out), and the bars are laid out in lanes wide enough for their labels, so labels
+  never print over each other. A fault is also shaded across the whole plot while it
+  lasts (the legend says so), except one that lasts most of the run, such as a
+  partition: that would only tint the background;
 * under the timeline, a zoomed panel around each violation (up to three), where an
-  overlap of a few milliseconds is as wide as the panel.
+  overlap of a few milliseconds is as wide as the panel; its rows are named by lock, its
+  bars by client, and it shows no time outside the run.
 
-The x axis runs to the end of the last holder interval, even one that outlives the
-history. Time is in seconds from the first event, as in the reports. The legend lists only
-what the picture shows.
+The footer lists the violations (each once, with how often it recurred; at most two lines
+and how many more), or says in large green that none was found. Times are seconds from
+``origin`` (the first event unless the caller says otherwise), in the axis, the footer and
+the zooms alike. The legend, outside the plot, lists only what the picture shows.
+
+Labels that could still collide (holders' bars too short, faults' lanes estimated from an
+average character width) are checked once the figure is laid out: a label that does not
+fit its bar or would touch a label already placed is left out.
 """
 
 from __future__ import annotations
@@ -28,41 +39,79 @@ from __future__ import annotations
 import math
 import os
 import textwrap
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.text import Text
+from matplotlib.ticker import MaxNLocator
 
 from .checkers import Verdict
-from .history import AcquireReturned, History, ResourceWrite, Tenure
+from .history import AcquireReturned, FaultWindow, History, ResourceWrite, Tenure
 
-__all__ = ["plot_timeline"]
+__all__ = ["CLIENT_COLOURS", "FAULT_COLOURS", "fault_label", "ink", "plot_timeline", "timeline_figure"]
 
 _T = TypeVar("_T")
 
-_CLIENT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
-_FAULT_COLOURS = {
+#: The clients' colours (matplotlib's tab10 without its red and grey, which faults and
+#: violations use), brown and olive last: they are the nearest to the faults' greys and yellows.
+CLIENT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#e377c2", "#17becf", "#8c564b", "#bcbd22")
+#: Each fault kind's colour: reds for a master gone, greys and black for a process
+#: stopped, yellows for clocks, pale blue and navy for the network; none a client's.
+FAULT_COLOURS = {
     "kill": "#d62728",
-    "crash-restart": "#d62728",
-    "power-loss": "#a50f15",
-    "pause": "#7f7f7f",
-    "client-pause": "#6a3d9a",
-    "clock-jump": "#e6550d",
-    "clock-rate": "#fd8d3c",
-    "partition": "#9ecae1",
-    "blackhole": "#393b79",
-    "latency": "#8c6d31",
+    "crash-restart": "#fb6a4a",
+    "power-loss": "#67000d",
+    "error-reply": "#f4a582",
+    "pause": "#bdbdbd",
+    "client-pause": "#737373",
+    "client-kill": "#000000",
+    "clock-jump": "#ffd92f",
+    "clock-rate": "#fff2ae",
+    "client-clock": "#e5d8bd",
+    "partition": "#c6dbef",
+    "blackhole": "#08306b",
+    "half-open": "#4a1486",
+    "latency": "#d9f0d3",
 }
-_FAULT_COLOURS["client-clock"] = "#c994c7"
-#: The legend's marks, in order (after the clients).
-_MARKS = ("revived", "failed", "write", "lost", "rejected", "overlap", "overstated")
+_FAULT_FALLBACK = "#f0f0f0"
+#: Short names on the fault bars; the legend spells them out.
+_FAULT_SHORT = {
+    "crash-restart": "crash",
+    "power-loss": "power",
+    "error-reply": "error",
+    "client-pause": "pause",
+    "client-kill": "kill",
+    "clock-jump": "jump",
+    "clock-rate": "rate",
+    "client-clock": "clock",
+    "partition": "cut",
+    "blackhole": "bh",
+    "half-open": "half",
+    "latency": "lat",
+}
+#: The legend's marks, in order (after the clients, before the faults).
+_MARKS = ("revived", "failed", "write", "lost", "rejected", "overlap", "overstated", "shaded")
 _UNSHADED = {"partition", "client-clock"}
 #: Zoomed panels at most; violations closer than this (seconds) share one.
 _ZOOMS = 3
 _ZOOM_MERGE = 0.05
+#: Vertical layout, in lanes: the space above each band (for "overlap") and the strip
+#: under it for refused acquires.
+_HEAD = 0.6
+_STRIP = 0.45
+#: For laying fault labels out before the figure exists: the timeline's data area is about
+#: this many inches wide, and a 7-point character about this wide (generous: a label too
+#: wide for its lane is dropped, not printed over another).
+_AXES_INCHES = 7.4
+_CHAR_INCHES = 0.075
+_WIDTH_INCHES = 11.0
 
 
 def _lanes(items: Sequence[_T], start: Any, end: Any) -> tuple[list[int], int]:
@@ -86,24 +135,53 @@ def _finite(value: float, fallback: float) -> float:
     return fallback if math.isinf(value) else value
 
 
+def ink(colour: str) -> str:
+    """Black or white, whichever contrasts more with ``colour`` (WCAG's contrast ratio)."""
+
+    def channel(value: float) -> float:
+        return value / 12.92 if value <= 0.03928 else ((value + 0.055) / 1.055) ** 2.4
+
+    red, green, blue = (channel(v) for v in to_rgb(colour))
+    luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
+    return "white" if 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05 else "black"
+
+
+def fault_label(window: FaultWindow) -> str:
+    return f"{_FAULT_SHORT.get(window.kind, window.kind)} {window.target}"
+
+
+@dataclass
+class _Label:
+    """A label that may be left out: it must lie within ``x0``..``x1`` (data) and the axes."""
+
+    text: Text
+    x0: float
+    x1: float
+
+
 class _Picture:
     """What is drawn, where: computed once, drawn on the timeline and on each zoom."""
 
-    def __init__(self, history: History, verdict: Verdict) -> None:
+    def __init__(self, history: History, verdict: Verdict, origin: float | None) -> None:
         self.history = history
         self.verdict = verdict
-        self.t0 = history.start or 0.0
+        self.origin = (history.start or 0.0) if origin is None else origin
         self.tenures = sorted(history.tenures(), key=lambda t: (t.start, t.client))
         self.windows = history.fault_windows()
-        last = max((t.end for t in self.tenures if math.isfinite(t.end)), default=history.end or self.t0)
-        self.end = max(history.end or self.t0, last)
-        self.t_end = self.end - self.t0
+        first = history.start if history.start is not None else self.origin
+        last = max((t.end for t in self.tenures if math.isfinite(t.end)), default=history.end or first)
+        self.end = max(history.end or first, last)
+        self.lo = self.x(first)
+        self.hi = self.x(self.end)
+        self.span = max(self.hi - self.lo, 0.001)
         returned = history.of_type(AcquireReturned)
+        self.refused = [e for e in returned if not e.ok]
         self.names = sorted({t.name for t in self.tenures} | {e.name for e in returned})
         clients = sorted({t.client for t in self.tenures} | {e.client for e in returned})
-        self.colour = {c: _CLIENT_COLOURS[i % len(_CLIENT_COLOURS)] for i, c in enumerate(clients)}
-        # Rows from the top: each name's lanes, then the faults' lanes.
-        self.layout: dict[str, tuple[float, int]] = {}  # name -> (top y, lanes)
+        self.colour = {c: CLIENT_COLOURS[i % len(CLIENT_COLOURS)] for i, c in enumerate(clients)}
+        # Rows from the top: each name's head, lanes and strip; then the faults' lanes.
+        self.layout: dict[str, tuple[float, int]] = {}  # name -> (top y of its lanes, lanes)
+        self.strip: dict[str, float] = {}  # name -> y of its refused acquires
         self.lane: dict[int, int] = {}
         y = 0.0
         for name in self.names:
@@ -111,17 +189,34 @@ class _Picture:
             lanes, count = _lanes(mine, lambda t: t.start, lambda t: _finite(t.end, math.inf))
             for tenure, lane in zip(mine, lanes, strict=True):
                 self.lane[id(tenure)] = lane
+            y += _HEAD
             self.layout[name] = (y, count)
-            y += count + 0.6
-        self.fault_lanes, fault_count = _lanes(self.windows, lambda w: w.start, lambda w: _finite(w.end, math.inf))
-        self.fault_top = y
+            y += count
+            if any(e.name == name for e in self.refused):
+                self.strip[name] = y + _STRIP / 2
+                y += _STRIP
+        self.bands_end = y
+        # A fault's lane holds its bar and its label, estimated from its length in characters.
+        per_inch = self.span * 1.04 / _AXES_INCHES
+
+        def reach(w: FaultWindow) -> float:
+            # Inside its bar when it fits there, else just after it.
+            end = max(_finite(w.end, self.end), w.start + self.span * 0.002)
+            wide = (len(fault_label(w)) + 2) * _CHAR_INCHES * per_inch
+            return end if w.start + wide <= end else end + wide
+
+        self.fault_lanes, fault_count = _lanes(self.windows, lambda w: w.start, reach)
+        self.fault_reach = [reach(w) for w in self.windows]
+        self.fault_top = y + _HEAD
         self.fault_count = fault_count
-        self.total = y + (fault_count if self.windows else 0)
+        self.total = self.fault_top + fault_count if self.windows else y
         self.lost = {id(w) for report in verdict.lost_updates for w in report.lost_writes}
         self.shown: dict[str, Any] = {}
+        self.optional: list[_Label] = []
+        self.only: str | None = None
 
     def x(self, t: float) -> float:
-        return t - self.t0
+        return t - self.origin
 
     def y_of(self, tenure: Tenure) -> float:
         return self.layout[tenure.name][0] + self.lane[id(tenure)]
@@ -137,195 +232,305 @@ class _Picture:
         self.shown.setdefault(key, handle)
 
     def handles(self) -> list[Any]:
-        """The legend: the clients in name order, then the marks in a fixed order."""
+        """The legend: the clients in name order, the marks in a fixed order, the faults."""
         clients = sorted(key for key in self.shown if key in self.colour)
         marks = [key for key in _MARKS if key in self.shown]
-        return [self.shown[key] for key in (*clients, *marks)]
+        faults = sorted(key for key in self.shown if key.startswith("fault:"))
+        return [self.shown[key] for key in (*clients, *marks, *faults)]
 
-    def draw(self, ax: Any, *, span: float | None = None) -> None:
-        """Draw everything; ``span`` is the width of a zoomed panel (None: the timeline)."""
-        zoomed = span is not None
-        width = self.t_end if span is None else span
-        self._faults(ax, width)
-        self._holders(ax, width, zoomed)
+    def draw(self, ax: Any, view: tuple[float, float], *, lock: str | None = None) -> None:
+        """Draw everything, or for a zoom only ``lock``'s band (anything drawn outside the
+        axes' view would still count in its layout); ``view`` is the x range shown."""
+        self.only = lock
+        if lock is None:
+            self._faults(ax)
+        self._holders(ax, view)
         self._events(ax)
-        self._violations(ax, width, zoomed)
+        self._violations(ax, view)
 
-    def _faults(self, ax: Any, span: float) -> None:
-        for window, lane in zip(self.windows, self.fault_lanes, strict=True):
+    def drawn(self, name: str) -> bool:
+        return name in self.layout and self.only in (None, name)
+
+    def _faults(self, ax: Any) -> None:
+        for window, lane, reach in zip(self.windows, self.fault_lanes, self.fault_reach, strict=True):
             start = self.x(window.start)
             end = self.x(_finite(window.end, self.end))
-            width = max(end - start, span * 0.002)
-            shade = _FAULT_COLOURS.get(window.kind, "#999999")
+            width = max(end - start, self.span * 0.002)
+            shade = FAULT_COLOURS.get(window.kind, _FAULT_FALLBACK)
             # A condition of the whole run (a partition, a client's clock) would only tint
             # the background: it stays in the fault band.
-            if window.kind not in _UNSHADED and width < 0.6 * self.t_end:
-                ax.axvspan(start, start + width, color=shade, alpha=0.08, linewidth=0)
+            if window.kind not in _UNSHADED and width < 0.6 * self.span:
+                ax.axvspan(start, start + width, color=shade, alpha=0.12, linewidth=0)
+                self.legend("shaded", Patch(color="#999999", alpha=0.25, label="while a fault lasts (shaded)"))
             top = self.fault_top + lane
-            ax.broken_barh([(start, width)], (top + 0.1, 0.8), facecolors=shade, alpha=0.8)
-            ax.text(start, top + 0.5, f" {window.kind} {window.target}", va="center", fontsize=7, clip_on=True)
+            ax.broken_barh([(start, width)], (top + 0.1, 0.8), facecolors=shade, edgecolors="black", linewidth=0.6)
+            short = _FAULT_SHORT.get(window.kind)
+            name = window.kind if short is None else f"{short}: {window.kind}"
+            self.legend(f"fault:{window.kind}", Patch(facecolor=shade, edgecolor="black", linewidth=0.6, label=name))
+            # Inside the bar where it fits (in the ink that reads on it), else after it.
+            inside = math.isclose(self.x(reach), start + width)
+            text = ax.text(
+                start if inside else start + width, top + 0.5, f" {fault_label(window)}", va="center", fontsize=7,
+                color=ink(shade) if inside else "black",
+            )  # fmt: skip
+            self.optional.append(_Label(text, start, self.x(reach)))
 
-    def _holders(self, ax: Any, span: float, zoomed: bool) -> None:
+    def _holders(self, ax: Any, view: tuple[float, float]) -> None:
         for tenure in self.tenures:
+            if not self.drawn(tenure.name):
+                continue
             start = self.x(tenure.start)
             end = self.x(_finite(tenure.end, self.end))
             y0 = self.y_of(tenure)
             revived = tenure.via == "extend"
+            colour = self.colour[tenure.client]
             ax.broken_barh(
-                [(start, max(end - start, span * 0.001))],
+                [(start, max(end - start, (view[1] - view[0]) * 0.001))],
                 (y0 + 0.1, 0.8),
-                facecolors=self.colour[tenure.client],
+                facecolors=colour,
                 edgecolors="black" if revived else "none",
                 hatch="//" if revived else None,
                 linewidth=0.5,
             )
-            self.legend(tenure.client, Patch(color=self.colour[tenure.client], label=tenure.client))
+            self.legend(tenure.client, Patch(color=colour, label=tenure.client))
             if revived:
                 self.legend(
                     "revived", Patch(facecolor="white", edgecolor="black", hatch="//", label="revived by an extend")
                 )
-            if zoomed or end - start > self.t_end * 0.04:
-                label = tenure.client if tenure.fencing is None else f"{tenure.client} f{tenure.fencing}"
-                ax.text(
-                    start + (end - start) / 2, y0 + 0.5, label, ha="center", va="center", fontsize=7,
-                    color="white", clip_on=True,
-                )  # fmt: skip
+            # Centred on the part of the bar in view (a zoom may show only its end), in the
+            # upper half: the lower half is for the writes' marks.
+            left, right = max(start, view[0]), min(end, view[1])
+            if right <= left:
+                continue
+            label = tenure.client if tenure.fencing is None else f"{tenure.client} f{tenure.fencing}"
+            # On a patch of the bar's own colour, so an overlap's hatching does not cross it.
+            text = ax.text(
+                (left + right) / 2, y0 + 0.33, label, ha="center", va="center", fontsize=7, color=ink(colour),
+                zorder=7, bbox={"facecolor": colour, "edgecolor": "none", "pad": 0.4},
+            )  # fmt: skip
+            self.optional.append(_Label(text, left, right))
 
     def _events(self, ax: Any) -> None:
-        for event in self.history.of_type(AcquireReturned):
-            if not event.ok and event.name in self.layout:
-                top, count = self.layout[event.name]
-                ax.plot(self.x(event.time), top + count - 0.05, ".", color=self.colour[event.client], markersize=2)
+        for event in self.refused:
+            if event.name in self.strip and self.drawn(event.name):
+                ax.plot(
+                    self.x(event.time), self.strip[event.name], "o", color=self.colour[event.client],
+                    markeredgecolor="black", markeredgewidth=0.5, markersize=4,
+                )  # fmt: skip
                 self.legend(
-                    "failed", Line2D([], [], marker=".", color="black", linestyle="none", label="acquire refused")
-                )
+                    "failed",
+                    Line2D(
+                        [], [], marker="o", color="#999999", markeredgecolor="black", linestyle="none",
+                        label="acquire refused (under its lock)",
+                    ),
+                )  # fmt: skip
         for write in self.history.of_type(ResourceWrite):
-            if write.name not in self.layout:
+            if not self.drawn(write.name):
                 continue
             holder = self.holder_at(write.client, write.name, write.time)
-            y = (self.y_of(holder) if holder is not None else self.layout[write.name][0]) + 0.5
+            y0 = self.y_of(holder) if holder is not None else self.layout[write.name][0]
             x = self.x(write.time)
             if not write.accepted:
-                ax.plot(x, y, "x", color="#555555", markersize=7, markeredgewidth=1.5, zorder=6)
+                ax.plot(x, y0 + 0.7, "x", color="#555555", markersize=6, markeredgewidth=1.5, zorder=6)
                 self.legend(
                     "rejected", Line2D([], [], marker="x", color="#555555", linestyle="none", label="rejected (fenced)")
                 )
             elif id(write) in self.lost:
-                ax.plot(x, y, "v", color="red", markeredgecolor="black", markersize=8, zorder=6)
+                ax.plot(x, y0 + 0.68, "v", color="red", markeredgecolor="black", markersize=7, zorder=6)
                 self.legend("lost", Line2D([], [], marker="v", color="red", linestyle="none", label="lost increment"))
             else:
-                ax.plot(x, y, "|", color="black", markersize=12, markeredgewidth=2, zorder=6)
+                ax.plot(x, y0 + 0.72, "|", color="black", markersize=6, markeredgewidth=1.5, zorder=6)
                 self.legend(
                     "write", Line2D([], [], marker="|", color="black", linestyle="none", label="write (writer's lane)")
                 )
 
-    def _violations(self, ax: Any, span: float, zoomed: bool) -> None:
-        # On the timeline, many overlaps side by side would bury their labels in each other.
-        labelled = zoomed or len(self.verdict.overlaps) <= 3
+    def _violations(self, ax: Any, view: tuple[float, float]) -> None:
         for overlap in self.verdict.overlaps:
+            if not self.drawn(overlap.name):
+                continue
             top, count = self.layout[overlap.name]
             start = self.x(overlap.start)
-            width = max(self.x(_finite(overlap.end, self.end)) - start, span * 0.004)
+            width = max(self.x(_finite(overlap.end, self.end)) - start, (view[1] - view[0]) * 0.004)
+            # The hatching faint, the frame solid: the holders' labels stay readable inside.
             ax.add_patch(
-                Rectangle((start, top), width, count, fill=False, edgecolor="red", hatch="xx", linewidth=1.5, zorder=5)
+                Rectangle((start, top), width, count, fill=False, edgecolor="#ff000080", hatch="xx", linewidth=0)
             )
-            if labelled:
-                ax.text(
-                    start, top - 0.05, "overlap", color="red", fontsize=8, va="bottom", fontweight="bold", clip_on=True
-                )
+            ax.add_patch(Rectangle((start, top), width, count, fill=False, edgecolor="red", linewidth=1.5, zorder=5))
+            left = max(start, view[0])
+            if left < min(start + width, view[1]):
+                text = ax.text(left, top - 0.05, "overlap", color="red", fontsize=8, va="bottom", fontweight="bold")
+                # Side by side on the timeline, many would bury each other: those keep the frame only.
+                self.optional.append(_Label(text, left, view[1]))
             self.legend("overlap", Patch(fill=False, edgecolor="red", hatch="xx", label="overlap"))
         for claim in self.verdict.overstated:
             mine = [t for t in self.tenures if t.client == claim.client and t.op == claim.op and t.name == claim.name]
-            if not mine:
+            if not mine or not self.drawn(claim.name):
                 continue
             ax.broken_barh(
-                [(self.x(claim.bound), claim.excess)], (self.y_of(mine[-1]) + 0.75, 0.15), facecolors="red", zorder=4
+                [(self.x(claim.bound), claim.excess)], (self.y_of(mine[-1]) + 0.78, 0.12), facecolors="red", zorder=4
             )
             self.legend("overstated", Patch(color="red", label="validity past invoked + ttl - drift"))
 
-    def zooms(self) -> list[tuple[float, float, str]]:
-        """Windows around the violations, at most :data:`_ZOOMS`: (start, end, caption)."""
-        found: list[tuple[float, float, str]] = []
+    def zooms(self) -> list[tuple[float, float, str, str]]:
+        """Windows around the violations, at most :data:`_ZOOMS`: (start, end, lock, caption)."""
+        found: list[tuple[float, float, str, str]] = []
         for overlap in self.verdict.overlaps:
             end = _finite(overlap.end, self.end)
-            found.append((overlap.start, end, f"overlap {1000 * (end - overlap.start):.1f} ms"))
-        lost = [w for report in self.verdict.lost_updates for w in report.lost_writes]
-        found += [(w.time, w.time, f"lost increment of {w.client}") for w in lost]
+            found.append((overlap.start, end, overlap.name, f"overlap {1000 * (end - overlap.start):.1f} ms"))
+        for report in self.verdict.lost_updates:
+            # From the increment to the write that did not build on it: both in one panel.
+            for lost, by in zip(report.lost_writes, report.overwritten_by, strict=True):
+                caption = f"{lost.client}'s increment lost"
+                if by is None:
+                    found.append((lost.time, lost.time, lost.name, caption))
+                else:
+                    ends = sorted((lost.time, by.time))
+                    found.append((ends[0], ends[1], lost.name, f"{caption} to {by.client}'s write"))
         found += [
-            (v.bound, v.deadline, f"{v.holder} overstates by {1000 * v.excess:.1f} ms") for v in self.verdict.overstated
+            (v.bound, v.deadline, v.name, f"{v.holder} overstates by {1000 * v.excess:.1f} ms")
+            for v in self.verdict.overstated
         ]
-        windows: list[tuple[float, float, str]] = []
-        for start, end, caption in found:
-            # One panel for violations close together (an overlap and its lost write).
-            if windows and start - windows[-1][1] < _ZOOM_MERGE:
-                last = windows[-1]
-                windows[-1] = (last[0], max(last[1], end), last[2])
-            else:
-                windows.append((start, end, caption))
-        return windows[:_ZOOMS]
+        windows: list[tuple[float, float, str, str]] = []
+        for start, end, name, caption in sorted(found):
+            # One panel for violations of one lock close together (an overlap and its lost write).
+            last = windows[-1] if windows else None
+            if last is not None and last[2] == name and start - last[1] < _ZOOM_MERGE:
+                windows[-1] = (last[0], max(last[1], end), name, f"{last[3]}; {caption}")
+            elif name in self.layout:
+                windows.append((start, end, name, caption))
+        return [(start, end, name, _one_line(caption)) for start, end, name, caption in windows[:_ZOOMS]]
 
 
-def plot_timeline(
+def timeline_figure(
     history: History,
     verdict: Verdict,
-    path: str | os.PathLike[str],
     *,
     title: str = "",
     panels: Sequence[Callable[[Any, float], None]] = (),
-) -> None:
-    """Draw ``history`` (judged as ``verdict``) to a PNG file at ``path``.
+    origin: float | None = None,
+    footer: Sequence[str] | None = None,
+    xlabel: str = "seconds since the first event",
+    dpi: float = 80,
+) -> Figure:
+    """The figure of ``history`` (judged as ``verdict``), laid out and ready to save.
 
     Each of ``panels`` draws one more plot below the timeline (and its zooms), sharing its
-    time axis: ``panel(axes, t0)``, with ``t0`` the monotonic time of the first event."""
-    picture = _Picture(history, verdict)
+    time axis: ``panel(axes, origin)``, with ``origin`` the monotonic time shown as 0 (by
+    default the first event's; ``xlabel`` says what it is). ``footer`` lists the
+    violations to name under the picture (by default the verdict's, timed from
+    ``origin``)."""
+    picture = _Picture(history, verdict, origin)
+    if footer is None:
+        footer = replace(verdict, origin=picture.origin).violations
     zooms = picture.zooms()
-    height = 1.6 + 0.32 * max(picture.total, 2)
+    height = 1.2 + 0.3 * max(picture.total, 2)
     main_height = min(height, 14)
-    ratios = [main_height, *([2.6] if zooms else []), *(2.0 for _ in panels)]
-    figure = Figure(figsize=(11, sum(ratios)), dpi=80)
+    lines, colour = _footer(footer)
+    ratios = [main_height, *([2.4] if zooms else []), *(2.0 for _ in panels)]
+    figure = Figure(figsize=(_WIDTH_INCHES, sum(ratios) + 0.15 * len(lines)), dpi=dpi)
     FigureCanvasAgg(figure)
     grid = figure.add_gridspec(len(ratios), max(1, len(zooms)), height_ratios=ratios)
     ax = figure.add_subplot(grid[0, :])
+    pad = picture.span * 0.02
+    view = (picture.lo - pad, picture.hi + pad)
     for number, panel in enumerate(panels, start=len(ratios) - len(panels)):
-        panel(figure.add_subplot(grid[number, :], sharex=ax), history.start or 0.0)
-    picture.draw(ax)
+        panel(figure.add_subplot(grid[number, :], sharex=ax), picture.origin)
+    picture.draw(ax, view)
     ticks = [picture.layout[n][0] + picture.layout[n][1] / 2 for n in picture.names]
     labels = [f"lock {n}" for n in picture.names]
     if picture.windows:
         ticks.append(picture.fault_top + picture.fault_count / 2)
         labels.append("faults")
     ax.set_yticks(ticks, labels)
-    ax.set_ylim(picture.total + 0.2, -0.4)
-    pad = max(picture.t_end, 0.001) * 0.02
-    ax.set_xlim(-pad, picture.t_end + pad)
-    ax.set_xlabel("seconds since the first event (time.monotonic)")
+    ax.set_ylim(picture.total + 0.1, 0)
+    ax.set_xlim(*view)
+    ax.set_xlabel(xlabel)
     ax.grid(axis="x", alpha=0.3)
     if title:
         ax.set_title(title, fontsize=10)
-    for column, (start, end, caption) in enumerate(zooms):
+    for column, (start, end, name, caption) in enumerate(zooms):
         zoom = figure.add_subplot(grid[1, column])
-        # Wide enough to show the holders on either side, narrow enough to show the gap.
+        # Wide enough to show the holders on either side, narrow enough to show the gap;
+        # never past the run's first or last moment.
         margin = max(0.01, (end - start) * 0.6)
-        picture.draw(zoom, span=end - start + 2 * margin)
-        zoom.set_xlim(picture.x(start) - margin, picture.x(end) + margin)
-        # The locks' bands only: the faults are named on the timeline above.
-        zoom.set_ylim(picture.fault_top - 0.4, -0.4)
-        zoom.set_yticks([])
-        zoom.set_title(f"zoom: {caption}", fontsize=8, color="red")
+        near = (max(picture.x(start) - margin, picture.lo), min(picture.x(end) + margin, picture.hi))
+        picture.draw(zoom, near, lock=name)
+        zoom.set_xlim(*near)
+        # The violation's lock only: the faults are named on the timeline above.
+        top, count = picture.layout[name]
+        bottom = top + count + (_STRIP if name in picture.strip else 0.0)
+        zoom.set_ylim(bottom + 0.1, top - _HEAD)
+        zoom.set_yticks([top + count / 2], [name], fontsize=7)
+        # Wrapped to its column (an 8-point character is about 0.07 in).
+        wrap = int(_WIDTH_INCHES / len(zooms) / 0.075) - 4
+        zoom.set_title(textwrap.fill(f"zoom: {name}: {caption}", wrap), fontsize=8, color="red")
+        zoom.set_xlabel(xlabel, fontsize=7)
+        zoom.xaxis.set_major_locator(MaxNLocator(4))
         zoom.tick_params(labelsize=7)
         zoom.grid(axis="x", alpha=0.3)
-    ax.legend(
-        handles=list(picture.shown.values()), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False
-    )
-    summary = "\n".join(_short(verdict.violations)) or "no violation"
-    figure.text(0.01, 0.005, summary, fontsize=7, color="red" if verdict.violations else "green")
-    figure.tight_layout(rect=(0, 0.02 + 0.025 * summary.count("\n"), 1, 1))
-    figure.savefig(os.fspath(path), format="png")
+    handles = picture.handles()
+    # Two columns when one would run past the timeline's bottom (0.17 in per entry).
+    columns = 1 if 0.17 * len(handles) < main_height - 0.6 else 2
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False, ncol=columns)
+    figure.text(0.01, 0.005, "\n".join(lines), fontsize=8 if footer else 11, color=colour,
+                fontweight="normal" if footer else "bold", va="bottom")  # fmt: skip
+    inches = 0.1 + 0.15 * len(lines) if footer else 0.3
+    figure.tight_layout(rect=(0, inches / figure.get_figheight(), 1, 1))
+    _declutter(figure, picture.optional)
+    return figure
 
 
-def _short(lines: Iterable[str]) -> list[str]:
-    """At most two violations, each on one line of the footer."""
-    found = [textwrap.shorten(line, 170, placeholder=" ...") for line in lines]
+def plot_timeline(
+    history: History,
+    verdict: Verdict,
+    path: str | os.PathLike[str],
+    **options: Any,
+) -> None:
+    """Draw ``history`` (judged as ``verdict``) to a PNG file at ``path``; ``options`` are
+    :func:`timeline_figure`'s."""
+    timeline_figure(history, verdict, **options).savefig(os.fspath(path), format="png")
+
+
+def _declutter(figure: Figure, labels: Sequence[_Label]) -> None:
+    """Leave out each label that does not fit its range and its axes, or that would touch
+    one already placed; the overlap labels go first, then the widest bars' labels."""
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    placed: list[Any] = []
+    first = sorted(labels, key=lambda label: (label.text.get_text() != "overlap", -(label.x1 - label.x0)))
+    for label in first:
+        text = label.text
+        ax = text.axes
+        assert ax is not None  # drawn with ax.text
+        box = text.get_window_extent(renderer)
+        frame = ax.get_window_extent(renderer)
+        (low, _), (high, _) = ax.transData.transform([(label.x0, 0), (label.x1, 0)])
+        fits = (
+            box.x0 >= max(low, frame.x0) - 0.5
+            and box.x1 <= min(high, frame.x1) + 0.5
+            and box.y0 >= frame.y0
+            and box.y1 <= frame.y1
+        )
+        if fits and not any(box.overlaps(other) for other in placed):
+            placed.append(box)
+        else:
+            text.remove()
+
+
+def _one_line(caption: str) -> str:
+    """A zoom's caption: its first two violations, and how many more."""
+    parts = caption.split("; ")
+    return "; ".join(parts[:2]) + (f" (+{len(parts) - 2} more)" if len(parts) > 2 else "")
+
+
+def _footer(lines: Iterable[str]) -> tuple[list[str], str]:
+    """The footer: each violation once (with how often it recurred), at most two lines and
+    how many more; or that there was none."""
+    counts = Counter(lines)
+    if not counts:
+        return ["no violation found"], "green"
+    found = [
+        textwrap.shorten(line if n == 1 else f"{line} (x{n})", 150, placeholder=" ...") for line, n in counts.items()
+    ]
     if len(found) > 2:
         found[1] += f"  (and {len(found) - 2} more)"
-    return found[:2]
+    return found[:2], "red"

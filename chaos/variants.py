@@ -138,6 +138,26 @@ def _release_without_compare() -> None:
     _scripts_everywhere()
 
 
+# A handover that does not compare: the waiter's token is written whoever holds the key.
+_SWAP_BLINDLY = _scripts.Script(
+    """
+redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('del', KEYS[2])
+return 1
+"""
+)
+
+
+def _handoff_blind() -> None:
+    _scripts.HANDOFF = _SWAP_BLINDLY
+    original = _kinds.LockKind.handoff
+
+    def scripted(self: _kinds.LockKind, key: str, token: str, new_token: str, ttl_ms: int) -> Command:
+        return dataclasses.replace(original(self, key, token, new_token, ttl_ms), native=())
+
+    _kinds.LockKind.handoff = scripted  # type: ignore[method-assign]
+
+
 def _shared_joins_holding() -> None:
     # A Lock object shared by threads that lets a thread join another's holding, as if it
     # were the owner acquiring again: one token, two threads relying on it.
@@ -223,6 +243,11 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("no-rollback", "a failed attempt leaves the keys it set on a minority", _relay_acquire(skip_cleanups=True)),
     Variant("extend-recreates", "an extend that re-creates a key that is gone", _extend_recreates),
     Variant("release-no-compare", "a release that deletes the key, whoever's it is", _release_without_compare),
+    Variant(
+        "handoff-blind",
+        "a handover to the next waiter that writes its token whoever holds the key, without comparing",
+        _handoff_blind,
+    ),
     Variant(
         "shared-joins-holding",
         "a Lock shared by threads lets a second thread into a busy holding, without the masters",

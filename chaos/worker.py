@@ -164,6 +164,10 @@ class _Worker:
             result = session.renewal(args["name"])
         elif name == "release":
             result = session.release(args["name"])
+        elif name == "hand_over":
+            result = session.hand_over(
+                args["name"], float(args["ttl"]), release_at=float(args["release_at"]), timeout=float(args["timeout"])
+            )
         elif name == "cycle":
             result = session.cycle(
                 args["name"], float(args["ttl"]), at=args.get("at"), timeout=float(args.get("timeout", 5.0))

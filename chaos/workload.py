@@ -268,15 +268,18 @@ class ClientSession:
         quorum: int = 0,
         auto_extend: bool = False,
         mode: str = "",
+        in_line: bool = False,
     ) -> dict[str, Any]:
         """Acquire ``name`` (with ``also``: one lock on all those names; with ``limit``: a
         permit of a semaphore; with ``auto_extend``: renewed by the library until released,
         see :meth:`renewal`; with ``mode``, "read" or "write": that side of the read-write
         lock on ``name``). A lock on several names is recorded as one holding per name, so
-        that the per-name checkers judge it like any other lock on that name."""
+        that the per-name checkers judge it like any other lock on that name. ``in_line``:
+        with a Lock object of its own, behind one this session holds (see :meth:`hand_over`),
+        which stays the session's Lock of the name unless this one gets it."""
         if at is not None:
             time.sleep(max(0.0, at - time.monotonic()))
-        lock = self.shared.get(name) or self._new_lock(
+        lock = (None if in_line else self.shared.get(name)) or self._new_lock(
             name,
             ttl,
             also,
@@ -286,7 +289,8 @@ class ClientSession:
             auto_extend=auto_extend,
             mode=mode,
         )
-        self.locks.update(dict.fromkeys(lock.names, lock))
+        if not in_line:
+            self.locks.update(dict.fromkeys(lock.names, lock))
         ops = [self.recorder.acquire_invoked(self.client, each, ttl=ttl, blocking=blocking) for each in lock.names]
         recorded: dict[str, Any] = {"limit": limit or None, "mode": mode or None}
         try:
@@ -299,6 +303,7 @@ class ClientSession:
             return {"ok": False, "error": None}
         # This thread owns the Lock now (a shared one too), so its token is this holding's:
         # each local holder acquires on the masters afresh, under a new token.
+        self.locks.update(dict.fromkeys(lock.names, lock))
         deadline = self._deadline(lock)
         voters = voters_of(lock.outcomes, self.labels)
         self._acquire_returned(
@@ -406,9 +411,12 @@ class ClientSession:
         the deadline read here was set by one that began before this step, so it never
         exceeds what the validity checker allows an extend invoked now.)"""
         lock = self._lock(name)
-        ops = [self.recorder.extend_invoked(self.client, each, token=lock.token, ttl=lock.ttl) for each in lock.names]
+        # Read before the invocation is stamped: the renewer may finish an extend at any
+        # moment, and one that began after the stamp would give a deadline later than the
+        # stamp allows (seen on a loaded machine: 1.8 ms past the validity bound).
         held = lock.locked()
         deadline = self._deadline(lock) if held else None
+        ops = [self.recorder.extend_invoked(self.client, each, token=lock.token, ttl=lock.ttl) for each in lock.names]
         for each, op in zip(lock.names, ops, strict=True):
             error = None if held else ("lost" if lock.lost else "not held")
             self.recorder.extend_returned(self.client, each, op, ok=held, deadline=deadline, error=error)
@@ -426,6 +434,25 @@ class ClientSession:
         for each, op in zip(lock.names, ops, strict=True):
             self.recorder.release_returned(self.client, each, op, ok=True)
         return {"ok": True}
+
+    def hand_over(self, name: str, ttl: float, *, release_at: float, timeout: float) -> dict[str, Any]:
+        """The lock ``name`` this session holds goes to a second Lock of this process that
+        waits in line for it: the waiter starts at once (a blocking acquire of ``timeout``),
+        the holder releases at ``release_at`` (monotonic), which hands the lock over in one
+        round where the library does (docs/algorithm.md, "Handing a lock over"). Returns
+        both outcomes; the waiter is the session's Lock of the name if it got it."""
+        handed: dict[str, Any] = {}
+        waiter = threading.Thread(
+            target=lambda: handed.update(self.acquire(name, ttl, blocking=True, timeout=timeout, in_line=True)),
+            name=f"{self.client}-in-line",
+        )
+        holder = self._lock(name)  # (the waiter replaces it in self.locks only once it holds)
+        waiter.start()
+        time.sleep(max(0.0, release_at - time.monotonic()))
+        self.locks[name] = holder
+        released = self.release(name)
+        waiter.join(timeout + 30.0)
+        return {"released": released, "handed": handed}
 
     def cycle(self, name: str, ttl: float, *, at: float | None = None, timeout: float = 5.0) -> dict[str, Any]:
         """One blocking acquire (starting at ``at``), read-modify-write, release."""

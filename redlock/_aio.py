@@ -251,16 +251,15 @@ class Driver(DriverBase["_Protocol"]):
         if waiting is None or waiting[0] != channel:  # (a multi-name lock waits on the name found held)
             if waiting is not None:
                 waiters.discard(*waiting)
-            waiting = (channel, asyncio.Event())
-            waiters.add(*waiting, in_line=pause.line is not None)
+            waiting = (channel, _Wake())
+            waiters.add(*waiting, in_line=pause.line is not None, handoff=pause.handoff)
         event = waiting[1]
         subscribed = False
-        for wait in waiters.waits(channel, event, pause.seconds, pause.line, self._clock):
+        for wait in waiters.waits(channel, event, pause.seconds, pause.line, self._clock, handoff=pause.handoff):
             if not subscribed and self._wake_on_release:
                 self._subscribe()
                 subscribed = True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), wait)
+            await event.wait(wait)
         event.clear()
         return waiting
 
@@ -334,7 +333,44 @@ class Driver(DriverBase["_Protocol"]):
 
 
 #: A flow's place among the waiters for a release: the channel and its event.
-_Waiting = tuple[str, asyncio.Event]
+class _Wake:
+    """A waiter's event: set by a release (announced, or made by this client), waited for
+    with a timeout. One future and one timer a wait, on the loop that runs this driver:
+    ``asyncio.wait_for(event.wait(), ...)`` would also make a task each time, on the path of
+    every handover."""
+
+    __slots__ = ("_flag", "_future")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._future: asyncio.Future[None] | None = None
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        self._flag = True
+        if self._future is not None:
+            _resolve(self._future)
+
+    def clear(self) -> None:
+        self._flag = False
+
+    async def wait(self, seconds: float) -> None:
+        """Until set or ``seconds`` passed (a cancellation is raised as usual)."""
+        if self._flag:
+            return
+        loop = asyncio.get_running_loop()
+        future = self._future = loop.create_future()
+        timer = loop.call_later(seconds, _resolve, future)
+        try:
+            await future
+        finally:
+            timer.cancel()
+            self._future = None
+
+
+_Waiting = tuple[str, _Wake]
 
 
 def _close_abandoned(conn: _Protocol, loop: asyncio.AbstractEventLoop) -> None:

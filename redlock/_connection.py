@@ -88,7 +88,19 @@ import hiredis
 
 from redlock import _scripts
 from redlock._config import Credentials
-from redlock._core import Command, ErrorReply, Line, NativeForm, Round, native_form, reply_status, wakes_all
+from redlock._core import (
+    HANDOFF_CHAIN,
+    HANDOFF_CHAIN_SECONDS,
+    Command,
+    ErrorReply,
+    Handoff,
+    Line,
+    NativeForm,
+    Round,
+    native_form,
+    reply_status,
+    wakes_all,
+)
 from redlock._facts import (
     ASKED,
     UNKNOWN,
@@ -233,6 +245,7 @@ class Event(Protocol):
 
     def is_set(self) -> bool: ...
     def set(self) -> None: ...
+    def clear(self) -> None: ...
 
 
 EventT = TypeVar("EventT", bound=Event)
@@ -261,6 +274,10 @@ class Waiters(Generic[EventT]):
         self._held: dict[str, bool] = {}
         #: The waiters that are acquires in line (others only watch: an election's observer).
         self._in_line: set[EventT] = set()
+        #: The offers of the waiters in line to take a holding over (see _core.Handoff).
+        self._handoffs: dict[EventT, Handoff] = {}
+        #: By channel: how many handovers in a row since when (see :meth:`claim`).
+        self._chains: dict[str, tuple[int, float]] = {}
 
     def channels(self) -> set[str]:
         return set(self._waiting)
@@ -268,13 +285,18 @@ class Waiters(Generic[EventT]):
     def all_events(self) -> list[EventT]:
         return [event for events in self._waiting.values() for event in events]
 
-    def add(self, channel: str, event: EventT, *, in_line: bool = False) -> None:
+    def add(self, channel: str, event: EventT, *, in_line: bool = False, handoff: Handoff | None = None) -> None:
         self._waiting.setdefault(channel, []).append(event)
         if in_line:
             self._in_line.add(event)
+        if handoff is not None:
+            self._handoffs[event] = handoff
 
     def discard(self, channel: str, event: EventT) -> None:
         self._in_line.discard(event)
+        handoff = self._handoffs.pop(event, None)
+        if handoff is not None:
+            handoff.abandon()  # (gone: a swap under way for it is its releaser's to undo)
         waiting = self._waiting.get(channel)
         if waiting is not None and event in waiting:
             waiting.remove(event)
@@ -290,7 +312,14 @@ class Waiters(Generic[EventT]):
             self._held[channel] = held
 
     def waits(
-        self, channel: str, event: EventT, seconds: float, line: Line | None, clock: Callable[[], float]
+        self,
+        channel: str,
+        event: EventT,
+        seconds: float,
+        line: Line | None,
+        clock: Callable[[], float],
+        *,
+        handoff: Handoff | None = None,
     ) -> Iterator[float]:
         """How long a waiter for ``channel`` sleeps on ``event``, step by step (a driver
         waits each and comes back; the sync driver under its lock), until it is to try.
@@ -299,21 +328,60 @@ class Waiters(Generic[EventT]):
         :class:`~redlock._core.Line`): the first try of the first in line goes at once; after
         its own timer a waiter tries only when :meth:`may_try` says so, else it looks again
         every ``line.step`` until woken, first, or out of patience. An event already set (a
-        release came while it tried) sends it at the masters again at once."""
+        release came while it tried) sends it at the masters again at once. Meanwhile a
+        releasing Lock of this client may claim its ``handoff``: then it waits for the swap
+        (woken by :meth:`handed_over`), however long its patience, up to the claim's end."""
         if line is not None:
             self.found(channel, line.held)
             if line.held is None and self.may_try(channel, event):
                 return
+        if handoff is not None:
+            handoff.park()
         give_up = None if line is None or line.patience is None else clock() + line.patience
         wait = seconds
         while not event.is_set():
             yield wait
             if event.is_set() or line is None or self.may_try(channel, event):
-                return
+                break
             left = None if give_up is None else give_up - clock()
             if left is not None and left <= 0:
-                return
+                break
             wait = line.step if left is None else min(line.step, left)
+        if handoff is None:
+            return
+        handoff.unpark()
+        while handoff.state == Handoff.CLAIMED:
+            left = handoff.expires_at - clock()
+            if left <= 0:
+                handoff.abandon()  # (the flow deletes what the swap may still write)
+                return
+            event.clear()  # (a release announced meanwhile: the swap is what it waits for)
+            yield left
+
+    def claim(self, channel: str, now: float, expires_at: float) -> tuple[Handoff | None, bool]:
+        """A Lock of this client releases ``channel``'s lock: the first waiter in line
+        waiting here to take it over (claimed: it waits for the swap until ``expires_at``),
+        or None. Also whether the release must reach every client alike: after
+        ``HANDOFF_CHAIN`` handovers in a row, or ``HANDOFF_CHAIN_SECONDS`` of them, the lock
+        is released once instead, so that waiters of other clients, which a handover never
+        wakes, are not starved; this client's waiters then learn of it as theirs do."""
+        chain = self._chains.pop(channel, None)
+        if chain is not None and (chain[0] >= HANDOFF_CHAIN or now - chain[1] >= HANDOFF_CHAIN_SECONDS):
+            return None, True
+        for event in self._waiting.get(channel, ()):
+            handoff = self._handoffs.get(event)
+            if handoff is not None and handoff.claim(expires_at):
+                count, began = (0, now) if chain is None else chain
+                self._chains[channel] = (count + 1, began)
+                return handoff, False
+        return None, False
+
+    def handed_over(self, handoff: Handoff) -> None:
+        """Wake the waiter ``handoff`` was claimed from: its swap was delivered (or not)."""
+        for event, offered in self._handoffs.items():
+            if offered is handoff:
+                event.set()
+                return
 
     def may_try(self, channel: str, event: EventT) -> bool:
         """Whether a waiter in line whose own timer ran out tries at the masters now (see

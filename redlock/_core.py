@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from redlock import _scripts
 from redlock.exceptions import NodeOutcome, NodeStatus
@@ -364,15 +365,120 @@ class Line:
     held: bool | None
 
 
+#: A holding passes from one Lock of a client to that client's next waiter in line by a
+#: swap at most this many times in a row, and for at most this long from the first swap,
+#: before a release lets every waiter, of every client, try again (see :class:`Handoff`).
+HANDOFF_CHAIN = 16
+HANDOFF_CHAIN_SECONDS = 1.0
+
+
+class Handoff:
+    r"""A waiter in line's offer to take a holding over from a Lock of the same client.
+
+    When a Lock releases a name that another acquire of the same client waits for, one
+    round hands the holding over instead of three hops (the release, the masters'
+    announcement, a new acquire): each master swaps the releaser's token for the waiter's,
+    only where the releaser's token still holds (``_scripts.HANDOFF``). The waiter holds if
+    a majority swapped and the validity counted from the swap's start is left, exactly as
+    if its own ``SET NX`` had been sent then (docs/algorithm.md, "Handing a lock over").
+
+    The acquire flow makes one per blocking acquire; the waiter's driver marks it
+    ``PARKED`` while the flow waits in a pause (only then may a releaser ``claim`` it); the
+    releaser's flow runs the swap and ``deliver``\ s the round; the waiter's flow ``take``\ s
+    it when it wakes. A waiter that leaves while claimed ``ABANDONED``\ s it: its token may
+    land, so whoever finds the abandonment deletes it. A claim not delivered by
+    ``expires_at`` (the releaser was interrupted) is given up by the waiter, which deletes
+    the token the swap may have written.
+    """
+
+    # (Final ints, not an enum or a tuple unpacked: what mypyc compiles as class constants.)
+    IDLE: Final = 0
+    PARKED: Final = 1
+    CLAIMED: Final = 2
+    DELIVERED: Final = 3
+    ABANDONED: Final = 4
+
+    __slots__ = ("_guard", "expires_at", "new_token", "round", "started", "state", "token", "ttl_ms")
+
+    def __init__(self, new_token: Callable[[], str], ttl_ms: int) -> None:
+        #: Draws the waiter's token (and marks it outstanding: the acquire's Tokens).
+        self.new_token = new_token
+        #: How long the masters keep the waiter's key (its own ttl and lock delay).
+        self.ttl_ms = ttl_ms
+        self.state = Handoff.IDLE
+        #: The waiter's token for the swap under way.
+        self.token = ""
+        #: The swap, once delivered, and the time it started (the waiter's validity counts
+        #: from there).
+        self.round: Round | None = None
+        self.started = 0.0
+        #: Until when a claimed waiter waits for the swap's round.
+        self.expires_at = 0.0
+        # The releaser's thread delivers while the waiter's may give up on the claim: one
+        # of the two wins, never both (a swap delivered after the waiter deleted its token
+        # would make it hold nothing).
+        self._guard = threading.Lock()
+
+    def park(self) -> None:
+        """The waiter waits in a pause: a releaser may claim it."""
+        with self._guard:
+            if self.state == Handoff.IDLE:
+                self.state = Handoff.PARKED
+
+    def unpark(self) -> None:
+        """The waiter tries on its own now (unless claimed meanwhile)."""
+        with self._guard:
+            if self.state == Handoff.PARKED:
+                self.state = Handoff.IDLE
+
+    def claim(self, expires_at: float) -> bool:
+        """The releaser takes this waiter, if parked: it waits for the swap until ``expires_at``."""
+        with self._guard:
+            if self.state != Handoff.PARKED:
+                return False
+            self.token = self.new_token()
+            self.state, self.expires_at = Handoff.CLAIMED, expires_at
+            return True
+
+    def deliver(self, round_: Round, started: float, token: str) -> bool:
+        """The swap of ``token`` is done: False if the waiter gave up on it meanwhile (the
+        token is the releaser's to delete), else the waiter takes it when it wakes."""
+        with self._guard:
+            if self.state != Handoff.CLAIMED or self.token != token:
+                return False
+            self.round, self.started, self.state = round_, started, Handoff.DELIVERED
+            return True
+
+    def abandon(self) -> bool:
+        """The waiter gives up on a claim (or leaves the line): True if a swap was under way."""
+        with self._guard:
+            claimed = self.state == Handoff.CLAIMED
+            if self.state in (Handoff.PARKED, Handoff.CLAIMED):
+                self.state = Handoff.ABANDONED
+            return claimed
+
+    def take(self) -> Round | None:
+        """The waiter's side, when it wakes: the delivered swap, once; None if none came.
+        A claim it gave up on goes back to idle (the waiter deletes its token)."""
+        with self._guard:
+            round_, self.round = self.round, None
+            delivered = self.state == Handoff.DELIVERED
+            if self.state in (Handoff.DELIVERED, Handoff.ABANDONED):
+                self.state = Handoff.IDLE
+            return round_ if delivered else None
+
+
 @dataclass(frozen=True, slots=True)
 class Pause:
     """Wait this long; a driver that listens for releases may wake early when ``wake_on``
     (a lock key) is released, and one that runs a renewer stops it early on release. A
-    blocking acquire's pauses carry its place in ``line`` (see :class:`Line`)."""
+    blocking acquire's pauses carry its place in ``line`` (see :class:`Line`), and its
+    offer to take the lock over from a releasing Lock of the same client (``handoff``)."""
 
     seconds: float
     wake_on: str | None = None
     line: Line | None = None
+    handoff: Handoff | None = None
 
 
 Request = Round | Pause

@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from redlock._config import DriverSettings, MasterAddress
 from redlock._connection import CLOSED, Connect, Connections, Kind, Write
-from redlock._core import Round, release_channel
+from redlock._core import Handoff, Round, release_channel
 from redlock._facts import MasterFacts
 from redlock._topology import Finding
 from redlock.exceptions import ClientClosed
@@ -220,13 +220,30 @@ class DriverBase(Generic[ConnectionT]):
         driver's lock: its threads change the policy as replies arrive)."""
         return contextlib.nullcontext()
 
-    def released_here(self, key: str, token: str) -> None:
+    def released_here(self, key: str, token: str, *, to_all: bool = False) -> None:
         """A Lock of this client released ``key``: the first of its waiters here tries now,
         not once the masters' announcement comes back (which then finds the token counted
         and wakes nobody else), and also where wake-up on release is off: the line of this
-        client's waiters (see :class:`~redlock._core.Line`) moves on at each local release."""
+        client's waiters (see :class:`~redlock._core.Line`) moves on at each local release.
+
+        Not a release ``to_all`` (the end of a chain of handovers, see
+        :meth:`~redlock._connection.Waiters.claim`) where the announcement wakes waiters:
+        this client's then hear of it as other clients' do, with no head start."""
+        if to_all and self._wake_on_release:
+            return
         with self._guarded():
             self._policy.waiters.released(release_channel(key), token.encode())
+
+    def claim_handoff(self, key: str, expires_at: float) -> tuple[Handoff | None, bool]:
+        """A Lock of this client is about to release ``key``: a waiter here to hand it over
+        to, claimed (see :meth:`~redlock._connection.Waiters.claim`), if any."""
+        with self._guarded():
+            return self._policy.waiters.claim(release_channel(key), self._clock(), expires_at)
+
+    def handed_over(self, handoff: Handoff) -> None:
+        """The swap for ``handoff`` is done: its waiter wakes and takes it."""
+        with self._guarded():
+            self._policy.waiters.handed_over(handoff)
 
     def report_findings(self, callback: Callable[[int, Finding], None]) -> None:
         """Tell ``callback(master, finding)`` of every warning and refusal found at a handshake."""

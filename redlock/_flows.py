@@ -14,7 +14,7 @@ import itertools
 import math
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from redlock import _scripts
@@ -23,8 +23,10 @@ from redlock._core import (
     WOKEN_MARGIN,
     Command,
     Flow,
+    Handoff,
     Line,
     Pause,
+    Request,
     Result,
     Round,
     drift_allowance,
@@ -174,6 +176,11 @@ class Lease:
     #: Set once no extend may move the deadline any more because of ``hold_until``: the
     #: loss that comes at the deadline is the bounded hold's, reported as such.
     held_out: bool = False
+    #: The waiter of this client its release hands the holding over to (see
+    #: :class:`~redlock._core.Handoff`), claimed when the release begins; and whether the
+    #: release is instead one every client's waiters hear of alike (a chain's end).
+    handoff: Handoff | None = None
+    release_to_all: bool = False
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
     #: Extends are numbered from 1, in the order they begin; the masters apply an extend
     #: only if it is newer than the last one they applied (see _scripts.EXTEND).
@@ -284,10 +291,17 @@ def acquire_flow(
     attempts = 0
     woken = False
     in_line = blocking and spec.kind.waits_in_line
+    # While it waits in line, a Lock of this client that releases the name may hand the
+    # holding over to it in one round (see _core.Handoff).
+    handoff = Handoff(tokens.fresh, spec.key_milliseconds(spec.ttl)) if in_line and spec.kind.hands_over else None
     if in_line:
         # Behind this client's other acquires of the name, if any (see _core.Line): the
         # first tries at once.
-        now = yield Pause(0.0, wake_on=spec.key, line=Line(_patience(give_up_at, now), spec.retry_delay, None))
+        first = Line(_patience(give_up_at, now), spec.retry_delay, None)
+        now = yield Pause(0.0, wake_on=spec.key, line=first, handoff=handoff)
+        handed, now = yield from _handed_over(spec, tokens, handoff, now, attempts + 1)
+        if handed is not None:
+            return handed
     while True:
         attempts += 1
         token = tokens.fresh()
@@ -368,8 +382,40 @@ def acquire_flow(
             delay = min(delay, give_up_at - now)
         resume_at = now + delay
         line = Line(_patience(give_up_at, now), spec.retry_delay, not unreachable) if in_line else None
-        now = yield Pause(delay, wake_on=spec.kind.wake_key(spec.key, acquire), line=line)
+        now = yield Pause(delay, wake_on=spec.kind.wake_key(spec.key, acquire), line=line, handoff=handoff)
         woken = now < resume_at - WOKEN_MARGIN
+        handed, now = yield from _handed_over(spec, tokens, handoff, now, attempts + 1)
+        if handed is not None:
+            return handed
+
+
+def _handed_over(
+    spec: LockSpec, tokens: Tokens, handoff: Handoff | None, now: float, attempts: int
+) -> Generator[Request, float, tuple[Result | None, float]]:
+    """After a pause in line: the holding a Lock of this client handed over meanwhile, if
+    its swap made it ours (held, as an acquire sent at the swap's start would be: the
+    validity counts from there); else None, once whatever of our token the swap may have
+    written is taken back (a failed handover is a failed attempt, rolled back alike)."""
+    if handoff is None:
+        return None, now
+    abandoned = handoff.state == Handoff.ABANDONED
+    swap = handoff.take()
+    token = handoff.token
+    if swap is not None:
+        deadline = spec.deadline_after(handoff.started)
+        if swap.majority_granted and deadline > now:
+            outcomes = swap.ordered_outcomes()
+            return Result(True, outcomes, swap.granted, deadline=deadline, attempts=attempts, token=token), now
+        undo = [node for node in spec.all_nodes if swap.outcomes.get(node, _UNKNOWN).status is not NodeStatus.DENIED]
+        if undo:
+            now = yield spec.round(spec.release_command(token), undo, cleanup=True)
+        tokens.settled(token)
+    elif abandoned:
+        # Claimed, but the swap never came in time (its releaser was interrupted, or is
+        # stuck): it may still land.
+        now = yield spec.round(spec.release_command(token), cleanup=True)
+        tokens.settled(token)
+    return None, now
 
 
 def _given_up(spec: LockSpec, token: str, failure: Result) -> Flow:
@@ -473,8 +519,14 @@ def release_flow(
     notify: bool = True,
     earlier: Sequence[Round] = (),
     timeout: float | None = None,
+    handoff: Handoff | None = None,
 ) -> Flow:
     """Delete our token everywhere; ok once a majority confirmed it held our token.
+
+    With a claimed ``handoff`` (see :class:`~redlock._core.Handoff`), the token is not
+    deleted but replaced by the waiter's, where ours holds; a master that swapped confirms
+    our release as one that deleted would. The swap is delivered to the waiter; if it left
+    meanwhile, its token is deleted here, announced as our release would have been.
 
     With ``notify``, each master that deleted it announces the release to waiters.
     ``earlier`` are the rounds of earlier tries of this release (it may be retried when no
@@ -482,7 +534,11 @@ def release_flow(
     towards the majority; a master whose earlier reply never came may have run that release,
     so its "not there" now proves nothing about a loss and counts as released.
     """
-    command = spec.release_command(token, notify=notify)
+    started = now
+    if handoff is None:
+        command = spec.release_command(token, notify=notify)
+    else:
+        command = spec.kind.handoff(spec.key, token, handoff.token, handoff.ttl_ms)
     confirmed = {
         node for round_ in earlier for node, outcome in round_.outcomes.items() if outcome.status is NodeStatus.GRANTED
     }
@@ -504,6 +560,8 @@ def release_flow(
         patience=max(0.0, timeout - spec.node_timeout),
     )
     yield release
+    if handoff is not None and not handoff.deliver(release, started, handoff.token):
+        yield spec.round(spec.release_command(handoff.token, notify=notify), cleanup=True)
     denied = {node for node, outcome in release.outcomes.items() if outcome.status is NodeStatus.DENIED}
     ok = len(confirmed) + release.granted + len(denied & maybe_landed) >= spec.quorum
     gone = len(denied - maybe_landed) > len(spec.node_names) - spec.quorum

@@ -83,6 +83,14 @@ class LockKind:
         :class:`~redlock._core.Line`): locks with one holder of one name, not semaphores."""
         return not self.names and not self.limit
 
+    @property
+    def hands_over(self) -> bool:
+        """Whether a release may hand the holding to a waiter in line of the same client by
+        swapping tokens on the masters (see :class:`~redlock._core.Handoff`): a plain lock.
+        Not a fenced one (the swap raises no counter), nor a writer (whose release also takes
+        its intent back and tells the readers)."""
+        return self.waits_in_line
+
     def quorum(self, node_count: int) -> int:
         return quorum_size(node_count)
 
@@ -121,6 +129,12 @@ class LockKind:
         )
         return Command.run_script(script, [key, order_key(key)], args, native)
 
+    def handoff(self, key: str, token: str, new_token: str, ttl_ms: int) -> Command:
+        """Replace our token by ``new_token`` for ``ttl_ms``, only where ours still holds."""
+        script = _scripts.HANDOFF
+        native = NativeForm(SET_IFEQ, Command(("SET", key, new_token, "IFEQ", token, "PX", ttl_ms), script))
+        return Command.run_script(script, [key, order_key(key)], [token, new_token, ttl_ms], (native,))
+
     def wake_key(self, key: str, acquire: Round) -> str:
         """Whose release a failed acquire waits for."""
         return key
@@ -134,6 +148,10 @@ class FencedLock(LockKind):
     @property
     def fencing(self) -> bool:
         return True
+
+    @property
+    def hands_over(self) -> bool:
+        return False
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
         return Command.run_script(_scripts.FENCED_ACQUIRE, [key, fence_key(key)], [token, ttl_ms])
@@ -279,6 +297,10 @@ class WriteLock(LockKind):
         return True
 
     @property
+    def hands_over(self) -> bool:
+        return False
+
+    @property
     def mode(self) -> str:
         return "write"
 
@@ -334,4 +356,5 @@ ALL_STEPS: Mapping[str, str] = {
     _scripts.RW_READ_RELEASE.sha: "release",
     _scripts.RW_WRITE_ACQUIRE.sha: "acquire",
     _scripts.RW_WRITE_RELEASE.sha: "release",
+    _scripts.HANDOFF.sha: "handoff",
 }

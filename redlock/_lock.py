@@ -817,24 +817,29 @@ class LockState(Generic[ClusterT]):
         now = self._cluster._clock()
         validity = 0.0 if lease.lost or lease.ended else lease.deadline - now
         lease.ended = True  # stops auto-extension; the token stays ours until confirmed
+        timeout = release_timeout(self._spec, validity)
+        if validity > 0 and not lease.release_rounds and self._spec.kind.hands_over:
+            # A waiter of this client takes it over in this round, if one waits (the first
+            # try only: a retry cannot know what its earlier try left on each master).
+            expires_at = now + timeout + self._spec.node_timeout
+            lease.handoff, lease.release_to_all = self._cluster._driver.claim_handoff(self._spec.key, expires_at)
         flow = release_flow(
-            self._spec,
-            lease.token,
-            now,
-            earlier=lease.release_rounds,
-            timeout=release_timeout(self._spec, validity),
+            self._spec, lease.token, now, earlier=lease.release_rounds, timeout=timeout, handoff=lease.handoff
         )
         return lease, self._observed("release", flow)
 
     def _released(self, lease: Lease, result: Result) -> None:
+        handoff, lease.handoff = lease.handoff, None
+        if handoff is not None:
+            self._cluster._driver.handed_over(handoff)
         lease.release_rounds.extend(result.rounds)
         # Neither confirmed nor refused by a majority (masters down, hung or slow): our keys
         # may still be there, blocking everyone until they expire. Forgetting the token
         # would leave the caller no way to try again.
         unconfirmed = not result.ok and not result.token_gone
         lease.release_unconfirmed = unconfirmed
-        if result.ok and self._spec.kind.waits_in_line:
-            self._cluster._driver.released_here(self._spec.key, lease.token)
+        if result.ok and self._spec.kind.waits_in_line and handoff is None:
+            self._cluster._driver.released_here(self._spec.key, lease.token, to_all=lease.release_to_all)
         if not unconfirmed and self._lease is lease:
             self._lease = None
         lost_while_held = lease.lost

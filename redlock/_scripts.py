@@ -472,6 +472,24 @@ return held
     removes_token=True,
 )
 
+# KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] the releaser's token, ARGV[2] the
+# next holder's, ARGV[3] the next holder's ttl in ms. Hands the lock over (a local waiter
+# takes it in one round: redlock._core.Handoff): 1 when the releaser's token was there and
+# is now replaced, else 0 and nothing changes. It compares first: where the releaser's
+# holding is gone (expired, and maybe taken by someone else) it writes nothing. The
+# releaser's extend numbering goes with its token. Not idempotent: sent again it finds
+# the next holder's token and answers 0 (the native form, SET IFEQ, does the same).
+HANDOFF = Script(
+    """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
+    redis.call('del', KEYS[2])
+    return 1
+end
+return 0
+"""
+)
+
 ALL = (
     RELEASE,
     EXTEND,
@@ -491,6 +509,7 @@ ALL = (
     RW_READ_RELEASE,
     RW_WRITE_ACQUIRE,
     RW_WRITE_RELEASE,
+    HANDOFF,
 )
 
 # KEYS[1] the protected value; KEYS[2] the highest fencing token it has accepted;

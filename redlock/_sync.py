@@ -411,9 +411,9 @@ class Driver(DriverBase["_Socket"]):
                 if waiting is not None:
                     waiters.discard(*waiting)
                 waiting = (channel, threading.Event())
-                waiters.add(*waiting, in_line=pause.line is not None)
+                waiters.add(*waiting, in_line=pause.line is not None, handoff=pause.handoff)
             event = waiting[1]
-            steps = waiters.waits(channel, event, pause.seconds, pause.line, self._clock)
+            steps = waiters.waits(channel, event, pause.seconds, pause.line, self._clock, handoff=pause.handoff)
             wait = next(steps, None)
             if wait is not None and self._wake_on_release:
                 self._ensure_io_thread()

@@ -43,6 +43,22 @@ def eventually(check: Callable[[], bool], within: float = 10.0) -> bool:
     return True
 
 
+class FlagEvent:
+    """An event for the pure waiting policy (redlock._connection.Waiters) without a driver."""
+
+    def __init__(self) -> None:
+        self.flag = False
+
+    def is_set(self) -> bool:
+        return self.flag
+
+    def set(self) -> None:
+        self.flag = True
+
+    def clear(self) -> None:
+        self.flag = False
+
+
 def in_threads(work: Callable[[int], object], count: int, within: float = 120.0) -> None:
     """Run ``work(index)`` in ``count`` threads at once and wait for all of them; a thread
     still running after ``within`` seconds fails the test (a hang, not a slow machine)."""
@@ -483,6 +499,14 @@ def _not_for_this_run(config: pytest.Config, item: pytest.Item) -> str | None:
         asked = "chaos" in (config.getoption("markexpr", "") or "")
         if not asked and os.environ.get("REDLOCK_CHAOS") != "1":
             return "long chaos runs (their smoke versions ran): run them with -m chaos or REDLOCK_CHAOS=1"
+    if item.get_closest_marker("slow") is not None:
+        # (The matrix run, once per server, keeps them: it is the only run on the others.)
+        asked = any(tier in (config.getoption("markexpr", "") or "") for tier in ("slow", "matrix"))
+        if not asked and os.environ.get("REDLOCK_SLOW") != "1":
+            return (
+                "tests of more than a few seconds (each area keeps a quick one here):"
+                " -m slow or REDLOCK_SLOW=1 runs them, as CI does"
+            )
     if item.get_closest_marker("wheel") is not None and "wheel" not in (config.getoption("markexpr", "") or ""):
         return "the wheel smoke test (30 s): .ci/run runs tests/wheel_smoke.py itself; -m wheel runs it here"
     callspec = getattr(item, "callspec", None)

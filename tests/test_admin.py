@@ -242,6 +242,7 @@ def test_force_release_removes_whatever_holds_the_lock(
         holder.release()
 
 
+@pytest.mark.slow
 def test_inspect_and_force_release_see_a_read_write_locks_readers_and_waiting_writer(
     client: ClientFactory, masters: LocalMasters, raw: list[redis.Redis]
 ) -> None:

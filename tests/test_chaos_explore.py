@@ -338,6 +338,7 @@ def _saved_window(path: pathlib.Path) -> None:
     path.write_text(json.dumps(document))
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_replay_plays_a_saved_window_again(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     window = tmp_path / "violation-1.json"
@@ -390,6 +391,7 @@ def test_explore_plays_the_kernel_kinds_and_replay_keeps_the_network(tmp_path: p
     assert {"drop-replies", "loss"} <= kinds
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_sweep_smoke(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["sweep", "pause", "--values", "0.5", "2.0", "--trials", "1", "--seed", "2", "--out", str(tmp_path), "-q"]

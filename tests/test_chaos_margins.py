@@ -378,6 +378,7 @@ def test_the_observer_samples_the_key_right_after_a_grant(masters: LocalMasters,
 # --- real runs: voters, margins, a reactive explore -------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_a_reactive_explore_fires_on_grants_and_reports_its_verdict(tmp_path: pathlib.Path) -> None:
     config = ExploreConfig(FAULT_SETS["unsafe-pause"], seed=2, duration=6.0, reactive=True)

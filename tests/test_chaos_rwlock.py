@@ -72,6 +72,7 @@ def test_the_mode_travels_through_json_and_a_writer_beside_readers_is_unsafe() -
     assert len(verdict.overlaps) == 2  # the writer with each reader; the readers together are fine
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_selftest_catches_a_reader_that_ignores_the_writer(tmp_path: pathlib.Path) -> None:
     argv = ["selftest", "--variants", "reader-ignores-writer", "--scenarios", "rwlock", "--runs", "1", "--quick", "-q"]

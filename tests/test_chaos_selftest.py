@@ -109,6 +109,7 @@ def test_selftest_catches_validity_from_the_replies(tmp_path: pathlib.Path, caps
     ("variant", "scenario"),
     [("shared-joins-holding", "shared-lock"), ("nested-release-lets-go", "shared-lock-reentrant")],
 )
+@pytest.mark.slow
 def test_selftest_catches_a_shared_lock_that_lets_two_threads_hold(
     variant: str, scenario: str, tmp_path: pathlib.Path
 ) -> None:
@@ -121,6 +122,7 @@ def test_selftest_catches_a_shared_lock_that_lets_two_threads_hold(
     assert cell["overlap_ms"] > 0, cell
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_selftest_exits_non_zero_when_a_variant_escapes(tmp_path: pathlib.Path) -> None:
     # An extend that re-creates keys is harmless where nobody extends.
@@ -130,6 +132,7 @@ def test_selftest_exits_non_zero_when_a_variant_escapes(tmp_path: pathlib.Path) 
     assert report["variants"]["extend-recreates"]["escaped_runs"] == [1]
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_selftest_still_catches_an_extend_that_re_creates_without_a_majority(tmp_path: pathlib.Path) -> None:
     """The real extend now writes our key back where a master lost it, but only after a
@@ -227,6 +230,7 @@ def test_selftest_catches_an_error_reply_counted_as_a_grant(scenario: str, tmp_p
     assert cell["caught"], cell
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_selftest_catches_a_runner_that_believes_it_leads_past_its_validity(tmp_path: pathlib.Path) -> None:
     """Scenario 27's leaders stop their own steps at the Lock's deadline, so a runner that
@@ -236,3 +240,15 @@ def test_selftest_catches_a_runner_that_believes_it_leads_past_its_validity(tmp_
     [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
     assert cell["robust"], cell
     assert any("on_lost comes within a ttl" in text for text in cell["failed_checks"]), cell
+
+
+@pytest.mark.servers
+@pytest.mark.slow
+def test_selftest_catches_a_handover_that_does_not_compare(tmp_path: pathlib.Path) -> None:
+    """Scenario 31 is the one where a handover lands after the releaser's keys expired and
+    another client took the lock: a swap that did not compare would hand that lock over."""
+    argv = ["selftest", "--variants", "handoff-blind", "--scenarios", "handoff-late", "--runs", "1", "--quick", "-q"]
+    assert main([*argv, "--seed", "3", "--out", str(tmp_path)]) == 0
+    [cell] = json.loads((tmp_path / "selftest.json").read_text())["cells"]
+    assert cell["robust"], cell
+    assert cell["overlap_ms"] > 100, cell

@@ -271,6 +271,7 @@ def _count_lines(lock: redlock.Lock) -> int:
     return counter.lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alone", [True, False], ids=["alone", "beside-a-renewer"])
 def test_an_interrupt_at_any_line_of_an_acquire_leaves_nothing_behind(
     matrix_cluster: LocalMasters, alone: bool

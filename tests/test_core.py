@@ -41,6 +41,7 @@ from redlock._flows import (
 from redlock._kinds import FENCED
 from redlock.exceptions import NodeStatus
 
+from .conftest import FlagEvent
 from .model import FaultyClusterMachine, ModelCluster
 
 statuses = st.sampled_from(list(NodeStatus))
@@ -548,28 +549,17 @@ def test_a_rollback_deletes_every_token_of_ours_and_nothing_else(
     assert result.granted == last.granted
 
 
-class _Event:
-    def __init__(self) -> None:
-        self.woken = False
-
-    def is_set(self) -> bool:
-        return self.woken
-
-    def set(self) -> None:
-        self.woken = True
-
-
 def test_a_release_wakes_the_longest_waiter_once_however_many_masters_announce_it() -> None:
-    waiters: Waiters[_Event] = Waiters()
-    first, second, elsewhere = _Event(), _Event(), _Event()
+    waiters: Waiters[FlagEvent] = Waiters()
+    first, second, elsewhere = FlagEvent(), FlagEvent(), FlagEvent()
     waiters.add("a", first)
     waiters.add("a", second)
     waiters.add("b", elsewhere)
     for _ in range(5):  # one announcement per master that held the lock
         waiters.released("a", b"token-1")
-    assert (first.woken, second.woken, elsewhere.woken) == (True, False, False)
+    assert (first.flag, second.flag, elsewhere.flag) == (True, False, False)
     waiters.released("a", b"token-2")  # the next release wakes the next waiter
-    assert second.woken
+    assert second.flag
     waiters.discard("a", first)
     waiters.discard("a", second)
     assert waiters.channels() == {"b"}
@@ -579,15 +569,15 @@ def test_a_release_wakes_the_longest_waiter_once_however_many_masters_announce_i
 
 @given(st.lists(st.tuples(st.sampled_from(["add", "discard", "release"]), st.integers(0, 3), st.integers(0, 4))))
 def test_waiters_never_wake_more_than_one_per_release(steps: list[tuple[str, int, int]]) -> None:
-    waiters: Waiters[_Event] = Waiters()
-    events = [_Event() for _ in range(4)]
+    waiters: Waiters[FlagEvent] = Waiters()
+    events = [FlagEvent() for _ in range(4)]
     for action, who, token in steps:
-        before = sum(event.woken for event in events)
+        before = sum(event.flag for event in events)
         if action == "add":
             waiters.add("a", events[who])
         elif action == "discard":
             waiters.discard("a", events[who])
         else:
             waiters.released("a", str(token).encode())
-            assert sum(event.woken for event in events) - before <= 1
+            assert sum(event.flag for event in events) - before <= 1
         assert waiters.channels() <= {"a"}

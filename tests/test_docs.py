@@ -473,7 +473,18 @@ def _chaos_tier(config: pytest.Config) -> bool:
     return "chaos" in (config.getoption("markexpr", "") or "") or os.environ.get("REDLOCK_CHAOS") == "1"
 
 
-@pytest.mark.parametrize("page", SHELL_PAGES, ids=[str(page.relative_to(ROOT)) for page in SHELL_PAGES])
+#: Pages whose examples take more than a few seconds to run: the slow tier runs them.
+LONG_PAGES = {"README.md", "docs/simulation.md", "docs/chaos-results.md", "docs/cli.md"}
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(page, marks=pytest.mark.slow) if str(page.relative_to(ROOT)) in LONG_PAGES else page
+        for page in SHELL_PAGES
+    ],
+    ids=[str(page.relative_to(ROOT)) for page in SHELL_PAGES],
+)
 def test_shell_examples_run(page: pathlib.Path, servers: list[str], tmp_path: pathlib.Path) -> None:
     try:
         run_shell_page(page, servers, tmp_path, skip_slow=True)

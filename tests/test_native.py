@@ -10,6 +10,7 @@ Then on real servers: Valkey 9 (which has DELIFEQ and SET IFEQ) next to Redis 6.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -527,7 +528,7 @@ class NativeMaster(RuleBasedStateMachine):
         assert self.carried >= max(counted, default=0)
 
 
-TestNativeMaster = NativeMaster.TestCase
+TestNativeMaster = pytest.mark.slow(NativeMaster.TestCase)
 TestNativeMaster.settings = settings(max_examples=500, stateful_step_count=40, deadline=None)
 
 
@@ -616,6 +617,32 @@ def test_a_user_without_scripting_holds_plain_locks_where_masters_have_native_co
     ):
         with pytest.raises(MasterMisconfigured, match="this needs Lua scripting"):
             needs_lua()
+    assert eventually(lambda: _left(admin_urls, name) == [0] * 3)
+
+
+def test_a_lock_is_handed_over_natively_where_no_script_may_run(
+    client: ClientFactory, acl_masters: LocalMasters, server_binary: str
+) -> None:
+    if not _is_valkey(server_binary):
+        pytest.skip("a user without scripting holds no lock on a server without native commands (above)")
+    urls = [master.user_url("no-scripts") for master in acl_masters]
+    admin_urls = acl_masters.urls
+    rl = client(urls, retry_delay=5.0)
+    name = unique()
+    holder = rl.lock(name, ttl=30.0)
+    assert holder.acquire()
+    waiter = rl.lock(name, ttl=20.0)
+    got: list[bool] = []
+    thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=30)), daemon=True)
+    thread.start()
+    time.sleep(0.5)  # in line
+    before = [_calls(url) for url in admin_urls]
+    holder.release()  # SET IFEQ with the waiter's token: the swap, without Lua
+    thread.join(10)
+    assert got == [True]
+    assert _ran(before, admin_urls, "set") == [1] * 3
+    assert _ran(before, admin_urls, "publish") == [0] * 3
+    waiter.release()
     assert eventually(lambda: _left(admin_urls, name) == [0] * 3)
 
 

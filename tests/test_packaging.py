@@ -110,6 +110,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     return zipfile.ZipFile(built)
 
 
+@pytest.mark.slow
 def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile) -> None:
     top_level = {name.split("/")[0] for name in wheel.namelist()}
     assert {name for name in top_level if not name.endswith(".dist-info")} == {"redlock", "redlock_chaos"}
@@ -158,6 +159,7 @@ def test_python_dash_m_chaos_from_the_checkout() -> None:
     assert "restart-empty" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_redlock_chaos_runs_a_scenario_outside_the_checkout_without_matplotlib(tmp_path: pathlib.Path) -> None:
     # The installed command, from elsewhere (its client processes must find the installed
@@ -235,6 +237,7 @@ def test_the_oldest_python_is_declared_alike_everywhere() -> None:
 VERMIN_PATHS = ("redlock", "chaos", "tests", "benchmarks")
 
 
+@pytest.mark.slow
 def test_nothing_needs_a_newer_python_than_requires_python() -> None:
     # CI runs the oldest Python itself; vermin also catches what a newer interpreter would
     # let through on a developer's machine (a 3.12 stdlib call, a 3.12 syntax).
@@ -349,6 +352,7 @@ def test_the_built_wheel_works_installed_alone(tmp_path: pathlib.Path) -> None:
 # --- the benchmark and the demo without their optional parts ------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_bench_without_matplotlib_writes_its_figures_and_says_so_once(tmp_path: pathlib.Path) -> None:
     env = without_modules(tmp_path / "shadow", os.environ, "matplotlib")

@@ -115,6 +115,7 @@ def test_a_bad_count_is_a_usage_error(pytester: pytest.Pytester) -> None:
     assert result.ret != 0
 
 
+@pytest.mark.slow
 def test_unused_it_starts_no_server(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(
         test_user="""

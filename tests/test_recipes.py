@@ -181,6 +181,7 @@ def stop(process: subprocess.Popen[str]) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_a_celery_task_runs_once_at_a_time_across_workers(kitchen: Kitchen) -> None:
     needs("celery")
     worker = argv(command(".venv/bin/celery -A celery_tasks worker"))
@@ -199,6 +200,7 @@ def test_a_celery_task_runs_once_at_a_time_across_workers(kitchen: Kitchen) -> N
     assert not any("Traceback" in err for err in errors), errors
 
 
+@pytest.mark.slow
 def test_a_cron_job_on_three_hosts_runs_on_one(kitchen: Kitchen) -> None:
     report = kitchen.path / "make-report.sh"
     # Long enough that the three "hosts" surely try while the first one runs.
@@ -213,6 +215,7 @@ def test_a_cron_job_on_three_hosts_runs_on_one(kitchen: Kitchen) -> None:
     assert kitchen.run(argv(command(".venv/bin/redlock exec"))).returncode == 0  # free again: the next run
 
 
+@pytest.mark.slow
 def test_a_fastapi_endpoint_never_interleaves_two_deposits(kitchen: Kitchen) -> None:
     needs("fastapi", "httpx")
     clients = [kitchen.start([sys.executable, "deposit_twenty.py"]) for _ in range(2)]
@@ -227,6 +230,7 @@ def test_a_fastapi_endpoint_never_interleaves_two_deposits(kitchen: Kitchen) -> 
     assert kitchen.store.get("balance:alice") == str(10 * statuses[200]).encode()
 
 
+@pytest.mark.slow
 def test_django_rows_each_have_a_lock_and_no_deposit_is_lost(kitchen: Kitchen) -> None:
     needs("django")
     done = kitchen.run([sys.executable, "bank.py"])

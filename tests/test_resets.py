@@ -128,6 +128,7 @@ def test_a_connection_reset_under_a_written_command_sends_it_again(
         rl.close()
 
 
+@pytest.mark.slow
 def test_server_timeout_closes_idle_connections_and_every_operation_still_works(
     client: ClientFactory, matrix_masters: MastersFactory
 ) -> None:
@@ -177,6 +178,7 @@ def proxied(fresh_masters: MastersFactory) -> Iterator[tuple[list[str], ProxyLoo
         master.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["release", "extend", "acquire"])
 def test_a_flow_forgotten_by_a_middlebox_is_found_by_the_health_check(
     client: ClientFactory, proxied: tuple[list[str], ProxyLoop, list[redis.Redis]], step: str

@@ -297,7 +297,11 @@ class LocalSharing(RuleBasedStateMachine):
     @initialize(reentrant=st.booleans())
     def build(self, reentrant: bool) -> None:
         # (The client's line of waiters, which a release moves on, is tests/test_waiting_line.py's.)
-        driver = SimpleNamespace(released_here=lambda key, token: None)
+        driver = SimpleNamespace(
+            released_here=lambda key, token, to_all=False: None,
+            claim_handoff=lambda key, expires_at: (None, False),  # (nobody waits: tests/test_handoff.py)
+            handed_over=lambda handoff: None,
+        )
         cluster = SimpleNamespace(_clock=lambda: 0.0, _rng=None, _telemetry=None, _driver=driver)
         spec = LockSpec("k", 10.0, ("a", "b", "c"), 0.05, 0.01, 0.2, 10.0)
         self.lock = _Local(cluster, spec, LockOptions(reentrant=reentrant))

@@ -18,6 +18,7 @@ from chaos.sim.world import Clock, resp
 from redlock import _scripts
 from redlock._connection import reply_parser
 from redlock._core import Command, ErrorReply
+from redlock._kinds import PLAIN
 
 
 def test_every_script_is_modelled() -> None:
@@ -203,3 +204,12 @@ def test_a_dask_cluster_gives_the_same_numbers() -> None:
     here = search.explore("unsafe-clock", 4, 3)
     for field in ("violations", "acquisitions", "events", "kinds", "counterexample"):
         assert there[field] == here[field]
+
+
+def test_a_handover_swaps_only_the_releasers_own_token() -> None:
+    keys = Keyspace()
+    assert keys.command(Command.set_nx_px("k", "a", 1000), 10.0) == b"OK"
+    assert keys.command(PLAIN.handoff("k", "b", "c", 1000), 10.1) == 0  # not b's: nothing changes
+    assert keys.command(PLAIN.handoff("k", "a", "c", 2000), 10.2) == 1
+    assert keys.command(Command.set_nx_px("k", "x", 1000), 11.5) is None  # c's, with c's ttl
+    assert keys.command(Command.set_nx_px("k", "x", 1000), 12.3) == b"OK"

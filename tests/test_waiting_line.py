@@ -12,7 +12,7 @@ import pytest
 from redlock import QuorumUnavailable
 from redlock.servers import LocalMasters
 
-from .conftest import ClientFactory, MastersFactory, in_threads, raw_clients, unique
+from .conftest import ClientFactory, FlagEvent, MastersFactory, in_threads, raw_clients, unique
 
 WAITERS = 20
 RETRY_DELAY = 0.1
@@ -107,22 +107,11 @@ def test_a_holder_that_never_releases_is_outwaited_by_the_line(
     assert got == [True] * 5
 
 
-class _Event:
-    def __init__(self) -> None:
-        self.flag = False
-
-    def is_set(self) -> bool:
-        return self.flag
-
-    def set(self) -> None:
-        self.flag = True
-
-
 def test_the_line_is_the_acquires_in_arrival_order_and_watchers_do_not_hold_it() -> None:
     from redlock._connection import Waiters  # noqa: PLC0415
 
-    waiters: Waiters[_Event] = Waiters()
-    watcher, first, second = _Event(), _Event(), _Event()
+    waiters: Waiters[FlagEvent] = Waiters()
+    watcher, first, second = FlagEvent(), FlagEvent(), FlagEvent()
     waiters.add("c", watcher)  # an election's observer: it waits for releases, it tries nothing
     waiters.add("c", first, in_line=True)
     waiters.add("c", second, in_line=True)

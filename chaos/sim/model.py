@@ -319,6 +319,14 @@ def _rw_write_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float
     return 1
 
 
+def _handoff(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    if ks.holder(keys[0], now) != argv[0]:
+        return 0
+    ks.set(keys[0], argv[1], now, int(argv[2]))
+    ks.delete(keys[1])
+    return 1
+
+
 def _rw_write_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
     if ks.holder(keys[2], now) == argv[0]:
         ks.delete(keys[2])
@@ -344,6 +352,7 @@ MODELLED: dict[str, Model] = {
     _scripts.RW_READ_RELEASE.sha: _semaphore_release,  # (differs only in what it announces)
     _scripts.RW_WRITE_ACQUIRE.sha: _rw_write_acquire,
     _scripts.RW_WRITE_RELEASE.sha: _rw_write_release,
+    _scripts.HANDOFF.sha: _handoff,
 }
 """Every script a master can be asked to run, by SHA-1 (the broken clients' are added by
 :mod:`chaos.sim.variants`)."""

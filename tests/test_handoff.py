@@ -1,0 +1,315 @@
+"""A release hands the lock to a waiter of the same client in one round (redlock._core.Handoff):
+the masters swap the releaser's token for the waiter's, only where the releaser's still holds.
+
+The pure parts (the offer's states, the flows around it) are tested by hand and by
+hypothesis; the rest on real masters, through both APIs."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from redlock import LockLost
+from redlock._core import HANDOFF_CHAIN, Handoff, Pause, Result, Round
+from redlock._flows import LockSpec, Tokens, acquire_flow, release_flow
+from redlock.exceptions import NodeStatus
+from redlock.servers import LocalMasters
+
+from .conftest import ClientFactory, FlagEvent, MastersFactory, eventually, in_threads, raw_clients, unique
+
+SPEC = LockSpec("k", 10.0, ("a", "b", "c"), 0.05, 0.01, 0.2, 10.0)
+
+
+def stats(masters: LocalMasters, command: str) -> list[int]:
+    """How many times each master ran ``command`` (inside scripts too) since the reset."""
+    with raw_clients(masters.urls) as clients:
+        return [int(c.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0)) for c in clients]
+
+
+def reset_stats(masters: LocalMasters) -> None:
+    with raw_clients(masters.urls) as clients:
+        for client in clients:
+            client.config_resetstat()
+
+
+# --- pure -----------------------------------------------------------------------------------
+
+
+def _answered(round_: Round, statuses: list[NodeStatus]) -> Round:
+    for node, status in zip(round_.targets, statuses, strict=False):
+        round_.record(node, status, reply=1 if status is NodeStatus.GRANTED else 0)
+    return round_
+
+
+def _waiting_acquire() -> tuple[Tokens, Handoff, object]:
+    tokens = Tokens(iter(f"t{i}" for i in range(100)).__next__)
+    flow = acquire_flow(SPEC, tokens, 0.0, blocking=True, timeout=30.0, rng=random.Random(1))
+    pause = next(flow)
+    assert isinstance(pause, Pause)
+    assert pause.handoff is not None
+    assert pause.seconds == 0.0
+    return tokens, pause.handoff, flow
+
+
+def test_a_delivered_swap_that_a_majority_granted_is_held_from_the_swap_start() -> None:
+    tokens, handoff, flow = _waiting_acquire()
+    handoff.park()
+    assert handoff.claim(expires_at=5.0)
+    swap = _answered(
+        SPEC.round(SPEC.kind.handoff("k", "old", handoff.token, 10_000)),
+        [NodeStatus.GRANTED, NodeStatus.GRANTED, NodeStatus.DENIED],
+    )
+    assert handoff.deliver(swap, 1.0, handoff.token)
+    try:
+        flow.send(1.1)  # type: ignore[attr-defined]
+    except StopIteration as stop:
+        result: Result = stop.value
+    else:
+        raise AssertionError("the handed-over lock was not taken")
+    assert result.ok
+    assert result.token == handoff.token
+    assert result.deadline == SPEC.deadline_after(1.0)  # from the swap's start, not its end
+    assert handoff.token in tokens.outstanding  # the Lock records it before it is settled
+
+
+def test_a_swap_without_a_majority_is_rolled_back_where_it_may_have_landed() -> None:
+    tokens, handoff, flow = _waiting_acquire()
+    handoff.park()
+    assert handoff.claim(expires_at=5.0)
+    token = handoff.token
+    swap = _answered(
+        SPEC.round(SPEC.kind.handoff("k", "old", token, 10_000)), [NodeStatus.GRANTED, NodeStatus.DENIED]
+    )  # the third master never answered
+    assert handoff.deliver(swap, 1.0, token)
+    rollback = flow.send(1.1)  # type: ignore[attr-defined]
+    assert isinstance(rollback, Round)
+    assert rollback.cleanup
+    assert rollback.targets == (0, 2)  # not where the swap was refused: it wrote nothing there
+    assert token in rollback.command.args
+    _answered(rollback, [NodeStatus.GRANTED, NodeStatus.DENIED])
+    attempt = flow.send(1.2)  # type: ignore[attr-defined]
+    assert isinstance(attempt, Round)
+    assert attempt.command.args[0] == "SET"
+    assert token not in tokens.outstanding
+
+
+def test_a_claim_whose_swap_never_came_is_given_up_and_its_token_deleted_everywhere() -> None:
+    _tokens, handoff, flow = _waiting_acquire()
+    handoff.park()
+    assert handoff.claim(expires_at=5.0)
+    token = handoff.token
+    assert handoff.abandon()  # the waiter's patience with the claim ran out (redlock._connection.Waiters.waits)
+    rollback = flow.send(6.0)  # type: ignore[attr-defined]
+    assert isinstance(rollback, Round)
+    assert rollback.cleanup
+    assert rollback.targets == (0, 1, 2)
+    assert token in rollback.command.args
+    # The releaser's swap, finished late, is not delivered: the releaser deletes the token too.
+    assert not handoff.deliver(SPEC.round(SPEC.kind.handoff("k", "old", token, 10_000)), 1.0, token)
+
+
+def test_a_release_to_a_waiter_that_left_deletes_the_waiter_token_and_announces_it() -> None:
+    handoff = Handoff(lambda: "new", 10_000)
+    handoff.park()
+    assert handoff.claim(expires_at=5.0)
+    flow = release_flow(SPEC, "old", 0.0, handoff=handoff)
+    swap = next(flow)
+    assert isinstance(swap, Round)
+    assert "new" in swap.command.args
+    assert "old" in swap.command.args
+    handoff.abandon()  # the waiter was cancelled meanwhile
+    _answered(swap, [NodeStatus.GRANTED] * 3)
+    cleanup = flow.send(0.1)
+    assert isinstance(cleanup, Round)
+    assert cleanup.cleanup
+    assert "new" in cleanup.command.args
+    assert any("released" in str(arg) for arg in cleanup.command.args)  # announced, as our release
+    _answered(cleanup, [NodeStatus.GRANTED] * 3)
+    with pytest.raises(StopIteration) as stop:
+        flow.send(0.2)
+    assert stop.value.value.ok  # our own release was confirmed by the swap
+
+
+class HandoffStates(RuleBasedStateMachine):
+    """A waiter and a releaser on two threads' worth of interleavings: a swap is either
+    delivered and taken once, or given up by the waiter and never delivered, never both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drawn = 0
+        self.handoff = Handoff(self._draw, 1000)
+        self.claimed: str | None = None  # the releaser's claim, if it holds one
+        self.delivered: set[str] = set()
+        self.given_up: set[str] = set()
+        self.taken: list[str] = []
+
+    def _draw(self) -> str:
+        self.drawn += 1
+        return f"t{self.drawn}"
+
+    @rule()
+    def park(self) -> None:
+        self.handoff.park()
+
+    @rule()
+    def unpark(self) -> None:
+        self.handoff.unpark()
+
+    @rule()
+    def claim(self) -> None:
+        if self.handoff.claim(expires_at=1.0):
+            self.claimed = self.handoff.token
+
+    @precondition(lambda self: self.claimed is not None)
+    @rule()
+    def deliver(self) -> None:
+        token, self.claimed = self.claimed, None
+        assert token is not None
+        swap = SPEC.round(SPEC.kind.handoff("k", "old", token, 1000))
+        if self.handoff.deliver(swap, 0.5, token):
+            self.delivered.add(token)
+
+    @rule()
+    def abandon(self) -> None:
+        token = self.handoff.token
+        if self.handoff.abandon():
+            self.given_up.add(token)
+
+    @rule()
+    def take(self) -> None:
+        token = self.handoff.token
+        if self.handoff.take() is not None:
+            self.taken.append(token)
+
+    @invariant()
+    def a_swap_is_delivered_or_given_up_never_both(self) -> None:
+        assert not self.delivered & self.given_up
+        assert len(self.taken) == len(set(self.taken))
+        assert set(self.taken) <= self.delivered
+
+
+TestHandoffStates = HandoffStates.TestCase
+TestHandoffStates.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
+
+
+def test_a_chain_of_handovers_is_bounded() -> None:
+    from redlock._connection import Waiters  # noqa: PLC0415
+
+    waiters: Waiters[FlagEvent] = Waiters()
+    handed = to_all = 0
+    for release in range(3 * HANDOFF_CHAIN):
+        event, handoff = FlagEvent(), Handoff(lambda: "t", 1000)
+        waiters.add("c", event, in_line=True, handoff=handoff)
+        handoff.park()
+        claimed, everyone = waiters.claim("c", now=release * 0.001, expires_at=1.0)
+        handed += claimed is not None
+        to_all += everyone
+        waiters.discard("c", event)
+    # Every (HANDOFF_CHAIN + 1)th release goes to every client's waiters alike.
+    assert to_all == 3 * HANDOFF_CHAIN // (HANDOFF_CHAIN + 1)
+    assert handed == 3 * HANDOFF_CHAIN - to_all
+
+
+# --- real masters ----------------------------------------------------------------------------
+
+
+def test_a_release_hands_the_lock_to_a_waiter_of_the_same_client_in_one_round(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    masters = fresh_masters(3)
+    rl = client(masters.urls, retry_delay=5.0)  # its own retry would come far too late
+    name = unique()
+    holder = rl.lock(name, ttl=30)
+    assert holder.acquire(blocking=False)
+    waiter = rl.lock(name, ttl=20)  # a ttl of its own: the swap writes the waiter's
+    got: list[bool] = []
+    thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=30)), daemon=True)
+    thread.start()
+    time.sleep(0.5)  # in line
+    reset_stats(masters)
+    holder.release()
+    thread.join(10)
+    assert got == [True]
+    assert stats(masters, "publish") == [0, 0, 0]  # no release announced: the lock never came free
+    assert stats(masters, "evalsha") == [1, 1, 1]  # one round, the swap
+    with raw_clients(masters.urls) as clients:
+        ttls = [c.pttl(name) for c in clients]
+    assert all(15_000 < ttl <= 20_000 for ttl in ttls), ttls
+    assert waiter.validity > 15
+    waiter.release()
+
+
+def test_the_swap_writes_nothing_where_the_releaser_token_is_gone(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    masters = fresh_masters(3)
+    rl = client(masters.urls, retry_delay=5.0)
+    name = unique()
+    holder = rl.lock(name, ttl=30)
+    assert holder.acquire(blocking=False)
+    got: list[bool] = []
+    thread = threading.Thread(target=lambda: got.append(rl.lock(name, ttl=30).acquire(timeout=2)), daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    # Another client holds it on every master now (the masters restarted empty and it got
+    # in, say): a swap that did not compare would hand that holding to our waiter.
+    with raw_clients(masters.urls) as clients:
+        for c in clients:
+            c.set(name, "someone-else", px=30_000)
+    with pytest.raises(LockLost):
+        holder.release()
+    thread.join(10)
+    assert got == [False]
+    with raw_clients(masters.urls) as clients:
+        assert [c.get(name) for c in clients] == [b"someone-else"] * 3
+
+
+def test_a_waiter_that_gave_up_is_not_handed_anything(client: ClientFactory, masters: LocalMasters) -> None:
+    rl = client(masters.urls, retry_delay=5.0)
+    name = unique()
+    holder = rl.lock(name, ttl=30)
+    assert holder.acquire(blocking=False)
+    assert not rl.lock(name, ttl=30).acquire(timeout=0.3)
+    holder.release()
+    with raw_clients(masters.urls) as clients:
+        assert [c.exists(name) for c in clients] == [0] * len(masters.urls)
+
+
+@pytest.mark.slow
+def test_local_handovers_leave_room_for_other_clients(client: ClientFactory, fresh_masters: MastersFactory) -> None:
+    masters = fresh_masters(3)
+    name = unique()
+    busy = client(masters.urls, retry_delay=0.05)
+    other = client(masters.urls, retry_delay=0.05)
+    stop = time.monotonic() + 4.0
+    counts = [0, 0, 0]
+
+    def loop(index: int) -> None:
+        while time.monotonic() < stop:
+            lock = busy.lock(name, ttl=10)
+            if lock.acquire(timeout=1):
+                counts[index] += 1
+                time.sleep(0.002)
+                lock.release()
+
+    threads = threading.Thread(target=in_threads, args=(loop, 3), daemon=True)
+    threads.start()
+    assert eventually(lambda: sum(counts) > 2 * HANDOFF_CHAIN, within=10)
+    reset_stats(masters)
+    # The busy client's three loops would swap the lock among themselves forever; every
+    # chain of handovers ends in a release that the other client's waiter hears too.
+    started = time.monotonic()
+    theirs = other.lock(name, ttl=10)
+    assert theirs.acquire(timeout=3.5), f"starved, with {sum(counts)} local acquisitions meanwhile"
+    waited = time.monotonic() - started
+    theirs.release()
+    threads.join(30)
+    assert not threads.is_alive()
+    publishes = max(stats(masters, "publish"))
+    assert publishes >= 1
+    assert waited < 3.5
