@@ -9,6 +9,7 @@ From a checkout, ``python -m chaos``; installed (as ``redlock_chaos``), ``redloc
     python -m chaos explore --faults unsafe-clock --duration 60 --seed 3 --out explore-out
     python -m chaos explore --faults safe --until-coverage bare_majority=20,near_misses=5 --duration 600
     python -m chaos replay explore-out/violations/violation-1.json
+    python -m chaos shrink explore-out/violations/violation-1.json --tries 3 --need 2
     python -m chaos sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 5
 
 Exit status: 0 when every scenario ran and its observed verdict (and checks) matched the
@@ -22,7 +23,8 @@ stopped before it exits, whichever way it exits.
 some under an ``unsafe-*`` set, over all its rounds with ``--until-coverage``) and 1
 otherwise, whatever the goals (the summary says which were met); ``replay`` 0 when the saved violation's
 kind happened again in any of its ``--tries`` (it says "reproduced k of n tries") and 1
-when in none; ``sweep`` 0 once every trial ran (its curve is the
+when in none; ``shrink`` 0 when the window reproduced and was shrunk, 1 when the whole
+window did not reproduce (``--need`` of ``--tries``); ``sweep`` 0 once every trial ran (its curve is the
 result, not a verdict). Usage errors, the environment and Ctrl-C as for ``run``.
 """
 
@@ -56,6 +58,7 @@ from .scenarios import CATALOGUE, find
 from .schedule import FAULT_KINDS, FAULT_SETS, resolve_fault_set
 from .selftest import add_arguments as add_selftest_arguments
 from .selftest import selftest
+from .shrink import shrink_window
 from .sweep import PARAMETERS, run_sweep
 
 __all__ = ["main"]
@@ -147,6 +150,14 @@ def _add_explore_parsers(commands: Any) -> None:
     )
     replay.add_argument("--no-plot", action="store_true", help="skip the PNG timeline")
     replay.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    shrink = commands.add_parser("shrink", help="cut a saved violation's window to the fewest faults that reproduce it")
+    shrink.add_argument("file", help="a violations/violation-N.json of an explore run")
+    shrink.add_argument("--out", default="chaos-shrink", help="directory for shrink.json and each replay")
+    shrink.add_argument("--tries", type=int, default=3, help="replays per subset of faults (default 3)")
+    shrink.add_argument(
+        "--need", type=int, default=1, help="how many of a subset's --tries must reproduce it (default 1)"
+    )
+    shrink.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     sweep = commands.add_parser("sweep", help="violation probability per value of one parameter, with its threshold")
     sweep.add_argument("parameter", choices=sorted(PARAMETERS), help="what to move")
     sweep.add_argument("--values", type=float, nargs="+", default=None, help="the values (default: the parameter's)")
@@ -415,6 +426,24 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_OK if reproduced else EXIT_MISMATCH
 
 
+def _shrink(args: argparse.Namespace) -> int:
+    try:
+        summary = shrink_window(args.file, args.out, tries=args.tries, need=args.need, progress=_progress(args.quiet))
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: cannot shrink {args.file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    kind = summary["violation"]["kind"]
+    if not summary["reproduced"]:
+        print(f"the window's {kind} did not come back in {args.need} of {args.tries} replays: nothing to shrink")
+        return EXIT_MISMATCH
+    print(
+        f"{kind} from {summary['faults_after']} of the window's {summary['faults_before']} faults "
+        f"({summary['replays']} replays): {summary['cause']}; {summary['assumption']}"
+    )
+    print("\n".join(summary["steps"]))
+    return EXIT_OK
+
+
 def _sweep(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
     values = args.values if args.values is not None else list(PARAMETERS[args.parameter].defaults)
@@ -455,8 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "selftest":
         return _selftest(args)
     with _no_empty_out(args.out):
-        if args.command in ("explore", "replay", "sweep"):
-            command = {"explore": _explore, "replay": _replay, "sweep": _sweep}[args.command]
+        if args.command in ("explore", "replay", "shrink", "sweep"):
+            command = {"explore": _explore, "replay": _replay, "shrink": _shrink, "sweep": _sweep}[args.command]
             return _guarded(lambda: command(args))
         return _run(args, arguments)
 

@@ -805,14 +805,19 @@ def replay(
     *,
     progress: Callable[[str], None] | None = None,
     plot: bool = True,
+    ops: Sequence[FaultOp] | None = None,
 ) -> tuple[ExploreOutcome, bool, str]:
     """Play the window saved in ``path`` again, on the network it was found on; returns the
-    outcome, whether a violation of the saved kind happened again, and that kind. Raises
-    ValueError when that network is the kernel's and this machine cannot make it (a replay
-    elsewhere would not be the same run)."""
+    outcome, whether a violation of the saved kind happened again, and that kind. ``ops``,
+    when given, is played instead of the window's ops (a subset of them, as
+    :mod:`chaos.shrink` tries), for the window's whole length. Raises ValueError when that
+    network is the kernel's and this machine cannot make it (a replay elsewhere would not be
+    the same run)."""
     document = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
     config = ExploreConfig.from_dict(document["config"])
     schedule = Schedule.from_dict(document["schedule"])
+    if ops is not None:
+        schedule = dataclasses.replace(schedule, ops=tuple(ops))
     network = cast(NetworkKind | None, document.get("network")) or config.network
     if network == "kernel" and (reason := unavailable()) is not None:
         raise ValueError(f"the violation was found on the kernel network, which this machine cannot make: {reason}")
