@@ -466,6 +466,21 @@ def _sweep(args: argparse.Namespace) -> int:
         probability = point["probability"]
         shown = "-" if probability is None else f"{probability:.2f} [{point['low']:.2f}, {point['high']:.2f}]"
         print(f"  {point['value']:>8g}  {point['violations']}/{point['trials']}  P={shown}  theory {point['theory']}")
+    binary, margin = document["binary_fit"], document["margin_fit"]
+    print(
+        "  fitted: "
+        + (
+            "P(violation) = 1/2 at " + f"{binary['threshold']:.4g}"
+            if binary
+            else "no logistic fit (too few mixed values)"
+        )
+        + "; "
+        + (
+            f"margins cross 0 at {margin['threshold']:.4g} +- {margin['stderr']:.2g} ({margin['margins']} margins)"
+            if margin
+            else "no margin fit"
+        )
+    )
     return EXIT_OK
 
 

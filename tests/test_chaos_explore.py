@@ -42,7 +42,7 @@ from chaos.schedule import (
     masters_down,
     resolve_fault_set,
 )
-from chaos.sweep import PARAMETERS, wilson_interval
+from chaos.sweep import PARAMETERS, margin_fit, wilson_interval
 from redlock import quorum_size
 
 RELAXED = settings(deadline=None, max_examples=60)
@@ -268,6 +268,41 @@ def test_wilson_interval_known_values_and_bad_input() -> None:
         wilson_interval(3, 2)
     with pytest.raises(TypeError, match="integers"):
         wilson_interval(1.0, 2)  # type: ignore[arg-type]
+
+
+@given(
+    st.floats(0.9, 1.2),
+    st.floats(-50.0, 50.0).filter(lambda slope: abs(slope) > 0.01),
+    st.lists(st.integers(0, 50).map(lambda i: 0.8 + i / 100), min_size=2, max_size=8, unique=True),
+    st.integers(1, 3),
+)
+@RELAXED
+def test_margin_fit_finds_where_exact_margins_cross_zero(
+    boundary: float, slope: float, values: list[float], trials: int
+) -> None:
+    points = [{"value": v, "margins": [slope * (v - boundary)] * trials} for v in values]
+    if len(values) * trials < 3:
+        assert margin_fit(points) is None
+        return
+    fit = margin_fit(points)
+    assert fit is not None
+    assert math.isclose(fit["threshold"], boundary, abs_tol=1e-6)
+    assert math.isclose(fit["slope"], slope, rel_tol=1e-6)
+    assert fit["stderr"] < 1e-6  # no noise, no doubt
+    assert fit["margins"] == len(values) * trials
+
+
+def test_margin_fit_declines_what_cannot_carry_a_line() -> None:
+    assert margin_fit([{"value": 1.0, "margins": [0.1, 0.2, 0.3]}]) is None  # one value
+    assert margin_fit([{"value": 1.0, "margins": [0.1]}, {"value": 1.1, "margins": [0.2]}]) is None  # two margins
+    flat = [{"value": v, "margins": [0.05, 0.05]} for v in (1.0, 1.1)]
+    assert margin_fit(flat) is None
+    noisy = [{"value": 1.0, "margins": [0.1, 0.3]}, {"value": 1.2, "margins": [-0.1, -0.3]}]
+    fit = margin_fit(noisy)
+    assert fit is not None
+    assert math.isclose(fit["threshold"], 1.1)
+    assert fit["stderr"] > 0
+    assert [p.name for p in PARAMETERS.values() if p.margins] == ["clock-rate", "drift-factor"]
 
 
 def test_each_sweep_threshold_lies_between_its_default_values() -> None:
