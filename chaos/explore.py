@@ -49,7 +49,7 @@ from .netns import NetworkKind, unavailable
 from .reactive import REACTIVE_KINDS, Reactor
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
-from .schedule import FAULT_KINDS, FaultOp, FaultSet, Schedule, generate
+from .schedule import FAULT_KINDS, SLEW_STEP, STROBE_PERIOD, FaultOp, FaultSet, Schedule, generate
 
 __all__ = [
     "ExploreConfig",
@@ -304,6 +304,12 @@ _NEMESIS_ACTIONS: Mapping[str, _Action] = {
     "pause-master": lambda player, op, client: [player.nemesis.pause_master(i) for i in op.masters],
     "clock-jump": lambda player, op, client: [player.nemesis.clock_jump(i, op.value) for i in op.masters],
     "clock-rate": lambda player, op, client: [player.nemesis.clock_rate(i, op.value) for i in op.masters],
+    "clock-strobe": lambda player, op, client: [
+        player.nemesis.clock_strobe(i, op.value, STROBE_PERIOD) for i in op.masters
+    ],
+    "clock-slew": lambda player, op, client: [
+        player.nemesis.clock_slew(i, op.value, op.end - op.start, SLEW_STEP) for i in op.masters
+    ],
     "link-delay": lambda player, op, client: [
         player.nemesis.latency(client, op.masters[0], to_server=op.value, to_client=op.value / 2)
     ],

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from chaos.__main__ import main
 from chaos.checkers import check_all
 from chaos.explore import _NEMESIS_ACTIONS, ExploreConfig, explore, find_violations, replay, time_bins
-from chaos.history import AcquireInvoked, AcquireReturned, History, ReleaseInvoked
+from chaos.history import AcquireInvoked, AcquireReturned, History, MasterClock, ReleaseInvoked
 from chaos.netns import unavailable
 from chaos.schedule import (
     FAULT_KINDS,
@@ -182,6 +182,26 @@ def test_every_fault_kind_has_a_nemesis_action_and_a_magnitude() -> None:
             length, value = kind.magnitudes(safe, 1.0, rng)
             assert length > 0
             assert value >= 0
+
+
+def test_real_clock_faults_span_their_threshold_log_uniformly() -> None:
+    """clock-strobe's step against the ttl, clock-slew's rate against the 1 % allowance:
+    as many draws a decade below the threshold as a decade above, on both sides of it."""
+    rng = random.Random(7)
+    ttl = 2.0
+    steps = [FAULT_KINDS["clock-strobe"].magnitudes(False, ttl, rng)[1] / ttl for _ in range(4000)]
+    assert min(steps) >= 0.03
+    assert max(steps) <= 3.0
+    assert 0.4 < sum(s < 0.3 for s in steps) / len(steps) < 0.6  # log-uniform: the middle decade splits them
+    excess = [FAULT_KINDS["clock-slew"].magnitudes(False, ttl, rng)[1] - 1 for _ in range(4000)]
+    assert min(excess) >= 0.001
+    assert max(excess) <= 0.5
+    assert 0.2 < sum(e < 0.01 for e in excess) / len(excess) < 0.5  # below the allowance too
+    # A SAFE set's draws stay within the allowance.
+    assert all(FAULT_KINDS["clock-slew"].magnitudes(True, ttl, rng)[1] <= 1.005 for _ in range(200))
+    assert all(FAULT_KINDS["clock-strobe"].magnitudes(True, ttl, rng)[1] <= 0.005 * ttl for _ in range(200))
+    assert not FAULT_KINDS["clock-strobe"].safe
+    assert not {"clock-strobe", "clock-slew"} & {k for s in FAULT_SETS.values() for k in s.kinds}
 
 
 def test_a_named_set_on_the_kernel_network_trades_delays_for_the_kernels_link_faults() -> None:
@@ -354,6 +374,29 @@ def test_explore_safe_smoke(tmp_path: pathlib.Path) -> None:
     assert 0.0 <= summary["availability"] <= 1.0
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     assert Schedule.from_dict(json.loads((tmp_path / "schedule.json").read_text())) == outcome.schedule
+
+
+@pytest.mark.slow
+@pytest.mark.servers
+def test_explore_plays_strobing_and_slewing_clocks(tmp_path: pathlib.Path) -> None:
+    config = ExploreConfig(resolve_fault_set("clock-strobe,clock-slew"), seed=2, duration=5.0, network="proxy")
+    ops = (FaultOp(0.5, 2.0, "clock-strobe", "A", 0.3), FaultOp(0.5, 2.5, "clock-slew", "B,C", 1.2))
+    schedule = Schedule(ops, 5.0, 5, config.clients, config.ttl, config.seed, config.faults)
+    outcome = explore(config, tmp_path, schedule=schedule, plot=False)
+    assert outcome.result.error is None, outcome.result.error
+    history = History.from_dicts(json.loads(outcome.result.history_path.read_text())["events"])  # type: ignore[union-attr]
+    windows = {(w.kind, w.target) for w in history.fault_windows()}
+    assert {("clock-strobe", "A"), ("clock-slew", "B"), ("clock-slew", "C")} <= windows
+    # The masters' clocks as the observer read them: A flapped +0.3 s and back, B and C
+    # ran fast; each ends where its fault left it (A on its own time, B and C ahead).
+    offsets: dict[str, list[float]] = {}
+    for event in history:
+        if isinstance(event, MasterClock):
+            offsets.setdefault(event.master, []).append(event.wall - event.time)
+    a = offsets["A"]
+    assert max(a) - min(a) > 0.2  # seen on both sides of a flip
+    assert abs(a[-1] - a[0]) < 0.1  # back on its own time
+    assert offsets["B"][-1] - offsets["B"][0] > 0.05  # a ramp to x1.2 over 2 s gains about 0.2 s
 
 
 def _saved_window(path: pathlib.Path) -> None:
