@@ -10,6 +10,7 @@ From a checkout, ``python -m chaos``; installed (as ``redlock_chaos``), ``redloc
     python -m chaos explore --faults safe --until-coverage bare_majority=20,near_misses=5 --duration 600
     python -m chaos replay explore-out/violations/violation-1.json
     python -m chaos shrink explore-out/violations/violation-1.json --tries 3 --need 2
+    python -m chaos explore --faults unsafe-single --duration 30 --shrink
     python -m chaos sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 5
 
 Exit status: 0 when every scenario ran and its observed verdict (and checks) matched the
@@ -136,6 +137,11 @@ def _add_explore_parsers(commands: Any) -> None:
     )
     explore.add_argument(
         "--round", type=float, default=30.0, help="seconds of one round of --until-coverage (default 30)"
+    )
+    explore.add_argument(
+        "--shrink",
+        action="store_true",
+        help="then shrink the first violation's window (as the shrink command, 3 tries, into OUT/shrink)",
     )
     _add_network_argument(explore)
     replay = commands.add_parser("replay", help="play the fault schedule saved around a violation again")
@@ -369,6 +375,10 @@ def _explore(args: argparse.Namespace) -> int:
         print(f"  replay with: {PROG} replay {path}")
     if outcome.result.error:
         print(outcome.result.error, file=sys.stderr)
+    if args.shrink and outcome.windows:
+        _say_shrunk(
+            shrink_window(outcome.windows[0], pathlib.Path(args.out) / "shrink", progress=_progress(args.quiet))
+        )
     return EXIT_OK if outcome.passed else EXIT_MISMATCH
 
 
@@ -432,16 +442,24 @@ def _shrink(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: cannot shrink {args.file}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return EXIT_OK if _say_shrunk(summary) else EXIT_MISMATCH
+
+
+def _say_shrunk(summary: dict[str, Any]) -> bool:
+    """Print what shrinking found; whether the window reproduced at all."""
     kind = summary["violation"]["kind"]
     if not summary["reproduced"]:
-        print(f"the window's {kind} did not come back in {args.need} of {args.tries} replays: nothing to shrink")
-        return EXIT_MISMATCH
+        print(
+            f"the window's {kind} did not come back in {summary['need']} of {summary['tries']} replays: "
+            "nothing to shrink"
+        )
+        return False
     print(
         f"{kind} from {summary['faults_after']} of the window's {summary['faults_before']} faults "
         f"({summary['replays']} replays): {summary['cause']}; {summary['assumption']}"
     )
     print("\n".join(summary["steps"]))
-    return EXIT_OK
+    return True
 
 
 def _sweep(args: argparse.Namespace) -> int:
