@@ -105,6 +105,11 @@ def _op(kind: str, target: str, start: float = 1.0, value: float = 0.0) -> Fault
         ([_op("client-pause", "c1")], "pause", "K1"),
         ([_op("blackhole", "c2-A"), _op("restart", "A")], "restart-empty voter + network", "K4"),
         ([_op("link-delay", "c1-A", value=0.2)], "network", "K2"),
+        (
+            [_op("clock-slew", "B", value=1.05), _op("clock-strobe", "A,C", value=0.3)],
+            "clock strobe + clock slew",
+            "K3",
+        ),
         ([], "no fault", "none"),
     ],
 )
