@@ -9,6 +9,8 @@ From a checkout, ``python -m chaos``; installed (as ``redlock_chaos``), ``redloc
     python -m chaos explore --faults unsafe-clock --duration 60 --seed 3 --out explore-out
     python -m chaos explore --faults safe --until-coverage bare_majority=20,near_misses=5 --duration 600
     python -m chaos replay explore-out/violations/violation-1.json
+    python -m chaos shrink explore-out/violations/violation-1.json --tries 3 --need 2
+    python -m chaos explore --faults unsafe-single --duration 30 --shrink
     python -m chaos sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 5
 
 Exit status: 0 when every scenario ran and its observed verdict (and checks) matched the
@@ -22,7 +24,8 @@ stopped before it exits, whichever way it exits.
 some under an ``unsafe-*`` set, over all its rounds with ``--until-coverage``) and 1
 otherwise, whatever the goals (the summary says which were met); ``replay`` 0 when the saved violation's
 kind happened again in any of its ``--tries`` (it says "reproduced k of n tries") and 1
-when in none; ``sweep`` 0 once every trial ran (its curve is the
+when in none; ``shrink`` 0 when the window reproduced and was shrunk, 1 when the whole
+window did not reproduce (``--need`` of ``--tries``); ``sweep`` 0 once every trial ran (its curve is the
 result, not a verdict). Usage errors, the environment and Ctrl-C as for ``run``.
 """
 
@@ -56,6 +59,7 @@ from .scenarios import CATALOGUE, find
 from .schedule import FAULT_KINDS, FAULT_SETS, resolve_fault_set
 from .selftest import add_arguments as add_selftest_arguments
 from .selftest import selftest
+from .shrink import shrink_window
 from .sweep import PARAMETERS, run_sweep
 
 __all__ = ["main"]
@@ -134,6 +138,11 @@ def _add_explore_parsers(commands: Any) -> None:
     explore.add_argument(
         "--round", type=float, default=30.0, help="seconds of one round of --until-coverage (default 30)"
     )
+    explore.add_argument(
+        "--shrink",
+        action="store_true",
+        help="then shrink the first violation's window (as the shrink command, 3 tries, into OUT/shrink)",
+    )
     _add_network_argument(explore)
     replay = commands.add_parser("replay", help="play the fault schedule saved around a violation again")
     replay.add_argument("file", help="a violations/violation-N.json of an explore run")
@@ -147,6 +156,14 @@ def _add_explore_parsers(commands: Any) -> None:
     )
     replay.add_argument("--no-plot", action="store_true", help="skip the PNG timeline")
     replay.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    shrink = commands.add_parser("shrink", help="cut a saved violation's window to the fewest faults that reproduce it")
+    shrink.add_argument("file", help="a violations/violation-N.json of an explore run")
+    shrink.add_argument("--out", default="chaos-shrink", help="directory for shrink.json and each replay")
+    shrink.add_argument("--tries", type=int, default=3, help="replays per subset of faults (default 3)")
+    shrink.add_argument(
+        "--need", type=int, default=1, help="how many of a subset's --tries must reproduce it (default 1)"
+    )
+    shrink.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     sweep = commands.add_parser("sweep", help="violation probability per value of one parameter, with its threshold")
     sweep.add_argument("parameter", choices=sorted(PARAMETERS), help="what to move")
     sweep.add_argument("--values", type=float, nargs="+", default=None, help="the values (default: the parameter's)")
@@ -358,6 +375,10 @@ def _explore(args: argparse.Namespace) -> int:
         print(f"  replay with: {PROG} replay {path}")
     if outcome.result.error:
         print(outcome.result.error, file=sys.stderr)
+    if args.shrink and outcome.windows:
+        _say_shrunk(
+            shrink_window(outcome.windows[0], pathlib.Path(args.out) / "shrink", progress=_progress(args.quiet))
+        )
     return EXIT_OK if outcome.passed else EXIT_MISMATCH
 
 
@@ -415,6 +436,32 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_OK if reproduced else EXIT_MISMATCH
 
 
+def _shrink(args: argparse.Namespace) -> int:
+    try:
+        summary = shrink_window(args.file, args.out, tries=args.tries, need=args.need, progress=_progress(args.quiet))
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: cannot shrink {args.file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK if _say_shrunk(summary) else EXIT_MISMATCH
+
+
+def _say_shrunk(summary: dict[str, Any]) -> bool:
+    """Print what shrinking found; whether the window reproduced at all."""
+    kind = summary["violation"]["kind"]
+    if not summary["reproduced"]:
+        print(
+            f"the window's {kind} did not come back in {summary['need']} of {summary['tries']} replays: "
+            "nothing to shrink"
+        )
+        return False
+    print(
+        f"{kind} from {summary['faults_after']} of the window's {summary['faults_before']} faults "
+        f"({summary['replays']} replays): {summary['cause']}; {summary['assumption']}"
+    )
+    print("\n".join(summary["steps"]))
+    return True
+
+
 def _sweep(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
     values = args.values if args.values is not None else list(PARAMETERS[args.parameter].defaults)
@@ -437,6 +484,21 @@ def _sweep(args: argparse.Namespace) -> int:
         probability = point["probability"]
         shown = "-" if probability is None else f"{probability:.2f} [{point['low']:.2f}, {point['high']:.2f}]"
         print(f"  {point['value']:>8g}  {point['violations']}/{point['trials']}  P={shown}  theory {point['theory']}")
+    binary, margin = document["binary_fit"], document["margin_fit"]
+    print(
+        "  fitted: "
+        + (
+            "P(violation) = 1/2 at " + f"{binary['threshold']:.4g}"
+            if binary
+            else "no logistic fit (too few mixed values)"
+        )
+        + "; "
+        + (
+            f"margins cross 0 at {margin['threshold']:.4g} +- {margin['stderr']:.2g} ({margin['margins']} margins)"
+            if margin
+            else "no margin fit"
+        )
+    )
     return EXIT_OK
 
 
@@ -455,8 +517,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "selftest":
         return _selftest(args)
     with _no_empty_out(args.out):
-        if args.command in ("explore", "replay", "sweep"):
-            command = {"explore": _explore, "replay": _replay, "sweep": _sweep}[args.command]
+        if args.command in ("explore", "replay", "shrink", "sweep"):
+            command = {"explore": _explore, "replay": _replay, "shrink": _shrink, "sweep": _sweep}[args.command]
             return _guarded(lambda: command(args))
         return _run(args, arguments)
 

@@ -49,7 +49,7 @@ from .netns import NetworkKind, unavailable
 from .reactive import REACTIVE_KINDS, Reactor
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
-from .schedule import FAULT_KINDS, FaultOp, FaultSet, Schedule, generate
+from .schedule import FAULT_KINDS, SLEW_STEP, STROBE_PERIOD, FaultOp, FaultSet, Schedule, generate
 
 __all__ = [
     "ExploreConfig",
@@ -304,6 +304,12 @@ _NEMESIS_ACTIONS: Mapping[str, _Action] = {
     "pause-master": lambda player, op, client: [player.nemesis.pause_master(i) for i in op.masters],
     "clock-jump": lambda player, op, client: [player.nemesis.clock_jump(i, op.value) for i in op.masters],
     "clock-rate": lambda player, op, client: [player.nemesis.clock_rate(i, op.value) for i in op.masters],
+    "clock-strobe": lambda player, op, client: [
+        player.nemesis.clock_strobe(i, op.value, STROBE_PERIOD) for i in op.masters
+    ],
+    "clock-slew": lambda player, op, client: [
+        player.nemesis.clock_slew(i, op.value, op.end - op.start, SLEW_STEP) for i in op.masters
+    ],
     "link-delay": lambda player, op, client: [
         player.nemesis.latency(client, op.masters[0], to_server=op.value, to_client=op.value / 2)
     ],
@@ -805,14 +811,19 @@ def replay(
     *,
     progress: Callable[[str], None] | None = None,
     plot: bool = True,
+    ops: Sequence[FaultOp] | None = None,
 ) -> tuple[ExploreOutcome, bool, str]:
     """Play the window saved in ``path`` again, on the network it was found on; returns the
-    outcome, whether a violation of the saved kind happened again, and that kind. Raises
-    ValueError when that network is the kernel's and this machine cannot make it (a replay
-    elsewhere would not be the same run)."""
+    outcome, whether a violation of the saved kind happened again, and that kind. ``ops``,
+    when given, is played instead of the window's ops (a subset of them, as
+    :mod:`chaos.shrink` tries), for the window's whole length. Raises ValueError when that
+    network is the kernel's and this machine cannot make it (a replay elsewhere would not be
+    the same run)."""
     document = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
     config = ExploreConfig.from_dict(document["config"])
     schedule = Schedule.from_dict(document["schedule"])
+    if ops is not None:
+        schedule = dataclasses.replace(schedule, ops=tuple(ops))
     network = cast(NetworkKind | None, document.get("network")) or config.network
     if network == "kernel" and (reason := unavailable()) is not None:
         raise ValueError(f"the violation was found on the kernel network, which this machine cannot make: {reason}")

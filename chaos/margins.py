@@ -70,7 +70,7 @@ __all__ = [
 #: with what its disk kept after a power cut, or evicted under maxmemory). A kill's detail
 #: says whether it restarts empty.
 LOSS_KINDS = ("crash-restart", "kill", "power-loss", "eviction")
-_CLOCK_KINDS = ("clock-jump", "clock-rate")
+_CLOCK_KINDS = ("clock-jump", "clock-rate", "clock-strobe", "clock-slew")
 
 Outcome = Literal["safe", "unsafe", "unknown"]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import pathlib
 import signal
@@ -434,6 +435,59 @@ class Nemesis:
         control = self.cluster.clocks[index]
         control.rate(factor)
         return self._begin("clock-rate", self._label(index), f"x{factor:g}", lambda: control.rate(1.0))
+
+    def clock_strobe(self, index: int, seconds: float, period: float) -> str:
+        """Flip master ``index``'s wall clock between ``+seconds`` and where it was every
+        ``period`` (at least 10 ms), from a thread; :meth:`end` stops it on the unstepped side."""
+        if not (math.isfinite(period) and period >= 0.01):
+            raise ValueError(f"period must be at least 0.01 s, not {period!r}")
+        control = self.cluster.clocks[index]
+        stop = threading.Event()
+        control.jump(seconds)
+
+        def flip() -> None:
+            ahead = True
+            while not stop.wait(period):
+                control.jump(-seconds if ahead else seconds)
+                ahead = not ahead
+            if ahead:
+                control.jump(-seconds)
+
+        thread = threading.Thread(target=flip, name=f"strobe-{self._label(index)}", daemon=True)
+        thread.start()
+
+        def undo() -> None:
+            stop.set()
+            thread.join()
+
+        detail = f"+{seconds:g}s on and off every {period * 1000:g} ms"
+        return self._begin("clock-strobe", self._label(index), detail, undo)
+
+    def clock_slew(self, index: int, factor: float, seconds: float, step: float) -> str:
+        """Ramp master ``index``'s clock rate from 1 to ``factor`` over ``seconds``, a move
+        every ``step`` (at least 10 ms), from a thread; :meth:`end` puts the rate back to 1
+        from where the clock is (the lead gained stays, as :meth:`clock_rate`'s)."""
+        if not (math.isfinite(step) and step >= 0.01):
+            raise ValueError(f"step must be at least 0.01 s, not {step!r}")
+        control = self.cluster.clocks[index]
+        stop = threading.Event()
+        moves = max(1, math.ceil(seconds / step))
+
+        def ramp() -> None:
+            for move in range(1, moves + 1):
+                if stop.wait(step):
+                    return
+                control.rate(1.0 + (factor - 1.0) * move / moves)
+
+        thread = threading.Thread(target=ramp, name=f"slew-{self._label(index)}", daemon=True)
+        thread.start()
+
+        def undo() -> None:
+            stop.set()
+            thread.join()
+            control.rate(1.0)
+
+        return self._begin("clock-slew", self._label(index), f"x1 to x{factor:g} over {seconds:g}s", undo)
 
     # -- network --
 

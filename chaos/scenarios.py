@@ -1363,13 +1363,27 @@ def _delayed_write(run: Run, *, fencing: bool) -> None:
     cut = run.nemesis.resource_cut("c1")
     writing = c1.submit("write", name=LOCK)
     run.note("c1 writes within its validity; the network holds the packets")
-    second = c2.call("acquire", name=LOCK, ttl=ttl, timeout=2 * ttl + 1)
-    if run.expect(second["ok"], "c2 acquires once c1's keys expired", _error(second)):
-        _use(run, c2)
+    _c2_takes_over(run, c2, ttl)
     run.nemesis.end(cut)
     wrote = writing.result()
     run.metric("c1_write_landed_after_validity_s", round(time.monotonic() - float(got["deadline"]), 3))
-    run.expect(bool(wrote.get("written")), "c1's write, sent within its validity, lands after the heal")
+    _late_write(run, wrote, "c1's write, sent within its validity, lands after the heal", fencing=fencing)
+
+
+def _c2_takes_over(run: Run, c2: ClientProcess, ttl: float) -> float | None:
+    """c2 acquires once c1's keys expired (c1 still at work) and does its read-modify-write;
+    when its acquire returned (None: it did not get the lock)."""
+    second = c2.call("acquire", name=LOCK, ttl=ttl, timeout=2 * ttl + 1)
+    granted = time.monotonic()
+    if not run.expect(second["ok"], "c2 acquires once c1's keys expired", _error(second)):
+        return None
+    _use(run, c2)
+    return granted
+
+
+def _late_write(run: Run, wrote: dict[str, Any], landed: str, *, fencing: bool) -> None:
+    """c1's write after c2's: it landed; fenced, the store refused it."""
+    run.expect(bool(wrote.get("written")), landed)
     run.metric("c1_write_accepted", wrote.get("accepted"))
     if fencing:
         run.expect(not wrote.get("accepted"), "the store refuses c1's late write: c2's token is larger")
@@ -1427,6 +1441,59 @@ def fsync_clock(run: Run) -> None:
     _c2_tries(run, held, ttl)
     for jump in jumps:
         run.nemesis.end(jump)
+
+
+def _auto_extend_cut_off(run: Run, *, fencing: bool) -> None:
+    """etcd #10811, for Redlock: c1 runs a job longer than its ttl under an auto-extended
+    lock, relying on the renewer as ``with lock:`` code does, and looks at the lock only
+    when the job is done. c1 is cut off from every master but A and B, so the renewer's
+    extends find no majority and the validity runs out while the job runs; c2, which
+    reaches a majority, takes the lock once c1's keys expire and does its read-modify-write;
+    then c1's job writes what it computed. The lock reports the loss on time (``lost``,
+    ``on_lost``), but nothing stops a job that does not look: unfenced, its write overwrites
+    c2's increment; fenced, the store refuses it. The metrics time c2's grant and c1's
+    write against the end of c1's validity."""
+    ttl = run.params.loop_ttl
+    c1, c2 = run.clients(["c1", "c2"], fencing=fencing)
+    got = c1.call("acquire", name=LOCK, ttl=ttl, timeout=ttl, auto_extend=True)
+    if not run.expect(got["ok"], "c1 acquires, auto-extended", _error(got)):
+        return
+    c1.call("read", name=LOCK)
+    # A renewal or two first: the cut lands on a lock the renewer has been keeping.
+    run.sleep(0.6 * ttl)
+    reach = list(range(redlock.quorum_size(run.params.nodes) - 1))
+    cut = run.nemesis.partition("c1", reach)
+    # c1's own view, polled: the last deadline its renewer gave it is where its validity ends.
+    validity = float(got["deadline"])
+    lost = False
+    while time.monotonic() < validity + 2 * ttl:
+        held = c1.call("renewal", name=LOCK)
+        if not held["held"]:
+            lost = bool(held["lost"])
+            break
+        validity = float(held["deadline"])
+        # A poll is recorded as an extend: one read just before the deadline and stamped
+        # just after it (a loaded machine) would be an extend of a lapsed lock. So the
+        # last look comes just past the deadline, where the lock must say it is lost.
+        left = validity - time.monotonic()
+        run.sleep(0.02 if left > 0.1 * ttl else max(0.0, left) + 0.01)
+    run.expect(lost, "c1's lock reports itself lost once its validity ran out, no extend finding a majority")
+    granted = _c2_takes_over(run, c2, ttl)
+    if granted is not None:
+        run.metric("c2_acquired_after_validity_s", round(granted - validity, 3))
+    # The job ends: it writes what it computed, without looking at the lock (check=False).
+    wrote = c1.call("write", name=LOCK, check=False)
+    run.metric("work_after_validity_s", round(time.monotonic() - validity, 3))
+    run.nemesis.end(cut)
+    _late_write(run, wrote, "c1's job writes after its validity ended", fencing=fencing)
+
+
+def auto_extend_cut_off(run: Run) -> None:
+    _auto_extend_cut_off(run, fencing=False)
+
+
+def auto_extend_cut_off_fenced(run: Run) -> None:
+    _auto_extend_cut_off(run, fencing=True)
 
 
 CATALOGUE: tuple[Scenario, ...] = (
@@ -1581,6 +1648,13 @@ CATALOGUE: tuple[Scenario, ...] = (
              clocked=True, proxies=True,
              why="the AOF keeps the key with its absolute expiry, which C's stepped clock has passed: fsync "
                  "saves the key, not the lock"),
+    Scenario("36a", "auto-extend-cut-off", "etcd #10811: c1's job under an auto-extended lock outlives it, c1 cut "
+             "off from a majority", "UNSAFE", auto_extend_cut_off, kinds=("lost-update",), proxies=True,
+             why="the renewer cannot extend without a majority: the lock reports the loss at its deadline, but a "
+                 "job that does not look runs on, and its write lands after c2's"),
+    Scenario("36b", "auto-extend-cut-off-fenced", "as 36a, writes fenced", "SAFE", auto_extend_cut_off_fenced,
+             proxies=True,
+             why="the job still runs past the validity, but the store refuses its write: c2's token is larger"),
 )  # fmt: skip
 
 

@@ -18,6 +18,12 @@ Fault kinds and what they do to their target (a master A.., a link ``c1-A``, a c
 * ``pause-master``: SIGSTOP a master;
 * ``clock-jump``: step a master's wall clock forward by ``value`` seconds;
 * ``clock-rate``: run a master's wall clock ``value`` times as fast;
+* ``clock-strobe``: a master's wall clock flips between ``+value`` seconds and its own
+  time every :data:`STROBE_PERIOD` (a time source that flaps: two NTP servers apart, a
+  VM's clock source switching);
+* ``clock-slew``: a master's clock rate ramps from 1 to ``value`` over the fault, in steps
+  of :data:`SLEW_STEP` (an oscillator warming up, an NTP slew gone wrong), and back to 1 at
+  its end, keeping the lead gained;
 * ``link-delay``: delay one link by ``value`` seconds (half as much on the way back);
 * ``blackhole``: one link forwards nothing (held bytes land when it heals);
 * ``one-way``: one link delivers requests but holds replies back ``value`` seconds;
@@ -49,6 +55,12 @@ The UNSAFE sets break one assumption each, with magnitudes that theory says brea
 masters restart early or empty (``unsafe-restart``), clocks jump or run fast beyond the
 allowance (``unsafe-clock``), holders pause past their validity and write unfenced
 (``unsafe-pause``); no bound on how many masters at once.
+
+Clocks as real clocks misbehave. ``clock-strobe`` and ``clock-slew`` draw their magnitude
+log-uniformly over two decades around the threshold theory derives (a step beyond the
+validity a key has left, up to the ttl; a rate beyond the drift allowance, 1 %), so that a
+run meets small faults as often as large ones and lands on both sides of the boundary; no
+named set plays them (``--faults clock-strobe,clock-slew``), and the simulator does not.
 """
 
 from __future__ import annotations
@@ -67,6 +79,8 @@ from .history import master_index, master_label
 __all__ = [
     "FAULT_KINDS",
     "FAULT_SETS",
+    "SLEW_STEP",
+    "STROBE_PERIOD",
     "FaultKind",
     "FaultOp",
     "FaultSet",
@@ -79,6 +93,12 @@ __all__ = [
 
 # How long the restart of a master takes to count as over: one fault per target at a time.
 _INSTANT = 0.5
+#: How often a strobing clock flips: well above the 10 ms a loaded machine can honour
+#: (each flip rewrites libfaketime's file), below Redis's 100 ms expiry cycle, so that
+#: each cycle may find the clock on either side.
+STROBE_PERIOD = 0.025
+#: How often a slewing clock's rate moves towards its target.
+SLEW_STEP = 0.05
 # The end of a run is fault-free this long (as a share of the ttl, at least a second), so
 # that the run ends healed and the last holders finish.
 _TAIL_TTLS = 2.0
@@ -128,6 +148,15 @@ class FaultKind:
         if kind == "clock-rate":
             rate = rng.uniform(1.0, 1.005) if safe else rng.uniform(1.05, 1.5)
             return rng.uniform(1.0, 3.0) * ttl, rate
+        if kind == "clock-strobe":
+            # The step that matters is the validity a key has left (0 to ttl, less the
+            # drift allowance): two decades around it, or, safe, within the allowance.
+            step = _log_uniform(rng, 0.0005, 0.005) if safe else _log_uniform(rng, 0.03, 3.0)
+            return rng.uniform(0.5, 2.0) * ttl, step * ttl
+        if kind == "clock-slew":
+            # The rate's excess over 1 against the 1 % drift allowance.
+            excess = _log_uniform(rng, 0.0001, 0.005) if safe else _log_uniform(rng, 0.001, 0.5)
+            return rng.uniform(1.0, 3.0) * ttl, 1.0 + excess
         if kind == "link-delay":
             return rng.uniform(0.3, 1.5), rng.uniform(0.05, 0.3)
         if kind == "blackhole":
@@ -159,6 +188,8 @@ _KINDS = (
     FaultKind("pause-master", "master", safe=True, down=True),
     FaultKind("clock-jump", "master", safe=False, clock=True),
     FaultKind("clock-rate", "master", safe=True, clock=True),
+    FaultKind("clock-strobe", "master", safe=False, clock=True),
+    FaultKind("clock-slew", "master", safe=False, clock=True),
     FaultKind("link-delay", "link", safe=True, proxy=True),
     FaultKind("blackhole", "link", safe=True),
     FaultKind("one-way", "link", safe=True, proxy=True),
@@ -427,6 +458,10 @@ class Schedule:
 def masters_down(ops: Iterable[FaultOp], at: float) -> set[int]:
     """The masters that a down-kind fault of ``ops`` holds at moment ``at``."""
     return {m for op in ops if op.fault.down and op.start <= at < op.end for m in op.masters}
+
+
+def _log_uniform(rng: random.Random, low: float, high: float) -> float:
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
 
 
 def _tail(ttl: float) -> float:

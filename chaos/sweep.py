@@ -40,7 +40,16 @@ from typing import Any
 from .runner import Params, Run, Scenario, run_scenario
 from .scenarios import LOCK, clock_rate_trial, restart_after
 
-__all__ = ["PARAMETERS", "Parameter", "logistic_fit", "plot_sweep", "run_sweep", "sweep_figure", "wilson_interval"]
+__all__ = [
+    "PARAMETERS",
+    "Parameter",
+    "logistic_fit",
+    "margin_fit",
+    "plot_sweep",
+    "run_sweep",
+    "sweep_figure",
+    "wilson_interval",
+]
 
 _Z95 = 1.959963984540054
 _EXPIRY_PRECISION = 0.002
@@ -116,6 +125,11 @@ class Parameter:
     clocked: bool = False
     proxies: bool = False
     theory: str = ""
+    #: The trial's smallest margin on the masters (chaos.margins) moves with the value and
+    #: crosses 0 at the threshold, so :func:`margin_fit` can place it. Not so for a pause
+    #: (c1's keys expire on time; its write is what comes late) or a restart's delay
+    #: (the key is lost at the kill, whenever C comes back).
+    margins: bool = False
 
     def unsafe(self, value: float) -> bool:
         """Whether theory predicts violations at ``value``."""
@@ -141,6 +155,7 @@ PARAMETERS: dict[str, Parameter] = {
             clocked=True,
             proxies=True,
             theory="two holders iff ttl * (1 - 1/r) > drift, i.e. r > 1 / (1 - drift / ttl)",
+            margins=True,
         ),
         Parameter(
             "pause",
@@ -174,6 +189,7 @@ PARAMETERS: dict[str, Parameter] = {
             clocked=True,
             proxies=True,
             theory="two holders iff f < 1 - 1/r - 0.002 / ttl",
+            margins=True,
         ),
     )
 }
@@ -221,6 +237,7 @@ def run_sweep(
     points: list[dict[str, Any]] = []
     for value in values:
         violated = errors = 0
+        margins: list[float] = []
         for trial in range(trials):
             params = Params(seed=seed * 1000 + trial, quick=True, nodes=nodes)
             result = run_scenario(
@@ -230,6 +247,9 @@ def run_sweep(
                 errors += 1
             elif result.verdict is not None and not result.verdict.safe:
                 violated += 1
+            smallest = None if result.margins is None else result.margins.smallest
+            if result.error is None and smallest is not None:
+                margins.append(smallest.margin)
             say(f"{name}={value:g} trial {trial + 1}/{trials}: {result.observed}")
         counted = trials - errors
         low, high = wilson_interval(violated, counted)
@@ -242,7 +262,9 @@ def run_sweep(
             "low": low,
             "high": high,
             "theory": "UNSAFE" if parameter.unsafe(value) else "SAFE",
+            "margins": margins,
         })  # fmt: skip
+    fit = logistic_fit(points)
     document = {
         "parameter": name,
         "label": parameter.label,
@@ -253,6 +275,10 @@ def run_sweep(
         "seed": seed,
         "nodes": nodes,
         "points": points,
+        # The boundary two ways: where P(violation) is 1/2 on the logistic curve (needs
+        # trials that went both ways near it), and where the trials' margins cross 0.
+        "binary_fit": None if fit is None or fit[1] == 0 else {"threshold": -fit[0] / fit[1], "a": fit[0], "b": fit[1]},
+        "margin_fit": margin_fit(points) if parameter.margins else None,
     }
     (out / "sweep.json").write_text(json.dumps(document, indent=1, allow_nan=False), encoding="utf-8")
     if plot:
@@ -317,6 +343,35 @@ def logistic_fit(points: Sequence[dict[str, Any]]) -> tuple[float, float] | None
     return a - b * centre / scale, b / scale
 
 
+#: A margin line is fitted to at least this many trials' margins, over two values or more.
+MARGIN_FIT_MIN = 3
+
+
+def margin_fit(points: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The value at which the trials' smallest margins cross 0, by least squares on every
+    trial's (value, margin): a margin is a distance to the boundary, so each trial places
+    it, where a violation only says on which side it was. Returns the line (``slope``,
+    ``intercept``), its zero (``threshold``) with a standard error (the delta method), and
+    how many margins it used; None with fewer than :data:`MARGIN_FIT_MIN` margins, fewer
+    than two values, or a flat line."""
+    pairs = [(float(p["value"]), float(m)) for p in points for m in p.get("margins", ())]
+    if len(pairs) < MARGIN_FIT_MIN or len({x for x, _ in pairs}) < 2:
+        return None
+    n = len(pairs)
+    mean_x = sum(x for x, _ in pairs) / n
+    mean_y = sum(y for _, y in pairs) / n
+    sxx = sum((x - mean_x) ** 2 for x, _ in pairs)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in pairs) / sxx
+    intercept = mean_y - slope * mean_x
+    if slope == 0 or not math.isfinite(slope):
+        return None
+    root = -intercept / slope
+    residual = sum((y - intercept - slope * x) ** 2 for x, y in pairs)
+    sd = math.sqrt(residual / (n - 2)) if n > 2 else 0.0
+    stderr = sd * math.sqrt(1 / n + (root - mean_x) ** 2 / sxx) / abs(slope)
+    return {"threshold": root, "stderr": stderr, "slope": slope, "intercept": intercept, "margins": n}
+
+
 def _sigmoid(z: float) -> float:
     return 1 / (1 + math.exp(-max(-50.0, min(50.0, z))))
 
@@ -366,6 +421,12 @@ def sweep_figure(document: dict[str, Any], *, dpi: float = 80) -> Any:
     ax.axvline(
         document["threshold"], color="red", linestyle="--", label=f"theory's threshold {document['threshold']:.4g}"
     )
+    margin = document.get("margin_fit")
+    if margin is not None:
+        ax.axvline(
+            margin["threshold"], color="#2ca02c", linestyle=":",
+            label=f"margins cross 0 at {margin['threshold']:.4g}\n({margin['margins']} trials' margins)",
+        )  # fmt: skip
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlabel(f"{document['label']} (ttl {document['ttl']:g}s)")
     ax.set_ylabel("P(violation)")

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from chaos.__main__ import main
 from chaos.checkers import check_all
 from chaos.explore import _NEMESIS_ACTIONS, ExploreConfig, explore, find_violations, replay, time_bins
-from chaos.history import AcquireInvoked, AcquireReturned, History, ReleaseInvoked
+from chaos.history import AcquireInvoked, AcquireReturned, History, MasterClock, ReleaseInvoked
 from chaos.netns import unavailable
 from chaos.schedule import (
     FAULT_KINDS,
@@ -42,7 +42,7 @@ from chaos.schedule import (
     masters_down,
     resolve_fault_set,
 )
-from chaos.sweep import PARAMETERS, wilson_interval
+from chaos.sweep import PARAMETERS, margin_fit, wilson_interval
 from redlock import quorum_size
 
 RELAXED = settings(deadline=None, max_examples=60)
@@ -184,6 +184,26 @@ def test_every_fault_kind_has_a_nemesis_action_and_a_magnitude() -> None:
             assert value >= 0
 
 
+def test_real_clock_faults_span_their_threshold_log_uniformly() -> None:
+    """clock-strobe's step against the ttl, clock-slew's rate against the 1 % allowance:
+    as many draws a decade below the threshold as a decade above, on both sides of it."""
+    rng = random.Random(7)
+    ttl = 2.0
+    steps = [FAULT_KINDS["clock-strobe"].magnitudes(False, ttl, rng)[1] / ttl for _ in range(4000)]
+    assert min(steps) >= 0.03
+    assert max(steps) <= 3.0
+    assert 0.4 < sum(s < 0.3 for s in steps) / len(steps) < 0.6  # log-uniform: the middle decade splits them
+    excess = [FAULT_KINDS["clock-slew"].magnitudes(False, ttl, rng)[1] - 1 for _ in range(4000)]
+    assert min(excess) >= 0.001
+    assert max(excess) <= 0.5
+    assert 0.2 < sum(e < 0.01 for e in excess) / len(excess) < 0.5  # below the allowance too
+    # A SAFE set's draws stay within the allowance.
+    assert all(FAULT_KINDS["clock-slew"].magnitudes(True, ttl, rng)[1] <= 1.005 for _ in range(200))
+    assert all(FAULT_KINDS["clock-strobe"].magnitudes(True, ttl, rng)[1] <= 0.005 * ttl for _ in range(200))
+    assert not FAULT_KINDS["clock-strobe"].safe
+    assert not {"clock-strobe", "clock-slew"} & {k for s in FAULT_SETS.values() for k in s.kinds}
+
+
 def test_a_named_set_on_the_kernel_network_trades_delays_for_the_kernels_link_faults() -> None:
     kernel_kinds = {name for name, kind in FAULT_KINDS.items() if kind.kernel}
     safe = FAULT_SETS["safe"].on("kernel")
@@ -270,6 +290,41 @@ def test_wilson_interval_known_values_and_bad_input() -> None:
         wilson_interval(1.0, 2)  # type: ignore[arg-type]
 
 
+@given(
+    st.floats(0.9, 1.2),
+    st.floats(-50.0, 50.0).filter(lambda slope: abs(slope) > 0.01),
+    st.lists(st.integers(0, 50).map(lambda i: 0.8 + i / 100), min_size=2, max_size=8, unique=True),
+    st.integers(1, 3),
+)
+@RELAXED
+def test_margin_fit_finds_where_exact_margins_cross_zero(
+    boundary: float, slope: float, values: list[float], trials: int
+) -> None:
+    points = [{"value": v, "margins": [slope * (v - boundary)] * trials} for v in values]
+    if len(values) * trials < 3:
+        assert margin_fit(points) is None
+        return
+    fit = margin_fit(points)
+    assert fit is not None
+    assert math.isclose(fit["threshold"], boundary, abs_tol=1e-6)
+    assert math.isclose(fit["slope"], slope, rel_tol=1e-6)
+    assert fit["stderr"] < 1e-6  # no noise, no doubt
+    assert fit["margins"] == len(values) * trials
+
+
+def test_margin_fit_declines_what_cannot_carry_a_line() -> None:
+    assert margin_fit([{"value": 1.0, "margins": [0.1, 0.2, 0.3]}]) is None  # one value
+    assert margin_fit([{"value": 1.0, "margins": [0.1]}, {"value": 1.1, "margins": [0.2]}]) is None  # two margins
+    flat = [{"value": v, "margins": [0.05, 0.05]} for v in (1.0, 1.1)]
+    assert margin_fit(flat) is None
+    noisy = [{"value": 1.0, "margins": [0.1, 0.3]}, {"value": 1.2, "margins": [-0.1, -0.3]}]
+    fit = margin_fit(noisy)
+    assert fit is not None
+    assert math.isclose(fit["threshold"], 1.1)
+    assert fit["stderr"] > 0
+    assert [p.name for p in PARAMETERS.values() if p.margins] == ["clock-rate", "drift-factor"]
+
+
 def test_each_sweep_threshold_lies_between_its_default_values() -> None:
     for parameter in PARAMETERS.values():
         sides = {parameter.unsafe(v) for v in parameter.defaults}
@@ -319,6 +374,29 @@ def test_explore_safe_smoke(tmp_path: pathlib.Path) -> None:
     assert 0.0 <= summary["availability"] <= 1.0
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     assert Schedule.from_dict(json.loads((tmp_path / "schedule.json").read_text())) == outcome.schedule
+
+
+@pytest.mark.slow
+@pytest.mark.servers
+def test_explore_plays_strobing_and_slewing_clocks(tmp_path: pathlib.Path) -> None:
+    config = ExploreConfig(resolve_fault_set("clock-strobe,clock-slew"), seed=2, duration=5.0, network="proxy")
+    ops = (FaultOp(0.5, 2.0, "clock-strobe", "A", 0.3), FaultOp(0.5, 2.5, "clock-slew", "B,C", 1.2))
+    schedule = Schedule(ops, 5.0, 5, config.clients, config.ttl, config.seed, config.faults)
+    outcome = explore(config, tmp_path, schedule=schedule, plot=False)
+    assert outcome.result.error is None, outcome.result.error
+    history = History.from_dicts(json.loads(outcome.result.history_path.read_text())["events"])  # type: ignore[union-attr]
+    windows = {(w.kind, w.target) for w in history.fault_windows()}
+    assert {("clock-strobe", "A"), ("clock-slew", "B"), ("clock-slew", "C")} <= windows
+    # The masters' clocks as the observer read them: A flapped +0.3 s and back, B and C
+    # ran fast; each ends where its fault left it (A on its own time, B and C ahead).
+    offsets: dict[str, list[float]] = {}
+    for event in history:
+        if isinstance(event, MasterClock):
+            offsets.setdefault(event.master, []).append(event.wall - event.time)
+    a = offsets["A"]
+    assert max(a) - min(a) > 0.2  # seen on both sides of a flip
+    assert abs(a[-1] - a[0]) < 0.1  # back on its own time
+    assert offsets["B"][-1] - offsets["B"][0] > 0.05  # a ramp to x1.2 over 2 s gains about 0.2 s
 
 
 def _saved_window(path: pathlib.Path) -> None:

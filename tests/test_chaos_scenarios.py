@@ -236,6 +236,18 @@ def test_fencing_rejects_the_late_holders_write(name: str, quick_scenario: Quick
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["auto-extend-cut-off", "auto-extend-cut-off-fenced"])
+def test_an_auto_extended_job_outlives_its_lock_when_cut_off(name: str, quick_scenario: QuickScenario) -> None:
+    """36a/36b (etcd #10811): the lock reports its loss, but the job that does not look
+    writes after c2 took the lock; only fencing refuses that write."""
+    result = quick_scenario(name)
+    assert result.passed, explain(result)
+    metrics = result.metrics
+    assert metrics["work_after_validity_s"] > metrics["c2_acquired_after_validity_s"] > 0
+    assert metrics["c1_write_accepted"] is (name == "auto-extend-cut-off")
+
+
+@pytest.mark.slow
 def test_election_keeps_one_leader_at_a_time_through_faults(quick_scenario: QuickScenario) -> None:
     """Three campaigners (then a fourth) over a paused and a killed master, C's clock
     within the drift allowance, the leader paused past its validity and the leader killed:
