@@ -668,11 +668,20 @@ def test_a_mixed_cluster_sends_each_master_its_own_form(
     with rl.lock(name, ttl=5.0) as lock:
         lock.extend()
     assert eventually(lambda: _left(urls, name) == [0] * 5)
+
     # The release goes to every master (a clean-up) and is native on each Valkey; the extend
     # may skip a master a loaded machine makes look hung, so Redis's script count is 1 or 2.
-    assert eventually(lambda: _ran(before, urls, "delifeq") == [1, 0, 1, 0, 1])
-    scripts = _ran(before, urls, "evalsha")
-    assert scripts[0::2] == [0, 0, 0]  # no Lua where the native form exists
+    # A master made to look hung also gets a new connection, and a release sent before its
+    # handshake has said which form the master runs goes as the script, which every server
+    # runs (seen once in 12 runs on a loaded machine): then that Valkey ran Lua once.
+    def released() -> tuple[list[int], list[int]]:
+        return _ran(before, urls, "delifeq"), _ran(before, urls, "evalsha")
+
+    assert eventually(lambda: all(n + s >= 1 for n, s in zip(*(ran[0::2] for ran in released()), strict=True)))
+    native, scripts = released()
+    assert native[1::2] == [0, 0]  # never a native command where the server has none
+    assert sum(native[0::2]) >= 2, native  # natively wherever the form was known
+    assert all(n + s == 1 for n, s in zip(native[0::2], scripts[0::2], strict=True)), (native, scripts)
     assert all(1 <= ran <= 2 for ran in scripts[1::2]), scripts
 
 
