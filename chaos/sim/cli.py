@@ -6,6 +6,7 @@
     python -m chaos sim exhaust --deviations 2 --horizon 60 [--variant validity-from-replies]
     python -m chaos sim sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 500 --out DIR
     python -m chaos sim sweep clock-rate --values 1.0 1.02 1.05 --by ttl --by-values 0.25 0.5 1 --out DIR
+    python -m chaos sim rates clock-rate=1.012 clock-rate=1.017 --trials 1000000 --seconds 3600
     python -m chaos sim replay DIR/summary.json            # in the simulator again
     python -m chaos sim replay DIR/summary.json --real     # on real redis-server processes
 
@@ -63,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--workers", type=int, default=1)
     sweep.add_argument("--scheduler", default=None, help="a dask.distributed scheduler's address (the sim extra)")
     sweep.add_argument("--out", default="chaos-sim-sweep")
+    rates = commands.add_parser("rates", help="violation rates with exact intervals at a few sweep points")
+    rates.add_argument("points", nargs="+", help="clock-rate=1.012, lock-delay=1,pause=1.1, ...")
+    rates.add_argument("--trials", type=int, default=1_000_000, help="per point")
+    rates.add_argument("--seconds", type=float, default=None, help="stop after so much wall time")
+    rates.add_argument("--seed", type=int, default=1)
+    rates.add_argument("--out", default="chaos-sim-rates")
     exhaust = commands.add_parser("exhaust", help="every timing of 2 clients and 3 masters, up to a bound")
     exhaust.add_argument("--deviations", type=int, default=2, help="messages off the prompt latency, at most")
     exhaust.add_argument("--horizon", type=int, default=60, help="among the first so many messages")
@@ -174,6 +181,28 @@ def _sweep2d(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _rates(args: argparse.Namespace) -> int:
+    if args.trials < 1:
+        print("error: --trials must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        for point in args.points:
+            search.edge_point(point)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    document = search.rates(
+        args.points, args.trials, args.seed, seconds=args.seconds, save=lambda d: _write(args.out, "rates.json", d)
+    )
+    _write(args.out, "rates.json", document)
+    for row in document["points"]:
+        print(
+            f"  {row['point']:<24} {row['violations']}/{row['trials']}  rate {row['rate']:.2e}  "
+            f"exact [{row['exact_low']:.2e}, {row['exact_high']:.2e}]  theory {row['theory']}"
+        )
+    return EXIT_OK
+
+
 def _exhaust(args: argparse.Namespace) -> int:
     from . import exhaustive, variants  # noqa: PLC0415  (variants patches the library while applied)
 
@@ -266,6 +295,7 @@ def main(argv: Sequence[str]) -> int:
         "selftest": _selftest,
         "sweep": _sweep,
         "exhaust": _exhaust,
+        "rates": _rates,
         "replay": _replay,
     }[args.command]
     return command(args)

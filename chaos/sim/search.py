@@ -15,6 +15,7 @@ Where it sits: above :mod:`chaos.sim.trial` (one judged trial) and below the com
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -27,10 +28,23 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
-from ..sweep import wilson_interval
-from .trial import Settings, TrialResult, run_trial
+from ..sweep import clopper_pearson_interval, wilson_interval
+from .trial import Settings, TrialResult, _Trial, run_trial
 
-__all__ = ["FAMILIES", "SURFACES", "Family", "explore", "search", "selftest", "shrink", "sweep", "sweep2d"]
+__all__ = [
+    "FAMILIES",
+    "SURFACES",
+    "Family",
+    "edge_point",
+    "explore",
+    "history_digest",
+    "rates",
+    "search",
+    "selftest",
+    "shrink",
+    "sweep",
+    "sweep2d",
+]
 
 
 @dataclass(frozen=True)
@@ -444,6 +458,94 @@ def sweep2d(
         "boundary": [[surface.boundary(v), v] for v in ys],
         "points": points,
     }
+
+
+def edge_point(point: str) -> tuple[Family, Settings, str]:
+    """A point of a sweep by name, ``clock-rate=1.012`` (a 1-D sweep) or
+    ``lock-delay=1,pause=1.1`` (a 2-D one): its family, workload and theory's verdict.
+    The same trials as ``sweep`` plays at that value, so the counts agree for a seed."""
+    try:
+        pairs = [(name, float(value)) for name, value in (part.split("=") for part in point.split(","))]
+    except ValueError:
+        raise ValueError(f"point must be NAME=VALUE or X=V,Y=W, not {point!r}") from None
+    if len(pairs) == 1 and pairs[0][0] in SWEEPS:
+        ((name, value),) = pairs
+        make, theory = SWEEPS[name]
+        return make(value), _PROBING, theory(value)
+    if len(pairs) == 2 and (pairs[0][0], pairs[1][0]) in SURFACES:
+        (x, x_value), (y, y_value) = pairs
+        surface = SURFACES[x, y]
+        family, settings_ = surface.make(x_value, y_value)
+        return family, settings_, "UNSAFE" if surface.unsafe(x_value, y_value) else "SAFE"
+    raise ValueError(f"no sweep has the point {point!r}: {', '.join(SWEEPS)} or X=V,Y=W of {list(SURFACES)}")
+
+
+def history_digest(name: str, seed: int, index: int = 0) -> str:
+    """The recorded history of trial ``index`` of seed ``seed``, hashed (16 hex digits):
+    ``name`` a family (``unsafe-clock``) or a sweep point (``clock-rate=1.05``). Equal
+    digests mean equal histories, event for event: how a speed-up, another machine, or the
+    compiled core shows it changed nothing."""
+    if "=" in name:
+        family, settings_, _ = edge_point(name)
+    else:
+        family, settings_ = FAMILIES[name], Settings()
+    each = trial_seed(seed, index)
+    trial = _Trial(family.schedule(each), each, settings_)
+    trial.world.run(family.duration)
+    return hashlib.sha256(trial.recorder.history().to_json().encode()).hexdigest()[:16]
+
+
+def rates(
+    points: Sequence[str],
+    trials: int,
+    seed: int,
+    *,
+    seconds: float | None = None,
+    chunk: int = 1000,
+    save: Callable[[dict[str, Any]], object] | None = None,
+) -> dict[str, Any]:
+    """Violation rates at a few points of the sweeps, to ``trials`` trials each, with Wilson
+    and Clopper-Pearson intervals: the rate tables near the edges. The points take turns a
+    ``chunk`` of trials at a time (trials 0 to n-1 of each, the trials ``sweep --trials n``
+    plays), so a run cut short by ``seconds`` of wall time still gives every point a count,
+    and ``save`` gets the document after every turn."""
+    made = {point: edge_point(point) for point in points}
+    counts = {point: Counts() for point in points}
+    spent = dict.fromkeys(points, 0.0)
+    started = time.perf_counter()
+
+    def document() -> dict[str, Any]:
+        rows = []
+        for point, (_, _, theory) in made.items():
+            c = counts[point]
+            low, high = clopper_pearson_interval(c.violations, c.trials)
+            rows.append(
+                {
+                    "point": point,
+                    "theory": theory,
+                    **_rate(c),
+                    "exact_low": low,
+                    "exact_high": high,
+                    "kinds": dict(sorted(c.kinds.items())),
+                    "cpu_seconds": round(spent[point], 1),
+                }
+            )
+        return {"seed": seed, "seconds": round(time.perf_counter() - started, 1), "points": rows}
+
+    while any(counts[p].trials < trials for p in points):
+        if seconds is not None and time.perf_counter() - started >= seconds:
+            break
+        for point in points:
+            done = counts[point].trials
+            if done >= trials:
+                continue
+            family, settings_, _ = made[point]
+            cpu = time.process_time()
+            counts[point].merge(_shard(family, seed, range(done, min(trials, done + chunk)), settings_))
+            spent[point] += time.process_time() - cpu
+        if save is not None:
+            save(document())
+    return document()
 
 
 def plot_surface(document: dict[str, Any], path: str | Any) -> None:

@@ -128,6 +128,13 @@ class _Worker:
         self.trial.leftovers.append(f"{self.client.name} crashed: {message}")
 
     def spec(self, name: str) -> LockSpec:
+        # One a name for the whole trial (its settings never change): not one an attempt.
+        spec = self.trial.specs.get(name)
+        if spec is None:
+            spec = self.trial.specs[name] = self._spec(name)
+        return spec
+
+    def _spec(self, name: str) -> LockSpec:
         s = self.trial.settings
         return LockSpec(
             key=name,
@@ -261,6 +268,7 @@ class _Trial:
         self.world.network = Network(self.world, self.masters, settings.latency)
         self.recorder = _Memory(clock=lambda: self.world.now, source="sim")
         self.names = [f"L{i + 1}" for i in range(settings.names)]
+        self.specs: dict[str, LockSpec] = {}
         self.resource: dict[str, int] = {}
         self.highest: dict[str, int] = {}
         self.seq = 0
