@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+import redlock
 from chaos.__main__ import main
 from chaos.history import AcquireReturned, ExtendReturned
 from chaos.schedule import FaultOp, Schedule
@@ -149,6 +150,17 @@ def test_broken_clients_are_caught_and_the_library_restored(name: str) -> None:
     rows = search.selftest(60, 1, names=[name], say=lambda _: None)
     assert rows[0]["caught"], rows
     assert run_trial(_quiet(3.0), 1).violated is False  # every patch was taken back
+
+
+def test_a_broken_client_refuses_a_compiled_core(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Compiled classes cannot be patched: the variant would silently be the correct client.
+    monkeypatch.setattr(redlock, "compiled", True)
+    with pytest.raises(RuntimeError, match="REDLOCK_PURE=1"), variants.applied(variants.SIM_VARIANTS[0]):
+        pass
+    assert main(["sim", "selftest", "quorum-half", "--budget", "1"]) == 2
+    assert "REDLOCK_PURE=1" in capsys.readouterr().err
 
 
 def test_every_sim_variant_has_a_distinct_name() -> None:

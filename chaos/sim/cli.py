@@ -134,7 +134,11 @@ def _explore(args: argparse.Namespace) -> int:
 
 
 def _selftest(args: argparse.Namespace) -> int:
-    rows = search.selftest(args.budget, args.seed, names=args.variants)
+    try:
+        rows = search.selftest(args.budget, args.seed, names=args.variants)
+    except RuntimeError as error:  # (a compiled core: the broken clients cannot patch it)
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     if args.out:
         _write(args.out, "selftest.json", rows)
     return EXIT_OK if rows and all(row["caught"] for row in rows) else EXIT_MISMATCH
@@ -215,8 +219,12 @@ def _exhaust(args: argparse.Namespace) -> int:
         print(f"error: no variant {args.variant!r}; known: {known}", file=sys.stderr)
         return EXIT_USAGE
     scope = exhaustive.Scope(deviations=args.deviations, horizon=args.horizon, seed=args.seed)
-    with variants.applied(chosen[0]) if chosen else contextlib.nullcontext():
-        outcome = exhaustive.exhaust(scope, stop_at_first=bool(chosen))
+    try:
+        with variants.applied(chosen[0]) if chosen else contextlib.nullcontext():
+            outcome = exhaustive.exhaust(scope, stop_at_first=bool(chosen))
+    except RuntimeError as error:  # (as in _selftest)
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     document = exhaustive.describe(outcome, scope)
     if args.out:
         _write(args.out, "exhaust.json", document)

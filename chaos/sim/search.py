@@ -27,6 +27,8 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
+import redlock
+
 from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
 from ..sweep import clopper_pearson_interval, wilson_interval
 from .trial import Settings, TrialResult, _Trial, run_trial
@@ -223,6 +225,9 @@ def explore(
         "acquisitions_per_second": round(counts.acquisitions / seconds, 1) if seconds else None,
         "workers": workers,
         "scheduler": scheduler,
+        # The same histories either way (tests/test_sim.py's digests); the compiled core is
+        # faster, with REDLOCK_PURE=0 where a compiled build is installed.
+        "core": "compiled" if redlock.compiled else "pure",
         "family": {k: v for k, v in dataclasses.asdict(family).items() if k != "faults"},
         "settings": settings_.to_dict(),
     }

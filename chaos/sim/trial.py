@@ -117,12 +117,11 @@ class _Worker:
         )
         self.counter = itertools.count()
         self.delays = retry_delays(trial.settings.retry_delay, self.rng)
-        self.client.crashed = self.crashed  # type: ignore[method-assign]
+        self.client.on_crash = self.crashed
         self.client.later(self.rng.uniform(0.0, 0.01), self.acquire)
 
     def crashed(self, error: Exception) -> None:
         assert self.client is not None
-        self.client.alive = False
         message = f"{type(error).__name__}: {error}"
         self.trial.recorder.error(self.client.name, message)
         self.trial.leftovers.append(f"{self.client.name} crashed: {message}")

@@ -420,6 +420,7 @@ class Client:
         )
         self.conns: dict[int, Conn] = {}
         self.alive = True
+        self.on_crash: Callable[[Exception], None] | None = None
         self.paused = False
         self._deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         #: Rounds that settled inside the policy, continued once the event that settled
@@ -431,8 +432,11 @@ class Client:
         return clock.base + clock.rate * (self.world.now - clock.since)
 
     def crashed(self, error: Exception) -> None:
-        """A flow raised: a hook (the trial records it); this client does no more."""
+        """A flow raised: this client does no more, and ``on_crash`` (the trial's record of
+        it) hears why."""
         self.alive = False
+        if self.on_crash is not None:
+            self.on_crash(error)
 
     def true_time(self, reading: float) -> float:
         return self.clock.true_time(reading)
