@@ -3,6 +3,7 @@ what theory says it must find (and nothing where theory says there is nothing)."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -18,7 +19,8 @@ from chaos.schedule import FaultOp, Schedule
 from chaos.sim import search, variants
 from chaos.sim.model import MODELLED, Keyspace
 from chaos.sim.trial import Settings, _Trial, run_trial
-from chaos.sim.world import Clock, resp
+from chaos.sim.watch import KINDS, Watch, WatchedMaster
+from chaos.sim.world import Clock, World, resp
 from redlock import _scripts
 from redlock._connection import reply_parser
 from redlock._core import Command, ErrorReply
@@ -238,6 +240,46 @@ def test_rates_at_edge_points_count_the_trials_sweep_plays(
     assert main(["sim", "rates", "clock-rate=fast"]) == 2
     assert main(["sim", "rates", "pause=1,lock-delay=1"]) == 2
     capsys.readouterr()
+
+
+def test_a_watched_trial_is_the_same_trial() -> None:
+    # The watch only counts: the history is event for event the unwatched one's.
+    family = search.FAMILIES["unsafe-clock"]
+    each = search.trial_seed(5, 0)
+    watch = Watch()
+    trial = _Trial(family.schedule(each), each, Settings(), watch)
+    trial.world.run(family.duration)
+    assert hashlib.sha256(trial.recorder.history().to_json().encode()).hexdigest()[:16] == GOLDEN["unsafe-clock"]
+
+
+def test_the_hunt_sees_each_interleaving_in_a_safe_set_and_no_violation(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = search.hunt("restarts-kept", 10, 1)
+    assert document["violations"] == 0, document["violating"]
+    for kind in KINDS:
+        row = document["interleavings"][kind]
+        assert row["trials"] > 0, kind
+        assert kind in row["first"]["seen"][0]
+    out = tmp_path / "hunt"
+    assert main(["sim", "hunt", "--trials", "3", "--target", "release-overtaken", "--out", str(out)]) == 0
+    assert json.loads((out / "hunt.json").read_text())["trials"] == 3
+    assert main(["sim", "hunt", "--trials", "0"]) == 2
+    capsys.readouterr()
+
+
+def test_the_watch_names_a_release_that_finds_another_holder() -> None:
+    world = World(1)
+    watch = Watch()
+    master = WatchedMaster(world, 0, "none", watch)
+    master.scripts.add(_scripts.RELEASE.sha)
+    assert master.execute(["SET", "L1", "a:1", "NX", "PX", "100"]) == b"OK"
+    world.now = 0.2  # a's key lapsed: b takes the name, then a's release lands
+    assert master.execute(["SET", "L1", "b:1", "NX", "PX", "100"]) == b"OK"
+    assert master.execute(["EVALSHA", _scripts.RELEASE.sha, "1", "L1", "a:1"]) == 0
+    assert watch.counts == {"release-overtaken": 1}
+    assert master.execute(["SET", "L2", "a:1", "NX", "PX", "100"]) == b"OK"  # after a's release ran
+    assert watch.counts["late-grant-after-rollback"] == 1
 
 
 def test_the_small_scope_mode_clears_the_client_and_catches_a_slow_round_counted_late() -> None:

@@ -7,6 +7,7 @@
     python -m chaos sim sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 500 --out DIR
     python -m chaos sim sweep clock-rate --values 1.0 1.02 1.05 --by ttl --by-values 0.25 0.5 1 --out DIR
     python -m chaos sim rates clock-rate=1.012 clock-rate=1.017 --trials 1000000 --seconds 3600
+    python -m chaos sim hunt --set restarts-kept --trials 10000 [--target extend-crossing-restart]
     python -m chaos sim replay DIR/summary.json            # in the simulator again
     python -m chaos sim replay DIR/summary.json --real     # on real redis-server processes
 
@@ -70,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     rates.add_argument("--seconds", type=float, default=None, help="stop after so much wall time")
     rates.add_argument("--seed", type=int, default=1)
     rates.add_argument("--out", default="chaos-sim-rates")
+    hunt = commands.add_parser("hunt", help="interleavings outside the catalogue, counted; any violation")
+    hunt.add_argument("--set", dest="name", default="restarts-kept", choices=sorted({*search.FAMILIES, *search.HUNTS}))
+    hunt.add_argument("--trials", type=int, default=1000, help="random trials (or the budget, with --target)")
+    hunt.add_argument("--target", choices=search.KINDS, default=None, help="hypothesis steers towards this one")
+    hunt.add_argument("--seed", type=int, default=1)
+    hunt.add_argument("--out", default=None, help="write hunt.json here")
     exhaust = commands.add_parser("exhaust", help="every timing of 2 clients and 3 masters, up to a bound")
     exhaust.add_argument("--deviations", type=int, default=2, help="messages off the prompt latency, at most")
     exhaust.add_argument("--horizon", type=int, default=60, help="among the first so many messages")
@@ -207,6 +214,33 @@ def _rates(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _hunt(args: argparse.Namespace) -> int:
+    if args.trials < 1:
+        print("error: --trials must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if args.target is None:
+        document = search.hunt(args.name, args.trials, args.seed)
+        for kind, row in document["interleavings"].items():
+            print(
+                f"  {kind:<26} {row['occurrences']} times in {row['trials']} of {args.trials} trials, "
+                f"{row['violating_trials']} of those violating"
+            )
+        found = document["violations"]
+    else:
+        document = search.hunt_targeted(args.name, args.target, args.trials, args.seed)
+        print(
+            f"  {args.target}: in {document['with']} of {document['trials']} trials, "
+            f"{document['occurrences']} times, at most {document['most']} in one"
+        )
+        found = int(document["violation"] is not None)
+    if args.out:
+        _write(args.out, "hunt.json", document)
+    print(f"{args.name}: {found} violating trials in {document['seconds']}s")
+    # Every hunted set is SAFE: a violation there is a finding, not the expectation.
+    expected = search.hunted(args.name).faults.safe
+    return EXIT_OK if bool(found) != expected else EXIT_MISMATCH
+
+
 def _exhaust(args: argparse.Namespace) -> int:
     from . import exhaustive, variants  # noqa: PLC0415  (variants patches the library while applied)
 
@@ -304,6 +338,7 @@ def main(argv: Sequence[str]) -> int:
         "sweep": _sweep,
         "exhaust": _exhaust,
         "rates": _rates,
+        "hunt": _hunt,
         "replay": _replay,
     }[args.command]
     return command(args)

@@ -14,6 +14,7 @@ Where it sits: above :mod:`chaos.sim.trial` (one judged trial) and below the com
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import random
@@ -32,14 +33,20 @@ import redlock
 from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
 from ..sweep import clopper_pearson_interval, wilson_interval
 from .trial import Settings, TrialResult, _Trial, run_trial
+from .watch import KINDS, Watch
 
 __all__ = [
     "FAMILIES",
+    "HUNTS",
+    "KINDS",
     "SURFACES",
     "Family",
     "edge_point",
     "explore",
     "history_digest",
+    "hunt",
+    "hunt_targeted",
+    "hunted",
     "rates",
     "search",
     "selftest",
@@ -598,6 +605,123 @@ def plot_surface(document: dict[str, Any], path: str | Any) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# --- interleavings outside the catalogue ---------------------------------------------------------
+
+#: The hunt's workload: extends one holding in two (an extend that crosses a restart needs
+#: one under way), otherwise explore's.
+_HUNTING = Settings(extend_share=0.5)
+
+
+#: Where the hunt looks besides the families: SAFE sets in which no violation is allowed.
+HUNTS = {
+    # The SAFE kinds unfenced, the workload checking its validity just before it writes
+    # (the self-test's family, without its error replies).
+    "unfenced": replace(FAMILIES["safe"].faults, name="unfenced", fencing=False),
+    # Instant restarts of masters that keep every write (appendfsync always), beside the
+    # network faults and holder pauses: safe by theory, and where extends cross restarts.
+    "restarts-kept": FaultSet(
+        "restarts-kept", ("restart", "blackhole", "one-way", "link-delay", "client-pause"), safe=True, fencing=True
+    ),
+}
+
+
+def hunted(name: str) -> Family:
+    """A family, or a set of :data:`HUNTS`, as a family of explore's shape."""
+    if name in HUNTS:
+        return replace(FAMILIES["safe"], faults=HUNTS[name])
+    return FAMILIES[name]
+
+
+def hunt(name: str, trials: int, seed: int, *, settings_: Settings = _HUNTING) -> dict[str, Any]:
+    """``trials`` random trials of family ``name`` (or ``unfenced``) with every master
+    watched (:mod:`chaos.sim.watch`): how often each interleaving happened, in how many
+    trials, and how many of those trials violated anything."""
+    family = hunted(name)
+    started = time.perf_counter()
+    rows: dict[str, dict[str, Any]] = {
+        kind: {"occurrences": 0, "trials": 0, "violating_trials": 0, "first": None} for kind in KINDS
+    }
+    violations = 0
+    examples: list[dict[str, Any]] = []
+    for index in range(trials):
+        each = trial_seed(seed, index)
+        watch = Watch()
+        result = run_trial(family.schedule(each), each, settings_, watch=watch)
+        violations += result.violated
+        if result.violated and len(examples) < 3:
+            examples.append({"trial": index, "seed": each, "violations": result.describe()[:3], "seen": watch.seen})
+        for kind, count in watch.counts.items():
+            row = rows[kind]
+            row["occurrences"] += count
+            row["trials"] += 1
+            row["violating_trials"] += result.violated
+            if row["first"] is None:
+                row["first"] = {"trial": index, "seed": each, "seen": [s for s in watch.seen if kind in s][:1]}
+    return {
+        "set": name,
+        "trials": trials,
+        "seed": seed,
+        "violations": violations,
+        "interleavings": rows,
+        "violating": examples,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def hunt_targeted(name: str, kind: str, budget: int, seed: int, *, settings_: Settings = _HUNTING) -> dict[str, Any]:
+    """Hypothesis's targeted search: schedules of family ``name`` (a generator seed and
+    which ops to keep) steered towards more of interleaving ``kind`` (``target()`` on its
+    count), for ``budget`` trials; any violation fails the property and is shrunk."""
+    from hypothesis import given, target  # noqa: PLC0415
+    from hypothesis import seed as seeded  # noqa: PLC0415
+
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    family = hunted(name)
+    seen = {"trials": 0, "with": 0, "most": 0, "occurrences": 0}
+    failing: list[dict[str, Any]] = []
+
+    def build(drawn: tuple[int, list[bool]]) -> Schedule:
+        each, keep = drawn
+        schedule = family.schedule(each)
+        return replace(schedule, ops=tuple(op for op, kept in zip(schedule.ops, keep, strict=False) if kept))
+
+    @seeded(seed)
+    @settings(
+        max_examples=budget,
+        database=None,
+        phases=[Phase.generate, Phase.target, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+        deadline=None,
+    )
+    @given(st.tuples(st.integers(0, 2**31), st.lists(st.booleans(), min_size=40, max_size=40)))
+    def probe(drawn: tuple[int, list[bool]]) -> None:
+        watch = Watch()
+        result = run_trial(build(drawn), drawn[0], settings_, watch=watch)
+        count = watch.counts.get(kind, 0)
+        seen["trials"] += 1
+        seen["with"] += bool(count)
+        seen["occurrences"] += count
+        seen["most"] = max(seen["most"], count)
+        target(float(count), label=kind)
+        if result.violated:
+            failing[:] = [{"seed": drawn[0], "schedule": build(drawn).to_dict(), "violations": result.describe()[:3]}]
+            raise AssertionError(result.describe()[:1])
+
+    started = time.perf_counter()
+    with contextlib.suppress(AssertionError):  # (the shrunk example is the last failing one recorded)
+        probe()
+    return {
+        "set": name,
+        "kind": kind,
+        "budget": budget,
+        "seed": seed,
+        **seen,
+        "violation": failing[0] if failing else None,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 # --- the self-test ------------------------------------------------------------------------------
