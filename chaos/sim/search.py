@@ -658,7 +658,7 @@ def hunt(name: str, trials: int, seed: int, *, settings_: Settings = _HUNTING) -
             row["trials"] += 1
             row["violating_trials"] += result.violated
             if row["first"] is None:
-                row["first"] = {"trial": index, "seed": each, "seen": [s for s in watch.seen if kind in s][:1]}
+                row["first"] = {"trial": index, "seed": each, "seen": watch.first[kind]}
     return {
         "set": name,
         "trials": trials,

@@ -50,10 +50,15 @@ class Watch:
     #: Tokens whose release (a rollback, or the end of a holding) some master has run.
     released: set[str] = field(default_factory=set)
 
+    #: The first of each kind, in words.
+    first: dict[str, str] = field(default_factory=dict)
+
     def note(self, kind: str, at: float, detail: str) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
+        said = f"{at:.4f}s {kind}: {detail}"
+        self.first.setdefault(kind, said)
         if len(self.seen) < 5:
-            self.seen.append(f"{at:.4f}s {kind}: {detail}")
+            self.seen.append(said)
 
 
 class WatchedMaster(Master):
