@@ -226,6 +226,8 @@ def _hunt(args: argparse.Namespace) -> int:
                 f"{row['violating_trials']} of those violating"
             )
         found = document["violations"]
+        if found:
+            print(f"  violating trials by kind: {document['kinds']}")
     else:
         document = search.hunt_targeted(args.name, args.target, args.trials, args.seed)
         print(

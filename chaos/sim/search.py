@@ -644,12 +644,15 @@ def hunt(name: str, trials: int, seed: int, *, settings_: Settings = _HUNTING) -
         kind: {"occurrences": 0, "trials": 0, "violating_trials": 0, "first": None} for kind in KINDS
     }
     violations = 0
+    kinds: dict[str, int] = {}
     examples: list[dict[str, Any]] = []
     for index in range(trials):
         each = trial_seed(seed, index)
         watch = Watch()
         result = run_trial(family.schedule(each), each, settings_, watch=watch)
         violations += result.violated
+        for kind in result.kinds:
+            kinds[kind] = kinds.get(kind, 0) + 1
         if result.violated and len(examples) < 3:
             examples.append({"trial": index, "seed": each, "violations": result.describe()[:3], "seen": watch.seen})
         for kind, count in watch.counts.items():
@@ -664,6 +667,7 @@ def hunt(name: str, trials: int, seed: int, *, settings_: Settings = _HUNTING) -
         "trials": trials,
         "seed": seed,
         "violations": violations,
+        "kinds": dict(sorted(kinds.items())),
         "interleavings": rows,
         "violating": examples,
         "seconds": round(time.perf_counter() - started, 1),
