@@ -494,6 +494,8 @@ class History:
     def __init__(self, events: Iterable[Event] = ()) -> None:
         # sorted() is stable, so simultaneous events keep the order they were given in.
         self.events: tuple[Event, ...] = tuple(sorted(events, key=lambda e: e.time))
+        #: tenures(), replayed once: five checkers ask for them (the history is immutable).
+        self._tenures: tuple[Tenure, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.events)
@@ -563,6 +565,11 @@ class History:
         A force-release ends the tenure of the token it removed, whoever held it: the
         holder is not told, so what it does after is judged as if its lock had expired.
         """
+        if self._tenures is None:
+            self._tenures = tuple(self._replay_tenures())
+        return list(self._tenures)
+
+    def _replay_tenures(self) -> list[Tenure]:
         acquire_invoked: dict[tuple[str, int], float] = {}
         extend_token: dict[tuple[str, int], str | None] = {}
         open_: dict[tuple[str, str, str | None], _OpenTenure] = {}

@@ -43,6 +43,7 @@ from .scenarios import LOCK, clock_rate_trial, restart_after
 __all__ = [
     "PARAMETERS",
     "Parameter",
+    "clopper_pearson_interval",
     "logistic_fit",
     "margin_fit",
     "plot_sweep",
@@ -81,6 +82,58 @@ def wilson_interval(successes: int, trials: int, z: float = _Z95) -> tuple[float
     # At 0 or n successes the bound on that side is exactly p; rounding must not cross it.
     low = 0.0 if successes == 0 else max(0.0, min(p, centre - half))
     high = 1.0 if successes == n else min(1.0, max(p, centre + half))
+    return low, high
+
+
+def _binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), summed in logs (n in the millions, k anywhere)."""
+    if p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 1.0 if k >= n else 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    log_n = math.lgamma(n + 1)
+    # Beyond 40 standard deviations the terms add nothing a float can hold: far above the
+    # mean the sum is 1, and below the mean less 40 of them it can start.
+    spread = 40 * math.sqrt(n * p * (1 - p))
+    if k >= n * p + spread:
+        return 1.0
+    first = max(0, k - int(2 * spread) - 50)
+    terms = [
+        log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q for i in range(first, k + 1)
+    ]
+    top = max(terms)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
+
+
+def clopper_pearson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval for a binomial proportion: conservative where
+    Wilson's is approximate, which matters at a handful of violations in a million trials.
+
+    Each bound is the p at which the observed count sits on the tail ``(1 - confidence) / 2``,
+    found by bisection on the binomial distribution (no statistics library needed)."""
+    if not isinstance(successes, int) or not isinstance(trials, int):
+        raise TypeError("successes and trials must be integers")
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, not successes={successes}, trials={trials}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
+    if trials == 0:
+        return 0.0, 1.0
+    tail = (1.0 - confidence) / 2
+
+    def solve(below: Callable[[float], bool]) -> float:
+        # The p where ``below`` turns from True to False, to 1e-12.
+        low, high = 0.0, 1.0
+        for _ in range(60):
+            middle = (low + high) / 2
+            low, high = (middle, high) if below(middle) else (low, middle)
+        return (low + high) / 2
+
+    n, k = trials, successes
+    # Lower bound: P(X >= k) = tail, i.e. 1 - cdf(k - 1) = tail; upper: cdf(k) = tail.
+    low = 0.0 if k == 0 else solve(lambda p: 1.0 - _binomial_cdf(k - 1, n, p) < tail)
+    high = 1.0 if k == n else solve(lambda p: _binomial_cdf(k, n, p) > tail)
     return low, high
 
 

@@ -42,7 +42,7 @@ from chaos.schedule import (
     masters_down,
     resolve_fault_set,
 )
-from chaos.sweep import PARAMETERS, margin_fit, wilson_interval
+from chaos.sweep import PARAMETERS, clopper_pearson_interval, margin_fit, wilson_interval
 from redlock import quorum_size
 
 RELAXED = settings(deadline=None, max_examples=60)
@@ -275,6 +275,42 @@ def test_wilson_interval_brackets_the_estimate(pair: tuple[int, int]) -> None:
         assert high4 - low4 <= wider + 1e-12
     else:
         assert (low, high) == (0.0, 1.0)
+
+
+def _tail_at(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), by the plain sum (a check of the fast one)."""
+    return math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_the_exact_interval_brackets_the_estimate(pair: tuple[int, int]) -> None:
+    k, n = pair
+    low, high = clopper_pearson_interval(k, n)
+    assert 0.0 <= low <= k / n <= high <= 1.0
+    assert (low == 0.0) == (k == 0)
+    assert (high == 1.0) == (k == n)
+    mirror = clopper_pearson_interval(n - k, n)
+    assert math.isclose(low, 1 - mirror[1], abs_tol=1e-9)
+    # Each bound sits where the observed count is on a 2.5 % tail.
+    if k < n:
+        assert math.isclose(_tail_at(k, n, high), 0.025, abs_tol=1e-6)
+
+
+def test_the_exact_interval_known_values_and_bad_input() -> None:
+    assert clopper_pearson_interval(0, 10) == (0.0, pytest.approx(1 - 0.025**0.1))
+    low, high = clopper_pearson_interval(5, 10)
+    assert (low, high) == (pytest.approx(0.18709, abs=1e-5), pytest.approx(0.81291, abs=1e-5))
+    # A million trials, the rate tables' size: 3 in 1e6 (and it answers at once).
+    low, high = clopper_pearson_interval(3, 1_000_000)
+    assert (low, high) == (pytest.approx(6.187e-7, rel=1e-3), pytest.approx(8.767e-6, rel=1e-3))
+    assert clopper_pearson_interval(0, 0) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="successes"):
+        clopper_pearson_interval(3, 2)
+    with pytest.raises(ValueError, match="confidence"):
+        clopper_pearson_interval(1, 2, confidence=1.0)
+    with pytest.raises(TypeError, match="integers"):
+        clopper_pearson_interval(1.0, 2)  # type: ignore[arg-type]
 
 
 def test_wilson_interval_known_values_and_bad_input() -> None:

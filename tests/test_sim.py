@@ -3,18 +3,24 @@ what theory says it must find (and nothing where theory says there is nothing)."
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
+import redlock
 from chaos.__main__ import main
 from chaos.history import AcquireReturned, ExtendReturned
 from chaos.schedule import FaultOp, Schedule
 from chaos.sim import search, variants
 from chaos.sim.model import MODELLED, Keyspace
 from chaos.sim.trial import Settings, _Trial, run_trial
-from chaos.sim.world import Clock, resp
+from chaos.sim.watch import KINDS, Watch, WatchedMaster
+from chaos.sim.world import Clock, World, resp
 from redlock import _scripts
 from redlock._connection import reply_parser
 from redlock._core import Command, ErrorReply
@@ -68,6 +74,44 @@ def test_same_seed_same_history() -> None:
     assert first.verdict.to_dict() == second.verdict.to_dict()
 
 
+#: The whole recorded history of trial 0 of seed 5, hashed, per family (and one sweep point),
+#: as the simulator wrote it before its speed-ups (main at fe2707b): the speed-ups (constant
+#: replies, the script fast path, one object per round, cached specs, the compiled core) must
+#: not move one event. A deliberate change of the library's flows or policy, or of the
+#: simulator's model, changes them too: then put the new values (the test prints them) here.
+GOLDEN = {
+    "safe": "f4890225d3fc6673",
+    "unsafe-clock": "30ca608183dcae21",
+    "unsafe-pause": "8385ba7c20dd72ca",
+    "unsafe-restart": "0f26f1c28d8d584a",
+    "unsafe-powerloss": "95a37fc44279f346",
+    "clock-rate=1.05": "4727a867e4a7fb28",
+}
+
+
+def test_same_seed_same_history_as_before_the_speed_ups_in_a_fresh_process() -> None:
+    # A fresh interpreter with another string-hash seed: nothing may hang on set order. It
+    # runs the compiled core where one is built (REDLOCK_PURE=0; .ci/run's compiled tier
+    # runs this test there), which must not move an event either.
+    names = ["safe", "unsafe-powerloss", "clock-rate=1.05"]
+    code = (
+        "import redlock\nfrom chaos.sim import search\n"
+        f"print(redlock.compiled, [search.history_digest(n, 5) for n in {names!r}])"
+    )
+    here = str(pathlib.Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONHASHSEED": "123", "PYTHONPATH": here, "REDLOCK_PURE": "0"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    compiled, _, digests = done.stdout.strip().partition(" ")
+    assert digests == repr([GOLDEN[name] for name in names]), done.stdout
+    if os.environ.get("REDLOCK_EXPECT_COMPILED") == "1":
+        assert compiled == "True", "the compiled tier ran the simulator on the pure core"
+
+
+def test_same_seed_same_history_in_this_process() -> None:
+    digests = {name: search.history_digest(name, 5) for name in GOLDEN}
+    assert digests == GOLDEN
+
+
 def test_a_fault_free_run_is_safe_and_busy() -> None:
     result = run_trial(_quiet(), 1)
     assert not result.violated, result.describe()
@@ -118,6 +162,17 @@ def test_broken_clients_are_caught_and_the_library_restored(name: str) -> None:
     rows = search.selftest(60, 1, names=[name], say=lambda _: None)
     assert rows[0]["caught"], rows
     assert run_trial(_quiet(3.0), 1).violated is False  # every patch was taken back
+
+
+def test_a_broken_client_refuses_a_compiled_core(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Compiled classes cannot be patched: the variant would silently be the correct client.
+    monkeypatch.setattr(redlock, "compiled", True)
+    with pytest.raises(RuntimeError, match="REDLOCK_PURE=1"), variants.applied(variants.SIM_VARIANTS[0]):
+        pass
+    assert main(["sim", "selftest", "quorum-half", "--budget", "1"]) == 2
+    assert "REDLOCK_PURE=1" in capsys.readouterr().err
 
 
 def test_every_sim_variant_has_a_distinct_name() -> None:
@@ -174,6 +229,68 @@ def test_sweeps_run_on_workers_with_the_same_numbers() -> None:
     one = search.sweep2d(("lock-delay", [0.0]), ("pause", [2.0]), 2, 1)
     two = search.sweep2d(("lock-delay", [0.0]), ("pause", [2.0]), 2, 1, workers=2)
     assert one["points"] == two["points"]
+
+
+def test_rates_at_edge_points_count_the_trials_sweep_plays(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = search.rates(["lock-delay=0,pause=2", "clock-rate=1.012"], 3, 1, chunk=2)
+    rows = {row["point"]: row for row in document["points"]}
+    assert [row["trials"] for row in document["points"]] == [3, 3]
+    swept = search.sweep2d(("lock-delay", [0.0]), ("pause", [2.0]), 3, 1)["points"][0]
+    assert rows["lock-delay=0,pause=2"]["violations"] == swept["violations"]
+    assert rows["lock-delay=0,pause=2"]["acquisitions"] == swept["acquisitions"]
+    assert rows["lock-delay=0,pause=2"]["theory"] == "UNSAFE"
+    assert rows["clock-rate=1.012"]["theory"] == "SAFE"
+    for row in rows.values():
+        assert row["exact_low"] <= row["rate"] <= row["exact_high"]
+    out = tmp_path / "rates"
+    assert main(["sim", "rates", "clock-rate=1.012", "--trials", "1", "--out", str(out)]) == 0
+    assert json.loads((out / "rates.json").read_text())["points"][0]["trials"] == 1
+    assert main(["sim", "rates", "clock-rate=fast"]) == 2
+    assert main(["sim", "rates", "pause=1,lock-delay=1"]) == 2
+    capsys.readouterr()
+
+
+def test_a_watched_trial_is_the_same_trial() -> None:
+    # The watch only counts: the history is event for event the unwatched one's.
+    family = search.FAMILIES["unsafe-clock"]
+    each = search.trial_seed(5, 0)
+    watch = Watch()
+    trial = _Trial(family.schedule(each), each, Settings(), watch)
+    trial.world.run(family.duration)
+    assert hashlib.sha256(trial.recorder.history().to_json().encode()).hexdigest()[:16] == GOLDEN["unsafe-clock"]
+
+
+def test_the_hunt_sees_each_interleaving_in_a_safe_set_and_no_violation(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = search.hunt("restarts-kept", 10, 1)
+    assert document["violations"] == 0, document["violating"]
+    for kind in KINDS:
+        row = document["interleavings"][kind]
+        assert row["trials"] > 0, kind
+        assert kind in row["first"]["seen"]
+    out = tmp_path / "hunt"
+    argv = ["sim", "hunt", "--trials", "3", "--target", "release-overtaken", "--ignore", "late-extend"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert json.loads((out / "hunt.json").read_text())["ignore"] == ["late-extend"]
+    assert main(["sim", "hunt", "--trials", "0"]) == 2
+    capsys.readouterr()
+
+
+def test_the_watch_names_a_release_that_finds_another_holder() -> None:
+    world = World(1)
+    watch = Watch()
+    master = WatchedMaster(world, 0, "none", watch)
+    master.scripts.add(_scripts.RELEASE.sha)
+    assert master.execute(["SET", "L1", "a:1", "NX", "PX", "100"]) == b"OK"
+    world.now = 0.2  # a's key lapsed: b takes the name, then a's release lands
+    assert master.execute(["SET", "L1", "b:1", "NX", "PX", "100"]) == b"OK"
+    assert master.execute(["EVALSHA", _scripts.RELEASE.sha, "1", "L1", "a:1"]) == 0
+    assert watch.counts == {"release-overtaken": 1}
+    assert master.execute(["SET", "L2", "a:1", "NX", "PX", "100"]) == b"OK"  # after a's release ran
+    assert watch.counts["late-grant-after-rollback"] == 1
 
 
 def test_the_small_scope_mode_clears_the_client_and_catches_a_slow_round_counted_late() -> None:

@@ -6,6 +6,8 @@
     python -m chaos sim exhaust --deviations 2 --horizon 60 [--variant validity-from-replies]
     python -m chaos sim sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 500 --out DIR
     python -m chaos sim sweep clock-rate --values 1.0 1.02 1.05 --by ttl --by-values 0.25 0.5 1 --out DIR
+    python -m chaos sim rates clock-rate=1.012 clock-rate=1.017 --trials 1000000 --seconds 3600
+    python -m chaos sim hunt --set restarts-kept --trials 10000 [--target extend-crossing-restart]
     python -m chaos sim replay DIR/summary.json            # in the simulator again
     python -m chaos sim replay DIR/summary.json --real     # on real redis-server processes
 
@@ -63,6 +65,19 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--workers", type=int, default=1)
     sweep.add_argument("--scheduler", default=None, help="a dask.distributed scheduler's address (the sim extra)")
     sweep.add_argument("--out", default="chaos-sim-sweep")
+    rates = commands.add_parser("rates", help="violation rates with exact intervals at a few sweep points")
+    rates.add_argument("points", nargs="+", help="clock-rate=1.012, lock-delay=1,pause=1.1, ...")
+    rates.add_argument("--trials", type=int, default=1_000_000, help="per point")
+    rates.add_argument("--seconds", type=float, default=None, help="stop after so much wall time")
+    rates.add_argument("--seed", type=int, default=1)
+    rates.add_argument("--out", default="chaos-sim-rates")
+    hunt = commands.add_parser("hunt", help="interleavings outside the catalogue, counted; any violation")
+    hunt.add_argument("--set", dest="name", default="restarts-kept", choices=sorted({*search.FAMILIES, *search.HUNTS}))
+    hunt.add_argument("--trials", type=int, default=1000, help="random trials (or the budget, with --target)")
+    hunt.add_argument("--target", choices=search.KINDS, default=None, help="hypothesis steers towards this one")
+    hunt.add_argument("--ignore", nargs="*", default=[], help="with --target: violation kinds not to stop at")
+    hunt.add_argument("--seed", type=int, default=1)
+    hunt.add_argument("--out", default=None, help="write hunt.json here")
     exhaust = commands.add_parser("exhaust", help="every timing of 2 clients and 3 masters, up to a bound")
     exhaust.add_argument("--deviations", type=int, default=2, help="messages off the prompt latency, at most")
     exhaust.add_argument("--horizon", type=int, default=60, help="among the first so many messages")
@@ -127,7 +142,11 @@ def _explore(args: argparse.Namespace) -> int:
 
 
 def _selftest(args: argparse.Namespace) -> int:
-    rows = search.selftest(args.budget, args.seed, names=args.variants)
+    try:
+        rows = search.selftest(args.budget, args.seed, names=args.variants)
+    except RuntimeError as error:  # (a compiled core: the broken clients cannot patch it)
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     if args.out:
         _write(args.out, "selftest.json", rows)
     return EXIT_OK if rows and all(row["caught"] for row in rows) else EXIT_MISMATCH
@@ -174,6 +193,58 @@ def _sweep2d(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _rates(args: argparse.Namespace) -> int:
+    if args.trials < 1:
+        print("error: --trials must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        for point in args.points:
+            search.edge_point(point)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    document = search.rates(
+        args.points, args.trials, args.seed, seconds=args.seconds, save=lambda d: _write(args.out, "rates.json", d)
+    )
+    _write(args.out, "rates.json", document)
+    for row in document["points"]:
+        print(
+            f"  {row['point']:<24} {row['violations']}/{row['trials']}  rate {row['rate']:.2e}  "
+            f"exact [{row['exact_low']:.2e}, {row['exact_high']:.2e}]  theory {row['theory']}"
+        )
+    return EXIT_OK
+
+
+def _hunt(args: argparse.Namespace) -> int:
+    if args.trials < 1:
+        print("error: --trials must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if args.target is None:
+        document = search.hunt(args.name, args.trials, args.seed)
+        for kind, row in document["interleavings"].items():
+            print(
+                f"  {kind:<26} {row['occurrences']} times in {row['trials']} of {args.trials} trials, "
+                f"{row['violating_trials']} of those violating"
+            )
+        found = document["violations"]
+        if found:
+            print(f"  violating trials by kind: {document['kinds']}")
+    else:
+        document = search.hunt_targeted(args.name, args.target, args.trials, args.seed, ignore=args.ignore)
+        print(
+            f"  {args.target}: in {document['with']} of {document['trials']} trials, "
+            f"{document['occurrences']} times, at most {document['most']} in one; "
+            f"{document['ignored']} violating only by {', '.join(args.ignore) or 'nothing'} (ignored)"
+        )
+        found = int(document["violation"] is not None)
+    if args.out:
+        _write(args.out, "hunt.json", document)
+    print(f"{args.name}: {found} violating trials in {document['seconds']}s")
+    # Every hunted set is SAFE: a violation there is a finding, not the expectation.
+    expected = search.hunted(args.name).faults.safe
+    return EXIT_OK if bool(found) != expected else EXIT_MISMATCH
+
+
 def _exhaust(args: argparse.Namespace) -> int:
     from . import exhaustive, variants  # noqa: PLC0415  (variants patches the library while applied)
 
@@ -186,8 +257,12 @@ def _exhaust(args: argparse.Namespace) -> int:
         print(f"error: no variant {args.variant!r}; known: {known}", file=sys.stderr)
         return EXIT_USAGE
     scope = exhaustive.Scope(deviations=args.deviations, horizon=args.horizon, seed=args.seed)
-    with variants.applied(chosen[0]) if chosen else contextlib.nullcontext():
-        outcome = exhaustive.exhaust(scope, stop_at_first=bool(chosen))
+    try:
+        with variants.applied(chosen[0]) if chosen else contextlib.nullcontext():
+            outcome = exhaustive.exhaust(scope, stop_at_first=bool(chosen))
+    except RuntimeError as error:  # (as in _selftest)
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     document = exhaustive.describe(outcome, scope)
     if args.out:
         _write(args.out, "exhaust.json", document)
@@ -266,6 +341,8 @@ def main(argv: Sequence[str]) -> int:
         "selftest": _selftest,
         "sweep": _sweep,
         "exhaust": _exhaust,
+        "rates": _rates,
+        "hunt": _hunt,
         "replay": _replay,
     }[args.command]
     return command(args)

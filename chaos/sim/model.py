@@ -22,13 +22,16 @@ from dataclasses import dataclass, field
 from redlock import _scripts
 from redlock._core import Command, ErrorReply
 
-__all__ = ["MODELLED", "Keyspace", "Reply"]
+__all__ = ["MODELLED", "UNMODELLED", "Keyspace", "Reply"]
 
 #: A reply as the client's parser would give it: b"OK", None, an int, bytes, a list, or an
 #: ErrorReply.
 Reply = object
 
 Arg = str | bytes | int
+
+#: What :meth:`Keyspace.run_script` answers for a script it has no model of.
+UNMODELLED = object()
 
 
 def _text(arg: Arg) -> str:
@@ -88,16 +91,24 @@ class Keyspace:
         """Apply one command (its arguments as sent) at the master's time ``now``."""
         return self.apply_text([_text(arg) for arg in args], now)
 
+    def run_script(self, sha: str, args: list[str], now: float) -> Reply:
+        """EVALSHA's or EVAL's ``args`` (as sent) by the model of script ``sha``, or
+        :data:`UNMODELLED` (a simulated master's path for every script call)."""
+        model = MODELLED.get(sha)
+        if model is None:
+            return UNMODELLED
+        count = int(args[2])
+        return model(self, args[3 : 3 + count], args[3 + count :], now)
+
     def apply_text(self, args: list[str], now: float) -> Reply:
         """:meth:`apply` for arguments already decoded (as a simulated master reads them)."""
         name = args[0].upper()
         if name in ("EVALSHA", "EVAL"):
             sha = args[1] if name == "EVALSHA" else _scripts.Script(args[1]).sha
-            model = MODELLED.get(sha)
-            if model is None:
+            reply = self.run_script(sha, args, now)
+            if reply is UNMODELLED:
                 return ErrorReply("NOSCRIPT No matching script." if name == "EVALSHA" else "ERR unmodelled script")
-            count = int(args[2])
-            return model(self, args[3 : 3 + count], args[3 + count :], now)
+            return reply
         if name == "SET":
             key, value = args[1], args[2]
             options = [a.upper() for a in args[3:]]

@@ -14,7 +14,9 @@ Where it sits: above :mod:`chaos.sim.trial` (one judged trial) and below the com
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -26,11 +28,32 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
-from ..sweep import wilson_interval
-from .trial import Settings, TrialResult, run_trial
+import redlock
 
-__all__ = ["FAMILIES", "SURFACES", "Family", "explore", "search", "selftest", "shrink", "sweep", "sweep2d"]
+from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
+from ..sweep import clopper_pearson_interval, wilson_interval
+from .trial import Settings, TrialResult, _Trial, run_trial
+from .watch import KINDS, Watch
+
+__all__ = [
+    "FAMILIES",
+    "HUNTS",
+    "KINDS",
+    "SURFACES",
+    "Family",
+    "edge_point",
+    "explore",
+    "history_digest",
+    "hunt",
+    "hunt_targeted",
+    "hunted",
+    "rates",
+    "search",
+    "selftest",
+    "shrink",
+    "sweep",
+    "sweep2d",
+]
 
 
 @dataclass(frozen=True)
@@ -209,6 +232,9 @@ def explore(
         "acquisitions_per_second": round(counts.acquisitions / seconds, 1) if seconds else None,
         "workers": workers,
         "scheduler": scheduler,
+        # The same histories either way (tests/test_sim.py's digests); the compiled core is
+        # faster, with REDLOCK_PURE=0 where a compiled build is installed.
+        "core": "compiled" if redlock.compiled else "pure",
         "family": {k: v for k, v in dataclasses.asdict(family).items() if k != "faults"},
         "settings": settings_.to_dict(),
     }
@@ -446,6 +472,94 @@ def sweep2d(
     }
 
 
+def edge_point(point: str) -> tuple[Family, Settings, str]:
+    """A point of a sweep by name, ``clock-rate=1.012`` (a 1-D sweep) or
+    ``lock-delay=1,pause=1.1`` (a 2-D one): its family, workload and theory's verdict.
+    The same trials as ``sweep`` plays at that value, so the counts agree for a seed."""
+    try:
+        pairs = [(name, float(value)) for name, value in (part.split("=") for part in point.split(","))]
+    except ValueError:
+        raise ValueError(f"point must be NAME=VALUE or X=V,Y=W, not {point!r}") from None
+    if len(pairs) == 1 and pairs[0][0] in SWEEPS:
+        ((name, value),) = pairs
+        make, theory = SWEEPS[name]
+        return make(value), _PROBING, theory(value)
+    if len(pairs) == 2 and (pairs[0][0], pairs[1][0]) in SURFACES:
+        (x, x_value), (y, y_value) = pairs
+        surface = SURFACES[x, y]
+        family, settings_ = surface.make(x_value, y_value)
+        return family, settings_, "UNSAFE" if surface.unsafe(x_value, y_value) else "SAFE"
+    raise ValueError(f"no sweep has the point {point!r}: {', '.join(SWEEPS)} or X=V,Y=W of {list(SURFACES)}")
+
+
+def history_digest(name: str, seed: int, index: int = 0) -> str:
+    """The recorded history of trial ``index`` of seed ``seed``, hashed (16 hex digits):
+    ``name`` a family (``unsafe-clock``) or a sweep point (``clock-rate=1.05``). Equal
+    digests mean equal histories, event for event: how a speed-up, another machine, or the
+    compiled core shows it changed nothing."""
+    if "=" in name:
+        family, settings_, _ = edge_point(name)
+    else:
+        family, settings_ = FAMILIES[name], Settings()
+    each = trial_seed(seed, index)
+    trial = _Trial(family.schedule(each), each, settings_)
+    trial.world.run(family.duration)
+    return hashlib.sha256(trial.recorder.history().to_json().encode()).hexdigest()[:16]
+
+
+def rates(
+    points: Sequence[str],
+    trials: int,
+    seed: int,
+    *,
+    seconds: float | None = None,
+    chunk: int = 1000,
+    save: Callable[[dict[str, Any]], object] | None = None,
+) -> dict[str, Any]:
+    """Violation rates at a few points of the sweeps, to ``trials`` trials each, with Wilson
+    and Clopper-Pearson intervals: the rate tables near the edges. The points take turns a
+    ``chunk`` of trials at a time (trials 0 to n-1 of each, the trials ``sweep --trials n``
+    plays), so a run cut short by ``seconds`` of wall time still gives every point a count,
+    and ``save`` gets the document after every turn."""
+    made = {point: edge_point(point) for point in points}
+    counts = {point: Counts() for point in points}
+    spent = dict.fromkeys(points, 0.0)
+    started = time.perf_counter()
+
+    def document() -> dict[str, Any]:
+        rows = []
+        for point, (_, _, theory) in made.items():
+            c = counts[point]
+            low, high = clopper_pearson_interval(c.violations, c.trials)
+            rows.append(
+                {
+                    "point": point,
+                    "theory": theory,
+                    **_rate(c),
+                    "exact_low": low,
+                    "exact_high": high,
+                    "kinds": dict(sorted(c.kinds.items())),
+                    "cpu_seconds": round(spent[point], 1),
+                }
+            )
+        return {"seed": seed, "seconds": round(time.perf_counter() - started, 1), "points": rows}
+
+    while any(counts[p].trials < trials for p in points):
+        if seconds is not None and time.perf_counter() - started >= seconds:
+            break
+        for point in points:
+            done = counts[point].trials
+            if done >= trials:
+                continue
+            family, settings_, _ = made[point]
+            cpu = time.process_time()
+            counts[point].merge(_shard(family, seed, range(done, min(trials, done + chunk)), settings_))
+            spent[point] += time.process_time() - cpu
+        if save is not None:
+            save(document())
+    return document()
+
+
 def plot_surface(document: dict[str, Any], path: str | Any) -> None:
     """The phase diagram: each grid point coloured by its violation rate, theory's boundary
     on top, points with no violation ringed."""
@@ -491,6 +605,139 @@ def plot_surface(document: dict[str, Any], path: str | Any) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# --- interleavings outside the catalogue ---------------------------------------------------------
+
+#: The hunt's workload: extends one holding in two (an extend that crosses a restart needs
+#: one under way), otherwise explore's.
+_HUNTING = Settings(extend_share=0.5)
+
+
+#: Where the hunt looks besides the families: SAFE sets in which no violation is allowed.
+HUNTS = {
+    # The SAFE kinds unfenced, the workload checking its validity just before it writes
+    # (the self-test's family, without its error replies).
+    "unfenced": replace(FAMILIES["safe"].faults, name="unfenced", fencing=False),
+    # Instant restarts of masters that keep every write (appendfsync always), beside the
+    # network faults and holder pauses: safe by theory, and where extends cross restarts.
+    "restarts-kept": FaultSet(
+        "restarts-kept", ("restart", "blackhole", "one-way", "link-delay", "client-pause"), safe=True, fencing=True
+    ),
+}
+
+
+def hunted(name: str) -> Family:
+    """A family, or a set of :data:`HUNTS`, as a family of explore's shape."""
+    if name in HUNTS:
+        return replace(FAMILIES["safe"], faults=HUNTS[name])
+    return FAMILIES[name]
+
+
+def hunt(name: str, trials: int, seed: int, *, settings_: Settings = _HUNTING) -> dict[str, Any]:
+    """``trials`` random trials of family ``name`` (or ``unfenced``) with every master
+    watched (:mod:`chaos.sim.watch`): how often each interleaving happened, in how many
+    trials, and how many of those trials violated anything."""
+    family = hunted(name)
+    started = time.perf_counter()
+    rows: dict[str, dict[str, Any]] = {
+        kind: {"occurrences": 0, "trials": 0, "violating_trials": 0, "first": None} for kind in KINDS
+    }
+    violations = 0
+    kinds: dict[str, int] = {}
+    examples: list[dict[str, Any]] = []
+    for index in range(trials):
+        each = trial_seed(seed, index)
+        watch = Watch()
+        result = run_trial(family.schedule(each), each, settings_, watch=watch)
+        violations += result.violated
+        for kind in result.kinds:
+            kinds[kind] = kinds.get(kind, 0) + 1
+        if result.violated and len(examples) < 3:
+            examples.append({"trial": index, "seed": each, "violations": result.describe()[:3], "seen": watch.seen})
+        for kind, count in watch.counts.items():
+            row = rows[kind]
+            row["occurrences"] += count
+            row["trials"] += 1
+            row["violating_trials"] += result.violated
+            if row["first"] is None:
+                row["first"] = {"trial": index, "seed": each, "seen": watch.first[kind]}
+    return {
+        "set": name,
+        "trials": trials,
+        "seed": seed,
+        "violations": violations,
+        "kinds": dict(sorted(kinds.items())),
+        "interleavings": rows,
+        "violating": examples,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def hunt_targeted(
+    name: str,
+    kind: str,
+    budget: int,
+    seed: int,
+    *,
+    settings_: Settings = _HUNTING,
+    ignore: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Hypothesis's targeted search: schedules of family ``name`` (a generator seed and
+    which ops to keep) steered towards more of interleaving ``kind`` (``target()`` on its
+    count), for ``budget`` trials; any violation fails the property and is shrunk, except
+    one of only the ``ignore``d kinds (counted: a kind already understood, not sought)."""
+    from hypothesis import given, target  # noqa: PLC0415
+    from hypothesis import seed as seeded  # noqa: PLC0415
+
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    family = hunted(name)
+    seen = {"trials": 0, "with": 0, "most": 0, "occurrences": 0, "ignored": 0}
+    failing: list[dict[str, Any]] = []
+
+    def build(drawn: tuple[int, list[bool]]) -> Schedule:
+        each, keep = drawn
+        schedule = family.schedule(each)
+        return replace(schedule, ops=tuple(op for op, kept in zip(schedule.ops, keep, strict=False) if kept))
+
+    @seeded(seed)
+    @settings(
+        max_examples=budget,
+        database=None,
+        phases=[Phase.generate, Phase.target, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+        deadline=None,
+    )
+    @given(st.tuples(st.integers(0, 2**31), st.lists(st.booleans(), min_size=40, max_size=40)))
+    def probe(drawn: tuple[int, list[bool]]) -> None:
+        watch = Watch()
+        result = run_trial(build(drawn), drawn[0], settings_, watch=watch)
+        count = watch.counts.get(kind, 0)
+        seen["trials"] += 1
+        seen["with"] += bool(count)
+        seen["occurrences"] += count
+        seen["most"] = max(seen["most"], count)
+        target(float(count), label=kind)
+        if result.violated and set(result.kinds) <= set(ignore):
+            seen["ignored"] += 1
+        elif result.violated:
+            failing[:] = [{"seed": drawn[0], "schedule": build(drawn).to_dict(), "violations": result.describe()[:3]}]
+            raise AssertionError(result.describe()[:1])
+
+    started = time.perf_counter()
+    with contextlib.suppress(AssertionError):  # (the shrunk example is the last failing one recorded)
+        probe()
+    return {
+        "set": name,
+        "kind": kind,
+        "ignore": list(ignore),
+        "budget": budget,
+        "seed": seed,
+        **seen,
+        "violation": failing[0] if failing else None,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 # --- the self-test ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from redlock._kinds import FENCED, PLAIN
 from ..checkers import Verdict, check_all
 from ..history import Event, Recorder, voters_of
 from ..schedule import FaultOp, FaultSet, Schedule
+from .watch import Watch, WatchedMaster
 from .world import Client, Clock, Master, Network, World
 
 __all__ = ["SIM_KINDS", "Settings", "TrialResult", "run_trial"]
@@ -117,17 +118,23 @@ class _Worker:
         )
         self.counter = itertools.count()
         self.delays = retry_delays(trial.settings.retry_delay, self.rng)
-        self.client.crashed = self.crashed  # type: ignore[method-assign]
+        self.client.on_crash = self.crashed
         self.client.later(self.rng.uniform(0.0, 0.01), self.acquire)
 
     def crashed(self, error: Exception) -> None:
         assert self.client is not None
-        self.client.alive = False
         message = f"{type(error).__name__}: {error}"
         self.trial.recorder.error(self.client.name, message)
         self.trial.leftovers.append(f"{self.client.name} crashed: {message}")
 
     def spec(self, name: str) -> LockSpec:
+        # One a name for the whole trial (its settings never change): not one an attempt.
+        spec = self.trial.specs.get(name)
+        if spec is None:
+            spec = self.trial.specs[name] = self._spec(name)
+        return spec
+
+    def _spec(self, name: str) -> LockSpec:
         s = self.trial.settings
         return LockSpec(
             key=name,
@@ -251,16 +258,20 @@ class _Worker:
 
 
 class _Trial:
-    def __init__(self, schedule: Schedule, seed: int, settings: Settings) -> None:
+    def __init__(self, schedule: Schedule, seed: int, settings: Settings, watch: Watch | None = None) -> None:
         self.world = World(seed)
         self.settings = settings
         self.faults: FaultSet = schedule.faults
         self.ttl = schedule.ttl
         persistence = {"aof-always": "always", "aof-everysec": "everysec"}.get(schedule.faults.persistence, "none")
-        self.masters = [Master(self.world, i, persistence) for i in range(schedule.nodes)]
+        self.masters = [
+            Master(self.world, i, persistence) if watch is None else WatchedMaster(self.world, i, persistence, watch)
+            for i in range(schedule.nodes)
+        ]
         self.world.network = Network(self.world, self.masters, settings.latency)
         self.recorder = _Memory(clock=lambda: self.world.now, source="sim")
         self.names = [f"L{i + 1}" for i in range(settings.names)]
+        self.specs: dict[str, LockSpec] = {}
         self.resource: dict[str, int] = {}
         self.highest: dict[str, int] = {}
         self.seq = 0
@@ -369,11 +380,17 @@ class _Trial:
 
 
 def run_trial(
-    schedule: Schedule, seed: int, settings: Settings | None = None, *, pick: Callable[[], float] | None = None
+    schedule: Schedule,
+    seed: int,
+    settings: Settings | None = None,
+    *,
+    pick: Callable[[], float] | None = None,
+    watch: Watch | None = None,
 ) -> TrialResult:
     """Play ``schedule`` with workload seed ``seed``; the judged history and its counts.
-    ``pick``: each message's latency, chosen (the small-scope mode) rather than drawn."""
-    trial = _Trial(schedule, seed, settings or Settings())
+    ``pick``: each message's latency, chosen (the small-scope mode) rather than drawn;
+    ``watch``: counts the interleavings of :mod:`chaos.sim.watch` (the same history)."""
+    trial = _Trial(schedule, seed, settings or Settings(), watch)
     trial.world.network.pick = pick
     trial.world.network.late_after = trial.settings.node_timeout
     trial.world.run(schedule.duration)

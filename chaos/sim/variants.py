@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from redlock import _core, _flows, _kinds, _lock, _scripts
+import redlock
+from redlock import _compiled, _core, _flows, _kinds, _lock, _scripts
 
 from .. import variants as real
 from .model import MODELLED, _release
@@ -73,6 +74,12 @@ SIM_VARIANTS: tuple[SimVariant, ...] = tuple(
 
 @contextlib.contextmanager
 def applied(variant: SimVariant) -> Iterator[None]:
+    if redlock.compiled:
+        # Compiled classes cannot be patched: the broken client would silently be the right one.
+        raise RuntimeError(
+            f"the broken client {variant.name!r} patches the library's core, which runs compiled "
+            f"here: run with {_compiled.PURE}=1 (the default for python -m chaos)"
+        )
     saved = [(owner, name, owner.__dict__[name]) for owner, name in _PATCHED]
     variant.patch()
     try:

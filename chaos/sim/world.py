@@ -46,7 +46,7 @@ from redlock._connection import Connect, Connections, Write, reply_parser
 from redlock._core import ErrorReply, Flow, Pause, Result, Round
 from redlock._scripts import Script
 
-from .model import Keyspace, Reply
+from .model import UNMODELLED, Keyspace, Reply
 
 __all__ = ["Client", "Clock", "Master", "Network", "World"]
 
@@ -107,12 +107,24 @@ class Clock:
         return self.since + (reading - self.base) / self.rate
 
 
+#: The replies most commands get, written once: a lookup instead of a format per reply.
+_CONSTANT: dict[object, bytes] = {0: b":0\r\n", 1: b":1\r\n", None: b"$-1\r\n", b"OK": b"+OK\r\n"}
+_CONSTANT[b"PONG"] = b"+PONG\r\n"
+
+
 def resp(reply: Reply) -> bytes:
     """A reply in RESP, as a master writes it."""
+    kind = type(reply)
+    if kind is list:  # (a fenced grant: [1, counter])
+        return b"*%d\r\n" % len(reply) + b"".join([resp(item) for item in reply])  # type: ignore[arg-type,attr-defined]
+    if kind is not dict:  # (dicts are not hashable)
+        constant = _CONSTANT.get(reply)
+        # (True == 1 and hashes alike: it gets ":1", as a real master's integer reply.)
+        if constant is not None:
+            return constant
     if reply is None:
         return b"$-1\r\n"
-    kind = type(reply)
-    if kind is int or kind is bool:  # (first: most replies are 0 or 1)
+    if kind is int or kind is bool:
         return b":%d\r\n" % reply  # type: ignore[str-format]
     if isinstance(reply, ErrorReply):
         return b"-" + reply.message.encode() + b"\r\n"
@@ -210,7 +222,16 @@ class Master:
         self.world.network.to_client(conn, out)
 
     def execute(self, args: list[str]) -> Reply:
-        name = args[0].upper()
+        name = args[0]
+        if name == "EVALSHA" and not self.refusing:
+            # (First: nearly every command the lock sends is a script it has loaded.)
+            sha = args[1]
+            if sha in self.scripts:
+                clock = self.clock  # (wall(), inlined)
+                reply = self.data.run_script(sha, args, clock.base + clock.rate * (self.world.now - clock.since))
+                if reply is not UNMODELLED:
+                    return reply
+        name = name.upper()
         if name == "PING":
             return b"PONG"
         if name == "INFO":
@@ -399,6 +420,7 @@ class Client:
         )
         self.conns: dict[int, Conn] = {}
         self.alive = True
+        self.on_crash: Callable[[Exception], None] | None = None
         self.paused = False
         self._deferred: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         #: Rounds that settled inside the policy, continued once the event that settled
@@ -410,8 +432,11 @@ class Client:
         return clock.base + clock.rate * (self.world.now - clock.since)
 
     def crashed(self, error: Exception) -> None:
-        """A flow raised: a hook (the trial records it); this client does no more."""
+        """A flow raised: this client does no more, and ``on_crash`` (the trial's record of
+        it) hears why."""
         self.alive = False
+        if self.on_crash is not None:
+            self.on_crash(error)
 
     def true_time(self, reading: float) -> float:
         return self.clock.true_time(reading)
@@ -447,7 +472,8 @@ class Client:
 
     def later(self, seconds: float, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn`` after ``seconds`` of this client's clock."""
-        self.world.after(seconds / self.clock.rate, self._timer, fn, args)
+        world = self.world  # (World.after, inlined: every round and pause sets a timer)
+        heapq.heappush(world.heap, (world.now + seconds / self.clock.rate, next(world.seq), self._timer, (fn, args)))
 
     def _timer(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
         if self._gate(self._timer, fn, args):
@@ -463,7 +489,7 @@ class Client:
     # --- the policy's actions ------------------------------------------------------------------
 
     def carry_out(self, action: Write | Connect | None) -> None:
-        if isinstance(action, Write):
+        if type(action) is Write:  # (not isinstance: a check per message; neither is subclassed)
             conn = self.conns.get(action.node)
             if conn is not None and conn.open and action.data:
                 self.world.network.to_master(conn, action.data)
@@ -548,41 +574,60 @@ class Client:
 
     def _run_round(self, flow: Flow, done: Callable[[Result], None], round_: Round) -> None:
         now = self.local()
-        deadline = now + round_.timeout
-        state = {"finished": False}
-
-        def finish() -> None:
-            if state["finished"]:
-                return
-            state["finished"] = True
-            round_.waker = None
-            self.policy.time_out(round_)
-            self._step(flow, done, self.local())
-
-        def settled() -> None:
-            # Called from inside the policy while it records a reply: continue afterwards.
-            self._ready.append(finish)
-
-        def check(until: float) -> None:
-            if state["finished"]:
-                return
-            if round_.settled:
-                finish()
-                return
-            for connect in self.policy.expire_probes(self.local()):
-                self.carry_out(connect)
-            later = self.policy.overtime(round_, deadline)
-            if later is None or later <= self.local():
-                finish()
-            else:
-                self.later(later - self.local(), check, later)
-
-        round_.waker = settled
+        run = _RoundRun(self, flow, done, round_, now + round_.timeout)
+        round_.waker = run.settled
+        policy, carry_out = self.policy, self.carry_out
         for node in round_.targets:
-            self.carry_out(self.policy.submit(round_, node, now))
+            carry_out(policy.submit(round_, node, now))
         if round_.settled:
             # (Every master skipped: the event that began the round continues it.)
             round_.waker = None
-            self._ready.append(finish)
+            self._ready.append(run.finish)
         else:
-            self.later(round_.timeout, check, deadline)
+            self.later(round_.timeout, run.check, run.deadline)
+
+
+class _RoundRun:
+    """One round of a flow under way, as the synchronous driver's ``_run_round`` runs it:
+    its timer, its overtime, and going on with the flow once it settles (one object a
+    round, not three closures and a dict)."""
+
+    __slots__ = ("client", "deadline", "done", "finished", "flow", "round")
+
+    def __init__(
+        self, client: Client, flow: Flow, done: Callable[[Result], None], round_: Round, deadline: float
+    ) -> None:
+        self.client = client
+        self.flow = flow
+        self.done = done
+        self.round = round_
+        self.deadline = deadline
+        self.finished = False
+
+    def finish(self) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        client = self.client
+        self.round.waker = None
+        client.policy.time_out(self.round)
+        client._step(self.flow, self.done, client.local())
+
+    def settled(self) -> None:
+        # Called from inside the policy while it records a reply: continue afterwards.
+        self.client._ready.append(self.finish)
+
+    def check(self, until: float) -> None:
+        if self.finished:
+            return
+        if self.round.settled:
+            self.finish()
+            return
+        client = self.client
+        for connect in client.policy.expire_probes(client.local()):
+            client.carry_out(connect)
+        later = client.policy.overtime(self.round, self.deadline)
+        if later is None or later <= client.local():
+            self.finish()
+        else:
+            client.later(later - client.local(), self.check, later)
