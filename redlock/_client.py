@@ -453,7 +453,9 @@ class Lock(LockState[Redlock]):
         get the validity left plus ``add``, drift included). Unlike redis-py, whose
         ``extend(t)`` adds ``t`` unless ``replace_ttl=True``, ``extend()`` and
         ``extend(ttl)`` reset: the lock then lasts ``ttl`` from the start of the extend.
-        With ``max_hold``, neither moves the deadline past the bound.
+        With ``max_hold``, neither moves the deadline past the bound. A lock whose validity
+        ran out before the extend began is lost (LockLost, as ``locked()`` finds it), even
+        where its keys still carry our token: an extend does not revive a lapsed holding.
         """
         lease, flow = self._extend_flow(ttl, add)
         return self._cluster._driver.run(flow, lambda result: self._extended(lease, result))

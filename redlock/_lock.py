@@ -887,13 +887,19 @@ class LockState(Generic[ClusterT]):
         extra = None if add is None else _config.check_seconds("add", add)
         _config.check_lock_delay(self._spec.lock_delay, seconds)
         lease = self._held_lease("extend")
+        now = self._cluster._clock()
+        if not lease.lost and lease.deadline <= now:
+            # Its validity ran out before this extend began: lost, as locked() and
+            # auto-extension find it. An extend now could still find our token where the keys
+            # outlive the validity, and the holder would go on as if it had never lapsed.
+            why = "its validity ran out before this extend began"
+            self._notice_loss(lease, *self._expiry_cause(lease, "expired", why))
         if lease.lost:
             raise LockLost(
                 f"cannot extend {self.name!r}: the lock was lost while held ({lease.loss_why or 'it ran out'})",
                 resource=self.name,
                 quorum=self._spec.quorum,
             )
-        now = self._cluster._clock()
         if extra is not None:
             try:
                 seconds = check_ttl(added_ttl(self._spec, lease, extra, now))

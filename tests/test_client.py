@@ -163,6 +163,23 @@ def test_extend_resets_the_ttl_and_validity(
     lock.release()
 
 
+def test_an_extend_after_the_validity_ran_out_is_a_loss_even_where_the_keys_outlive_it(
+    client: ClientFactory, masters: LocalMasters, raw: list[redis.Redis]
+) -> None:
+    # lock_delay keeps the keys (our token) on the masters for a second past the validity:
+    # an extend sent then would still find them, and must not revive a lapsed holding.
+    lock = client(masters.urls).lock(unique(), ttl=0.3, lock_delay=1.0)
+    assert lock.acquire(blocking=False)
+    time.sleep(0.4)
+    assert all(node.get(lock.name) is not None for node in raw)
+    with pytest.raises(LockLost, match="validity ran out before this extend began"):
+        lock.extend()
+    assert lock.lost
+    with pytest.raises(LockLost):
+        lock.release()  # (the release tells of the loss too; our keys go)
+    assert eventually(lambda: all(node.get(lock.name) is None for node in raw))
+
+
 def test_acquired_in_one_thread_released_in_another(client: ClientFactory, masters: LocalMasters) -> None:
     lock = client(masters.urls).lock(unique())
     acquired = threading.Thread(target=lock.acquire)
