@@ -421,6 +421,9 @@ class Lock(LockState[Redlock]):
         ReleaseUnconfirmed when no majority answered in time (masters down, hung or slow):
         the token is then kept, our keys may block others until they expire, and release()
         may be retried. A nested hold of a reentrant Lock is only counted down, with no traffic.
+        Where another blocking acquire of this client waits for a plain lock's name, the same
+        round hands the lock over to it instead of deleting it (docs/algorithm.md, "Handing
+        a lock over to the next waiter").
         """
         with self._gate:
             if self._counted_down(threading.current_thread()):
