@@ -877,6 +877,16 @@ class LockState(Generic[ClusterT]):
                 result,
             )
 
+    def _notice_lapse(self, lease: Lease, now: float) -> None:
+        """An extend about to begin at ``now`` after the validity ran out: the lock is lost,
+        as locked() and auto-extension find it. The extend could still find our token where
+        the keys outlive the validity (drift allowance, lock_delay), and the holder would go
+        on as if it had never lapsed. (The self-test's ``extend-recreates`` client, modelled
+        on a library without this check, goes to the masters anyway.)"""
+        if not lease.lost and lease.deadline <= now:
+            why = "its validity ran out before this extend began"
+            self._notice_loss(lease, *self._expiry_cause(lease, "expired", why))
+
     def _extend_flow(self, ttl: object, add: object = None) -> tuple[Lease, Flow]:
         if ttl is not None and add is not None:
             raise ValueError("give ttl (reset the ttl) or add (move the deadline later), not both")
@@ -888,12 +898,7 @@ class LockState(Generic[ClusterT]):
         _config.check_lock_delay(self._spec.lock_delay, seconds)
         lease = self._held_lease("extend")
         now = self._cluster._clock()
-        if not lease.lost and lease.deadline <= now:
-            # Its validity ran out before this extend began: lost, as locked() and
-            # auto-extension find it. An extend now could still find our token where the keys
-            # outlive the validity, and the holder would go on as if it had never lapsed.
-            why = "its validity ran out before this extend began"
-            self._notice_loss(lease, *self._expiry_cause(lease, "expired", why))
+        self._notice_lapse(lease, now)
         if lease.lost:
             raise LockLost(
                 f"cannot extend {self.name!r}: the lock was lost while held ({lease.loss_why or 'it ran out'})",

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import redlock
 import redlock._sync
@@ -133,8 +135,10 @@ def test_server_timeout_closes_idle_connections_and_every_operation_still_works(
     client: ClientFactory, matrix_masters: MastersFactory
 ) -> None:
     masters = matrix_masters(3)
-    # (Checked before use when idle: the masters close the test's own idle connections too.)
-    raw = [redis.Redis.from_url(url, health_check_interval=0.5) for url in masters.urls]
+    # (Checked before use when idle: the masters close the test's own idle connections too;
+    # and tried again when the master closes one just as its check goes out, seen under load.)
+    again = {"retry": Retry(NoBackoff(), 3), "retry_on_error": [redis.exceptions.ConnectionError]}
+    raw = [redis.Redis.from_url(url, health_check_interval=0.5, **again) for url in masters.urls]
     for master in raw:
         master.config_set("timeout", 1)
     rl = client(masters.urls, wake_on_release=False)
