@@ -208,7 +208,7 @@ def test_only_a_power_loss_under_everysec_loses_c1s_key(name: str, kept: bool, q
     assert_c1_writes_first_and_its_increment_is_lost(result)
 
 
-@pytest.mark.parametrize("name", ["holder-pause", "force-release"])
+@pytest.mark.parametrize("name", ["holder-pause", pytest.param("force-release", marks=pytest.mark.slow)])
 def test_a_holder_that_lost_its_lock_unawares_loses_an_update_without_fencing(
     name: str, quick_scenario: QuickScenario
 ) -> None:
@@ -219,7 +219,7 @@ def test_a_holder_that_lost_its_lock_unawares_loses_an_update_without_fencing(
     assert result.verdict.kinds == ["lost-update"]
 
 
-@pytest.mark.parametrize("name", ["holder-pause-fenced", "force-release-fenced"])
+@pytest.mark.parametrize("name", ["holder-pause-fenced", pytest.param("force-release-fenced", marks=pytest.mark.slow)])
 def test_fencing_rejects_the_late_holders_write(name: str, quick_scenario: QuickScenario) -> None:
     """The store rejects c1's write after c2's: force_release keeps the fencing counter too."""
     result = quick_scenario(name)

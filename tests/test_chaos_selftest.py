@@ -214,9 +214,9 @@ def test_an_unsafe_scenario_catches_only_what_its_fault_cannot_explain() -> None
     "scenario",
     [
         "error-oom",
-        "error-readonly",
-        "error-misconf",
-        "error-busy",
+        pytest.param("error-readonly", marks=pytest.mark.slow),
+        pytest.param("error-misconf", marks=pytest.mark.slow),
+        pytest.param("error-busy", marks=pytest.mark.slow),
         pytest.param("error-loading", marks=pytest.mark.slow),
     ],
 )
