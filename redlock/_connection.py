@@ -358,6 +358,14 @@ class Waiters(Generic[EventT]):
             event.clear()  # (a release announced meanwhile: the swap is what it waits for)
             yield left
 
+    def may_be_waiting(self, channel: str) -> bool:
+        """A look without the driver's lock, before taking it on every release: whether any
+        waiter (or a chain of handovers) is on ``channel`` now. A waiter that registers just
+        after is not parked yet, so it tries at the masters itself, as it would anyway; a
+        release with nobody waiting (the common case) costs no lock. (A dict lookup is
+        atomic under the GIL.)"""
+        return channel in self._waiting or channel in self._chains
+
     def claim(self, channel: str, now: float, expires_at: float) -> tuple[Handoff | None, bool]:
         """A Lock of this client releases ``channel``'s lock: the first waiter in line
         waiting here to take it over (claimed: it waits for the swap until ``expires_at``),

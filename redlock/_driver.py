@@ -231,14 +231,20 @@ class DriverBase(Generic[ConnectionT]):
         this client's then hear of it as other clients' do, with no head start."""
         if to_all and self._wake_on_release:
             return
+        channel = release_channel(key)
+        if not self._policy.waiters.may_be_waiting(channel):
+            return
         with self._guarded():
-            self._policy.waiters.released(release_channel(key), token.encode())
+            self._policy.waiters.released(channel, token.encode())
 
     def claim_handoff(self, key: str, expires_at: float) -> tuple[Handoff | None, bool]:
         """A Lock of this client is about to release ``key``: a waiter here to hand it over
         to, claimed (see :meth:`~redlock._connection.Waiters.claim`), if any."""
+        channel = release_channel(key)
+        if not self._policy.waiters.may_be_waiting(channel):
+            return None, False
         with self._guarded():
-            return self._policy.waiters.claim(release_channel(key), self._clock(), expires_at)
+            return self._policy.waiters.claim(channel, self._clock(), expires_at)
 
     def handed_over(self, handoff: Handoff) -> None:
         """The swap for ``handoff`` is done: its waiter wakes and takes it."""
