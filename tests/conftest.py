@@ -59,6 +59,17 @@ class FlagEvent:
         self.flag = False
 
 
+def parked(rl: Any, count: int = 1) -> bool:
+    """Whether ``count`` blocking acquires of client ``rl`` (either API) wait in a pause, where
+    a release of the same client may hand the lock over to them (redlock._core.Handoff): a
+    test of the handover waits for this, not for a guessed time."""
+    from redlock._core import Handoff  # noqa: PLC0415
+
+    inner = getattr(rl, "inner", rl)  # (BlockingRedlock wraps the asyncio client)
+    offers = list(inner._driver._policy.waiters._handoffs.values())
+    return sum(offer.state == Handoff.PARKED for offer in offers) >= count
+
+
 def in_threads(work: Callable[[int], object], count: int, within: float = 120.0) -> None:
     """Run ``work(index)`` in ``count`` threads at once and wait for all of them; a thread
     still running after ``within`` seconds fails the test (a hang, not a slow machine)."""

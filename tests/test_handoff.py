@@ -20,7 +20,16 @@ from redlock._flows import LockSpec, Tokens, acquire_flow, release_flow
 from redlock.exceptions import NodeStatus
 from redlock.servers import LocalMasters
 
-from .conftest import ClientFactory, FlagEvent, MastersFactory, eventually, in_threads, raw_clients, unique
+from .conftest import (
+    ClientFactory,
+    FlagEvent,
+    MastersFactory,
+    eventually,
+    in_threads,
+    parked,
+    raw_clients,
+    unique,
+)
 
 SPEC = LockSpec("k", 10.0, ("a", "b", "c"), 0.05, 0.01, 0.2, 10.0)
 
@@ -230,7 +239,7 @@ def test_a_release_hands_the_lock_to_a_waiter_of_the_same_client_in_one_round(
     got: list[bool] = []
     thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=30)), daemon=True)
     thread.start()
-    time.sleep(0.5)  # in line
+    assert eventually(lambda: parked(rl))  # in line, waiting in a pause
     reset_stats(masters)
     holder.release()
     thread.join(10)
@@ -255,7 +264,7 @@ def test_the_swap_writes_nothing_where_the_releaser_token_is_gone(
     got: list[bool] = []
     thread = threading.Thread(target=lambda: got.append(rl.lock(name, ttl=30).acquire(timeout=2)), daemon=True)
     thread.start()
-    time.sleep(0.5)
+    assert eventually(lambda: parked(rl))
     # Another client holds it on every master now (the masters restarted empty and it got
     # in, say): a swap that did not compare would hand that holding to our waiter.
     with raw_clients(masters.urls) as clients:

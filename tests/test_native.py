@@ -35,7 +35,7 @@ from redlock._kinds import FENCED, PLAIN, MultiLock, Semaphore
 from redlock.exceptions import MasterMisconfigured, NodeStatus
 from redlock.servers import AclUser, LocalMasters, server_version
 
-from .conftest import ClientFactory, MastersFactory, _binary_of, eventually, unique
+from .conftest import ClientFactory, MastersFactory, _binary_of, eventually, parked, unique
 from .test_connection_policy import _commands
 
 NAMES = ("m0", "m1", "m2")
@@ -635,7 +635,7 @@ def test_a_lock_is_handed_over_natively_where_no_script_may_run(
     got: list[bool] = []
     thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=30)), daemon=True)
     thread.start()
-    time.sleep(0.5)  # in line
+    assert eventually(lambda: parked(rl))  # in line, waiting in a pause
     before = [_calls(url) for url in admin_urls]
     holder.release()  # SET IFEQ with the waiter's token: the swap, without Lua
     thread.join(10)
