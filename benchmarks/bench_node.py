@@ -14,13 +14,20 @@ fails (no registry), the section says why and is skipped.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
+import secrets
 import shutil
 import subprocess
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_scale import redlock_op_async, redlock_op_sync, scale_async, scale_sync
+import hiredis
+from _common import TOKEN_BYTES, UNLOCK
+from bench_scale import Refused, redlock_op_async, redlock_op_sync, scale_async, scale_sync
 
 import redlock.asyncio
 from redlock import Redlock
@@ -34,6 +41,8 @@ except ImportError:  # (the bench extra brings it; without it the row is left ou
 HERE = Path(__file__).resolve().parent / "node"
 #: Our clients, beside node-redlock: asyncio on its own loop and on uvloop (uvicorn's), sync.
 CLIENTS = ("asyncio", "uvloop", "sync")
+#: What the event loop alone allows (:class:`EventLoopFloor`), on each loop.
+FLOORS = ("asyncio floor", "uvloop floor")
 CONCURRENCY = (1, 10, 100, 1000)
 #: Threads beyond this add nothing on one interpreter (issue 9): the sync client stops here.
 SYNC_CONCURRENCY = (1, 10)
@@ -80,6 +89,87 @@ def run_node(script: Path, cluster: LocalMasters, concurrency: int, seconds: flo
     }
 
 
+class _FloorConnection(asyncio.Protocol):
+    """One master: replies go, in order, to the callbacks of the commands that asked."""
+
+    def __init__(self) -> None:
+        self.reader = hiredis.Reader()
+        self.waiting: deque[Callable[[object], None]] = deque()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # (uvloop's is not an asyncio.Transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        while (reply := self.reader.gets()) is not False:
+            self.waiting.popleft()(reply)
+
+
+class EventLoopFloor:
+    """The least client CPU a 5-master lock+unlock can cost on an event loop from Python: the
+    traffic of a Redlock client (SET NX PX to every master, then the compare-and-delete
+    script to every master, each waited for on all of them) and nothing else: one raw
+    protocol per master, hiredis's parser and packer, no timeouts, no majority arithmetic,
+    no lock objects. A client with a lock's logic on top cannot go below it on that loop:
+    where this floor is already slower than node-redlock, so is every Python client."""
+
+    def __init__(self, addresses: list[tuple[str, int]]) -> None:
+        self.addresses = addresses
+        self.conns: list[_FloorConnection] = []
+        self.sha = hashlib.sha1(UNLOCK.encode()).hexdigest()
+        self._connected: asyncio.Future[None] | None = None
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        conns = []
+        for host, port in self.addresses:
+            _, conn = await loop.create_connection(_FloorConnection, host, port)
+            conns.append(conn)
+        self.conns = conns
+        await self._to_all(hiredis.pack_command(("SCRIPT", "LOAD", UNLOCK)))  # type: ignore[arg-type]
+
+    async def _to_all(self, command: bytes) -> int:
+        """Send ``command`` to every master; how many answered OK or 1."""
+        future = asyncio.get_running_loop().create_future()
+        tally = [len(self.conns), 0]
+
+        def answered(reply: object) -> None:
+            tally[0] -= 1
+            tally[1] += reply in (b"OK", 1)
+            if tally[0] == 0:
+                future.set_result(tally[1])
+
+        for conn in self.conns:
+            conn.waiting.append(answered)
+            assert conn.transport is not None
+            conn.transport.write(command)
+        granted: int = await future
+        return granted
+
+    async def op(self, name: str) -> None:
+        if not self.conns:
+            if self._connected is None:
+                self._connected = asyncio.ensure_future(self._connect())
+            await asyncio.shield(self._connected)
+        token = secrets.token_hex(TOKEN_BYTES)
+        acquire: tuple[str | int, ...] = ("SET", name, token, "NX", "PX", 10_000)
+        if await self._to_all(hiredis.pack_command(acquire)) != len(self.conns):  # type: ignore[arg-type]
+            raise Refused("SET NX refused")
+        release: tuple[str | int, ...] = ("EVALSHA", self.sha, 1, name, token)
+        if await self._to_all(hiredis.pack_command(release)) != len(self.conns):  # type: ignore[arg-type]
+            raise Refused("compare-and-delete deleted nothing")
+
+    async def aclose(self) -> None:
+        for conn in self.conns:
+            if conn.transport is not None:
+                conn.transport.close()
+
+
+async def floor_op(floor: EventLoopFloor, name: str) -> None:
+    await floor.op(name)
+
+
 def _median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The round with the median ops/s, and the spread of ops/s across rounds."""
     ordered = sorted(rows, key=lambda row: row["ops_per_s"])
@@ -103,12 +193,16 @@ def node_section(cluster: LocalMasters, out: Path, seconds: float, warmup: float
         flush=True,
     )
     result["compiled"] = redlock.compiled
+    addresses = [(master.host, master.port) for master in cluster]
     for concurrency in CONCURRENCY:
         runs: dict[str, list[dict[str, Any]]] = {"node-redlock": [], "asyncio": []}
         if uvloop is not None:
             runs["uvloop"] = []
         if concurrency in SYNC_CONCURRENCY:
             runs["sync"] = []
+        runs["asyncio floor"] = []
+        if uvloop is not None:
+            runs["uvloop floor"] = []
         for _ in range(rounds):
             runs["node-redlock"].append(run_node(script, cluster, concurrency, seconds, warmup))
             runs["asyncio"].append(
@@ -133,6 +227,20 @@ def node_section(cluster: LocalMasters, out: Path, seconds: float, warmup: float
                         loop_factory=uvloop.new_event_loop,
                     )
                 )
+            runs["asyncio floor"].append(
+                scale_async(lambda _tasks: EventLoopFloor(addresses), floor_op, concurrency, seconds, warmup)
+            )
+            if uvloop is not None:
+                runs["uvloop floor"].append(
+                    scale_async(
+                        lambda _tasks: EventLoopFloor(addresses),
+                        floor_op,
+                        concurrency,
+                        seconds,
+                        warmup,
+                        loop_factory=uvloop.new_event_loop,
+                    )
+                )
             if "sync" in runs:
                 runs["sync"].append(
                     scale_sync(
@@ -146,7 +254,7 @@ def node_section(cluster: LocalMasters, out: Path, seconds: float, warmup: float
                 )
         row = {client: _median_row(rows) for client, rows in runs.items()}
         anchor = row["node-redlock"]
-        for client in CLIENTS:
+        for client in (*CLIENTS, *FLOORS):
             if client in row:
                 row[client]["ops_ratio"] = row[client]["ops_per_s"] / anchor["ops_per_s"]
                 row[client]["p50_ratio"] = row[client]["p50_ms"] / anchor["p50_ms"] if anchor["p50_ms"] else None
@@ -161,14 +269,17 @@ def print_node_row(concurrency: int, row: dict[str, Any]) -> None:
         f"  C={concurrency:<5} node-redlock {anchor['ops_per_s']:8,.0f} ops/s p50 {anchor['p50_ms'] * 1000:6.0f} us"
         f" cpu {anchor['cpu_us_per_op'] or 0:5.0f} us/op"
     )
-    for client in CLIENTS:
-        if client in row:
-            mine = row[client]
-            line += (
-                f" | {client} {mine['ops_per_s']:8,.0f} ({mine['ops_ratio']:.2f}x)"
-                f" p50 {mine['p50_ms'] * 1000:6.0f} us cpu {mine['cpu_us_per_op']:5.0f} us/op"
-            )
-    print(line, flush=True)
+    floors = "  " + " " * len(f"C={concurrency:<5}") + " what the loop alone allows:"
+    for clients, start in ((CLIENTS, line), (FLOORS, floors)):
+        text = start
+        for client in clients:
+            if client in row:
+                mine = row[client]
+                text += (
+                    f" | {client} {mine['ops_per_s']:8,.0f} ({mine['ops_ratio']:.2f}x)"
+                    f" p50 {mine['p50_ms'] * 1000:6.0f} us cpu {mine['cpu_us_per_op']:5.0f} us/op"
+                )
+        print(text, flush=True)
 
 
 def node_panel(ax: Any, result: dict[str, Any]) -> None:
@@ -176,9 +287,10 @@ def node_panel(ax: Any, result: dict[str, Any]) -> None:
         ax.set_title(f"node section skipped: {result.get('skipped', '')}", fontsize=8)
         return
     levels = sorted(result["rows"], key=int)
-    for client in ("node-redlock", *CLIENTS):
+    for client in ("node-redlock", *CLIENTS, *FLOORS):
         points = [(int(c), result["rows"][c][client]["ops_per_s"]) for c in levels if client in result["rows"][c]]
-        ax.plot([c for c, _ in points], [ops for _, ops in points], marker="o", label=client)
+        style = ":" if client in FLOORS else "-"
+        ax.plot([c for c, _ in points], [ops for _, ops in points], marker="o", linestyle=style, label=client)
     ax.set_xscale("log")
     ax.set_xlabel("concurrent loops (C)")
     ax.set_ylabel("lock+unlock ops/s (median round)")

@@ -500,7 +500,7 @@ def test_the_logistic_fit_recovers_a_known_curve_and_declines_a_step() -> None:
 
 def _bench_results() -> dict[str, Any]:
     """Every section's shape, as bench.json holds it, with made-up figures."""
-    from bench_node import CLIENTS  # noqa: PLC0415
+    from bench_node import CLIENTS, FLOORS  # noqa: PLC0415
     from bench_telemetry import TELEMETRY_CASES  # noqa: PLC0415
 
     def spread(n: int) -> dict[str, float]:
@@ -524,7 +524,7 @@ def _bench_results() -> dict[str, Any]:
         },
         "node": {
             "rows": {
-                c: {k: {"ops_per_s": 1000.0 * i} for k in ("node-redlock", *CLIENTS)}
+                c: {k: {"ops_per_s": 1000.0 * i} for k in ("node-redlock", *CLIENTS, *FLOORS)}
                 for i, c in enumerate(levels, start=1)
             }
         },
