@@ -1351,7 +1351,10 @@ class Connections:
         if not enabled:
             return []
         actions: list[Write | Connect] = []
+        wanted = self.waiters.channels()
         for node, subscriber in enumerate(self.subscribers):
+            if subscriber.state is State.READY and subscriber.subscribed == wanted:
+                continue  # (already in line: every new waiter on a name others wait on asks)
             if subscriber.wants_connection(self.waiters, now):
                 actions.append(Connect("subscriber", node, subscriber.generation))
             changes = subscriber.changes(self.waiters)
