@@ -51,7 +51,7 @@ import redlock
 
 from . import variants
 from .clock import history_clock
-from .history import Recorder
+from .history import Recorder, run_queue_wait
 from .workload import ClientSession, ElectSpec, LoopSpec, Resource, direct_client
 
 __all__ = ["PARENT_ENV", "main"]
@@ -110,7 +110,9 @@ class _Worker:
         # No fault touches the resource but K2's, whose write TCP delivers seconds late
         # (retransmission backoff after a cut): the wait must outlast it.
         self.resource_client = direct_client(str(config["resource_url"]), timeout=_RESOURCE_TIMEOUT)
-        self.recorder = Recorder(config["history"], clock=stamps, source=self.client)
+        # Each acquire and extend records how long the client waited for a CPU meanwhile,
+        # which the validity check allows it (chaos.checkers.VALIDITY_SLACK).
+        self.recorder = Recorder(config["history"], clock=stamps, source=self.client, queue=run_queue_wait)
         self.session = ClientSession(
             self.client,
             self.rl,
