@@ -9,7 +9,10 @@ Time
     one clock for every process of the machine, so client processes that record separately
     still share one time line, and it is the clock the Redlock client computes its validity
     with, so a holder's deadline can be compared with other clients' events directly. A
-    master's faked wall clock (:mod:`chaos.clock`) never enters a history.
+    master's faked wall clock (:mod:`chaos.clock`) never enters a history, nor does the
+    faked CLOCK_MONOTONIC of a client whose clock runs off: that client stamps with the
+    real one, read past libfaketime (:func:`chaos.clock.history_clock`), and its lock's
+    deadlines are mapped onto it.
 
 Operations
     Each acquire, release and extend is two events, *invoked* and *returned*, tied by
