@@ -41,6 +41,25 @@ What the file says, and why
     The file is replaced atomically (write, then rename), since libfaketime exits the
     process on a spec it cannot parse, and a torn file could be one.
 
+A client's clock
+    :func:`client_env` runs a client process's clocks at a rate for its whole life, and
+    CLOCK_MONOTONIC among them: the Redlock in it measures with its default
+    ``time.monotonic``, the library's real clock path, not a clock the harness hands it.
+    Measured with the wheel's build: libfaketime fakes CLOCK_REALTIME, CLOCK_MONOTONIC,
+    CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME and the coarse clocks alike (all from the wall-clock
+    base) or, with ``DONT_FAKE_MONOTONIC``, none but the wall clock, so no clock id is left
+    unfaked to stamp the history with; the system call itself is not wrapped, and reads
+    the machine's real CLOCK_MONOTONIC, the one every other process of a run stamps with.
+    A small shim (``clientclock.c``, :data:`CLIENT_SHIM`) makes that reading
+    (:func:`history_clock`), and fixes the waits libfaketime leaves alone: CPython's
+    ``time.sleep`` and lock waits take absolute deadlines on CLOCK_MONOTONIC, computed
+    from the faked reading, which the kernel would time on the real one. An unfaked
+    observer process was the other way to stamp; a system call is the same clock at a
+    microsecond's cost, with no message in between to delay a stamp. Waits keep their
+    nominal length in real seconds, as the kernel's relative timeouts (poll, socket
+    timeouts) do: only what the client reads runs at the rate. libfaketime's own
+    ``pthread_cond_timedwait`` (CPython's GIL) divides by the rate: left to it.
+
 Limits
     * ``FAKETIME`` must not be set in the master's environment: it overrides the file.
     * A master restarted while its clock is off would restart it from the last spec's
@@ -50,17 +69,30 @@ Limits
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import math
 import os
 import pathlib
 import threading
 import time
+import typing
 from collections.abc import Callable
 
 from redlock._extras import install_hint
 
-__all__ = ["SPEC_FILE", "ClockControl", "LibfaketimeNotFound", "client_env", "libfaketime_path"]
+from .shims import build
+
+__all__ = [
+    "CLIENT_SHIM",
+    "SPEC_FILE",
+    "ClockControl",
+    "LibfaketimeNotFound",
+    "client_env",
+    "client_shim",
+    "history_clock",
+    "libfaketime_path",
+]
 
 SPEC_FILE = "faketime.rc"
 
@@ -94,18 +126,57 @@ def _preload_env() -> dict[str, str]:
 
 
 def client_env(rate: float) -> dict[str, str]:
-    """Environment variables that start a client process with its wall clock running
-    ``rate`` times as fast as the real one, from its start to its end (0.9: 10 % slow).
+    """Environment variables that start a client process with its clocks running ``rate``
+    times as fast as the real one, from its start to its end (0.9: 10 % slow).
 
     Unlike a master's, a client's clock does not change while it runs (a machine whose
     oscillator is off), so the spec goes in ``FAKETIME`` itself: ``+0 xR`` starts from the
-    real time and runs at R, with no file to read. CLOCK_MONOTONIC stays real (Python's
-    sleeps wait on it with absolute deadlines, which a faked clock would make wait for
-    years); the worker gives its lock the faked wall clock to measure with instead.
+    real time and runs at R, with no file to read. CLOCK_MONOTONIC is faked too, so the
+    Redlock measures with its own default clock (``time.monotonic``), the library's real
+    clock path. Then the client needs the ``clientclock.c`` shim (see
+    :data:`CLIENT_SHIM` for why): its waits keep their length in real seconds, and
+    :func:`history_clock` reads the machine's real CLOCK_MONOTONIC to stamp its history.
     """
     if not (math.isfinite(rate) and rate > 0):
         raise ValueError(f"rate must be finite and > 0, not {rate!r}")
-    return {**_preload_env(), "FAKETIME": f"+0 x{rate:.6f}", "DONT_FAKE_MONOTONIC": "1", "TZ": "UTC"}
+    preload = _preload_env()["LD_PRELOAD"]
+    return {"LD_PRELOAD": f"{client_shim()}:{preload}", "FAKETIME": f"+0 x{rate:.6f}", "TZ": "UTC"}
+
+
+#: The shim a client under :func:`client_env` runs with. libfaketime fakes every clock a
+#: process reads through libc (CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW,
+#: CLOCK_BOOTTIME, the coarse ones; measured: all of them from the wall-clock base, so the
+#: faked CLOCK_MONOTONIC reads about 1.8e9), or none of them (``DONT_FAKE_MONOTONIC``),
+#: and no clock id is left for an unfaked reading. It does not wrap the absolute waits
+#: CPython makes (``time.sleep`` is ``clock_nanosleep(TIMER_ABSTIME)``, a lock or Event
+#: wait is ``sem_clockwait``), which the kernel would time against the real clock, decades
+#: behind: a 2 ms sleep would last years. The shim gives each such wait the real deadline
+#: that leaves it what it had left on the faked clock, and reads the real CLOCK_MONOTONIC
+#: by the system call itself, which libfaketime does not wrap: the one clock every other
+#: process of a run stamps with, so the client's history stays on the run's time line.
+#: Waits keep their nominal length in real seconds (as the kernel's relative timeouts,
+#: ``poll`` and socket timeouts, do anyway): only what the process reads runs at R, and
+#: that is what a holder's safety rests on (its validity, its deadline).
+CLIENT_SHIM = "clientclock.c"
+
+
+def client_shim() -> str:
+    """The compiled :data:`CLIENT_SHIM` (built on first use; needs a C compiler)."""
+    return build(CLIENT_SHIM, "a client clock fault")
+
+
+def history_clock() -> Callable[[], float]:
+    """The clock to stamp this process's history with: the machine's real CLOCK_MONOTONIC.
+
+    That is ``time.monotonic``, unless this process runs under :func:`client_env`, whose
+    libfaketime fakes it: then the shim's own reading by system call."""
+    try:
+        reading = ctypes.CDLL(None).chaos_real_monotonic
+    except AttributeError:
+        return time.monotonic
+    reading.restype = ctypes.c_double
+    reading.argtypes = []
+    return typing.cast(Callable[[], float], reading)
 
 
 def _format_absolute(seconds: float) -> str:

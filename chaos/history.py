@@ -9,7 +9,10 @@ Time
     one clock for every process of the machine, so client processes that record separately
     still share one time line, and it is the clock the Redlock client computes its validity
     with, so a holder's deadline can be compared with other clients' events directly. A
-    master's faked wall clock (:mod:`chaos.clock`) never enters a history.
+    master's faked wall clock (:mod:`chaos.clock`) never enters a history, nor does the
+    faked CLOCK_MONOTONIC of a client whose clock runs off: that client stamps with the
+    real one, read past libfaketime (:func:`chaos.clock.history_clock`), and its lock's
+    deadlines are mapped onto it.
 
 Operations
     Each acquire, release and extend is two events, *invoked* and *returned*, tied by
@@ -71,6 +74,7 @@ __all__ = [
     "master_label",
     "merge_files",
     "read_jsonl",
+    "run_queue_wait",
     "voters_of",
 ]
 
@@ -86,9 +90,17 @@ class Event:
 
     time: float
 
+    #: Fields left out of :meth:`to_dict` while None: ones added after histories were
+    #: pinned (the simulator's golden digests), which stay byte for byte where unmeasured.
+    quiet_when_none: ClassVar[frozenset[str]] = frozenset()
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: the fields plus ``"type"``, which :func:`event_from_dict` reads."""
-        return {"type": self.type, **dataclasses.asdict(self)}
+        fields = dataclasses.asdict(self)
+        for name in self.quiet_when_none:
+            if fields[name] is None:
+                del fields[name]
+        return {"type": self.type, **fields}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +128,7 @@ class AcquireReturned(Event):
     """
 
     type: ClassVar[str] = "acquire_returned"
+    quiet_when_none: ClassVar[frozenset[str]] = frozenset({"queued"})
 
     client: str
     name: str
@@ -133,6 +146,11 @@ class AcquireReturned(Event):
     voters: tuple[str, ...] | None = None
     #: For a side of a read-write lock: "read" or "write" (None: any other lock).
     mode: str | None = None
+    #: Seconds the client's threads spent ready to run but waiting for a CPU between the
+    #: invocation and this return (the kernel's run_delay: :func:`run_queue_wait`); None
+    #: where not measured. :func:`chaos.checkers.check_validity` allows it on top of its
+    #: slack, as a descheduled client reads its clock late through no fault of its own.
+    queued: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,6 +196,7 @@ class ExtendReturned(Event):
     """An extend ended; if ``ok``, the holder relies on the lock until the new ``deadline``."""
 
     type: ClassVar[str] = "extend_returned"
+    quiet_when_none: ClassVar[frozenset[str]] = frozenset({"queued"})
 
     client: str
     name: str
@@ -187,6 +206,8 @@ class ExtendReturned(Event):
     error: str | None = None
     #: The masters whose confirmation the client counted (as :attr:`AcquireReturned.voters`).
     voters: tuple[str, ...] | None = None
+    #: As :attr:`AcquireReturned.queued`.
+    queued: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -691,6 +712,33 @@ def merge_files(paths: Iterable[str | os.PathLike[str]]) -> History:
 # --- recording ------------------------------------------------------------------------------
 
 
+_TASKS = "/proc/self/task"
+
+
+def run_queue_wait() -> float | None:
+    """Seconds this process's threads have spent ready to run but waiting for a CPU, summed
+    over the threads alive now (the second field of each ``schedstat``: the kernel's
+    run_delay); None where the kernel does not keep it (no ``/proc``, no schedstats).
+
+    A recorder that reads it (``Recorder(queue=)``) can tell, per operation, how long the
+    client was held off the CPU by a busy machine: time a correct client loses between the
+    harness's stamp and its own first clock read, which it cannot help.
+    """
+    total = 0
+    try:
+        tasks = os.listdir(_TASKS)
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"{_TASKS}/{task}/schedstat", "rb") as stats:
+                total += int(stats.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            # A thread that ended between the listing and the read has no share left.
+            continue
+    return total / 1e9
+
+
 class Recorder:
     """Records events with timestamps from ``clock``; thread-safe.
 
@@ -701,6 +749,10 @@ class Recorder:
 
     ``source`` prefixes the fault ids this recorder hands out, so that faults recorded by
     different processes keep distinct ids; it defaults to the process id.
+
+    ``queue`` reads the time this process's threads have waited for a CPU so far
+    (:func:`run_queue_wait`); with it, each acquire and extend return records how much of
+    that came since its invocation (``queued``).
     """
 
     def __init__(
@@ -709,8 +761,12 @@ class Recorder:
         *,
         clock: Callable[[], float] = time.monotonic,
         source: str | None = None,
+        queue: Callable[[], float | None] | None = None,
     ) -> None:
         self._clock = clock
+        self._queue = queue
+        # op -> the queue reading at its invocation
+        self._queued_at: dict[int, float] = {}
         self._source = source if source is not None else f"p{os.getpid()}"
         self._lock = threading.Lock()
         self._events: list[Event] = []
@@ -761,9 +817,25 @@ class Recorder:
 
     # -- one helper per event, stamping the time now --
 
+    def _invoke(self) -> int:
+        """A new op id, with the queue reading at its invocation (read before its stamp)."""
+        op = self.next_op()
+        start = None if self._queue is None else self._queue()
+        if start is not None:
+            self._queued_at[op] = start
+        return op
+
+    def _queued_since(self, op: int) -> float | None:
+        start = self._queued_at.pop(op, None)
+        now = None if start is None or self._queue is None else self._queue()
+        if start is None or now is None:
+            return None
+        # A thread that ended meanwhile takes its share out of the sum: never below 0.
+        return max(0.0, now - start)
+
     def acquire_invoked(self, client: str, name: str, *, ttl: float | None = None, blocking: bool | None = None) -> int:
         """Record the start of an acquire; returns the op id its returned event must repeat."""
-        op = self.next_op()
+        op = self._invoke()
         self.record(AcquireInvoked(time=self.now(), client=client, name=name, op=op, ttl=ttl, blocking=blocking))
         return op
 
@@ -796,6 +868,7 @@ class Recorder:
                 limit=limit,
                 voters=voters,
                 mode=mode,
+                queued=self._queued_since(op),
             )
         )
 
@@ -808,7 +881,7 @@ class Recorder:
         self.record(ReleaseReturned(time=self.now(), client=client, name=name, op=op, ok=ok, error=error))
 
     def extend_invoked(self, client: str, name: str, *, token: str | None = None, ttl: float | None = None) -> int:
-        op = self.next_op()
+        op = self._invoke()
         self.record(ExtendInvoked(time=self.now(), client=client, name=name, op=op, token=token, ttl=ttl))
         return op
 
@@ -833,6 +906,7 @@ class Recorder:
                 deadline=deadline,
                 error=error,
                 voters=voters,
+                queued=self._queued_since(op),
             )
         )
 

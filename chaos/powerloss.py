@@ -20,8 +20,8 @@ How it is wired
     ``appendonlydir/`` files), so the truncated file is exactly what the disk held; it
     loads a torn last command as ``aof-load-truncated`` allows (the default).
 
-    The shim is compiled on first use (``cc -shared -fPIC``) into a cache dir keyed by the
-    hash of its source, so an edited source is rebuilt and concurrent runs share the build.
+    The shim is compiled on first use (:func:`chaos.shims.build`), and rebuilt after any
+    edit of its source.
     libfaketime (:mod:`chaos.clock`) may be preloaded too: the two libraries wrap
     different functions.
 
@@ -41,17 +41,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
-import hashlib
 import os
 import pathlib
-import shlex
-import shutil
 import signal
-import subprocess
-import tempfile
 
 from redlock.servers import LocalMaster
+
+from .shims import CompilerNotFound, build
 
 __all__ = ["LOG_ENV", "CompilerNotFound", "Disk", "FileLoss", "shim_path"]
 
@@ -62,61 +58,9 @@ LOG_ENV = "REDLOCK_POWERLOSS_LOG"
 LOG_NAME = "powerloss.log"
 
 
-class CompilerNotFound(FileNotFoundError):
-    """No C compiler to build the shim with; the message says how to get one."""
-
-
-def _cache_dir() -> pathlib.Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "redlock-chaos"
-
-
-def _compiler() -> list[str]:
-    configured = os.environ.get("CC")
-    if configured:
-        command = shlex.split(configured)
-        if shutil.which(command[0]) is None:
-            raise CompilerNotFound(f"CC={configured!r} is not an executable; fix it or unset it to use cc")
-        return command
-    for name in ("cc", "gcc", "clang"):
-        found = shutil.which(name)
-        if found is not None:
-            return [found]
-    raise CompilerNotFound(
-        "the power-loss fault needs a C compiler to build its LD_PRELOAD shim "
-        f"({SOURCE.name}), and none of cc, gcc, clang is on PATH (nor $CC set); "
-        "on Debian: `apt-get install -y gcc`"
-    )
-
-
-@functools.cache
 def shim_path() -> str:
     """The compiled shim, built on first use (and after any edit of its source)."""
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
-    target = _cache_dir() / f"powerloss-{digest}.so"
-    if target.is_file():
-        return str(target)
-    compiler = _compiler()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Built under a temp name and renamed: another run may be building the same file.
-    fd, staging = tempfile.mkstemp(prefix=".powerloss-", suffix=".so", dir=target.parent)
-    os.close(fd)
-    try:
-        done = subprocess.run(
-            [*compiler, "-shared", "-fPIC", "-O2", "-o", staging, str(SOURCE), "-ldl"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"building {SOURCE.name} with {shlex.join(compiler)} failed:\n{done.stderr.strip()}")
-        os.replace(staging, target)
-    finally:
-        if os.path.exists(staging):
-            os.unlink(staging)
-    return str(target)
+    return build(SOURCE.name, "the power-loss fault")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,10 +12,11 @@ Protocol: JSON, one object per line. The first line configures the client::
 
 ``variant`` names a deliberately broken client (:mod:`chaos.variants`), patched in before
 the Redlock is built. ``clock_rate`` says that the harness started this process under
-libfaketime with its wall clock running at that rate (:func:`chaos.clock.client_env`):
-the Redlock then measures time with that clock, as a client on a machine whose clock is
-off would, while the history keeps the machine's real CLOCK_MONOTONIC (left unfaked), and
-the deadlines the lock computes are mapped onto it.
+libfaketime with its clocks, CLOCK_MONOTONIC among them, running at that rate
+(:func:`chaos.clock.client_env`): the Redlock measures time with its default
+``time.monotonic``, as a client on a machine whose clock is off would, while the history
+is stamped with the machine's real CLOCK_MONOTONIC (:func:`chaos.clock.history_clock`),
+and the deadlines the lock computes are mapped onto it.
 
 then each command, ``{"id": 7, "cmd": "acquire", "args": {...}, "pause": null}``, is
 answered by ``{"id": 7, "ok": true, "result": {...}}`` or ``{"id": 7, "ok": false,
@@ -49,7 +50,8 @@ from typing import IO, Any
 import redlock
 
 from . import variants
-from .history import Recorder
+from .clock import history_clock
+from .history import Recorder, run_queue_wait
 from .workload import ClientSession, ElectSpec, LoopSpec, Resource, direct_client
 
 __all__ = ["PARENT_ENV", "main"]
@@ -75,20 +77,23 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _faked_clock(rate: float) -> tuple[Callable[[], float], Callable[[float], float]]:
-    """The clock the lock reads (the wall clock, which libfaketime runs at ``rate``) and
-    the map from its readings to the real monotonic time the history is written in.
+def _timeline(rate: float, real: Callable[[], float]) -> Callable[[float], float]:
+    """The map from this process's (faked) ``time.monotonic`` readings, which the lock's
+    deadlines are in, to the ``real`` clock the history is written in.
 
     libfaketime's ``+0 xR`` runs the faked clock at rate R from the process's start, so
-    one pair of readings taken together fixes the map; the map is the harness's
-    bookkeeping, not something the lock knows.
+    one pair of readings taken together fixes the map (the real one taken on both sides of
+    the faked one, to halve the error); the map is the harness's bookkeeping, not
+    something the lock knows.
     """
-    real, faked = time.monotonic(), time.time()
+    before = real()
+    faked = time.monotonic()
+    anchor = (before + real()) / 2
 
     def timeline(reading: float) -> float:
-        return real + (reading - faked) / rate
+        return anchor + (reading - faked) / rate
 
-    return time.time, timeline
+    return timeline
 
 
 class _Worker:
@@ -97,14 +102,17 @@ class _Worker:
         options = dict(config.get("redlock", {}))
         if config.get("variant"):
             variants.apply(str(config["variant"]))
+        stamps = history_clock()
         timeline: Callable[[float], float] | None = None
         if config.get("clock_rate") is not None:
-            options["clock"], timeline = _faked_clock(float(config["clock_rate"]))
+            timeline = _timeline(float(config["clock_rate"]), stamps)
         self.rl = redlock.Redlock(list(config["urls"]), **options)
         # No fault touches the resource but K2's, whose write TCP delivers seconds late
         # (retransmission backoff after a cut): the wait must outlast it.
         self.resource_client = direct_client(str(config["resource_url"]), timeout=_RESOURCE_TIMEOUT)
-        self.recorder = Recorder(config["history"], source=self.client)
+        # Each acquire and extend records how long the client waited for a CPU meanwhile,
+        # which the validity check allows it (chaos.checkers.VALIDITY_SLACK).
+        self.recorder = Recorder(config["history"], clock=stamps, source=self.client, queue=run_queue_wait)
         self.session = ClientSession(
             self.client,
             self.rl,

@@ -3,7 +3,10 @@
 A :class:`ClientSession` is one client: a :class:`redlock.Redlock` on the masters (through
 its own proxies when the scenario has any), a :class:`Resource` on a redis-server that no
 fault touches, and a :class:`~chaos.history.Recorder` that writes every operation with
-``time.monotonic()`` stamps. Scenario scripts drive it one step at a time through the
+stamps of the machine's CLOCK_MONOTONIC (read past libfaketime in a client whose clocks it
+fakes: :func:`chaos.clock.history_clock`). The times a scenario hands a session (``at``,
+``until``, ``release_at``) are on that clock too, so the session reads ``recorder.now()``,
+never its own ``time.monotonic()``. Scenario scripts drive it one step at a time through the
 worker protocol (:mod:`chaos.worker`); :meth:`ClientSession.loop` is the free-running
 workload, several of which contend for a few names.
 
@@ -278,7 +281,7 @@ class ClientSession:
         with a Lock object of its own, behind one this session holds (see :meth:`hand_over`),
         which stays the session's Lock of the name unless this one gets it."""
         if at is not None:
-            time.sleep(max(0.0, at - time.monotonic()))
+            time.sleep(max(0.0, at - self.recorder.now()))
         lock = (None if in_line else self.shared.get(name)) or self._new_lock(
             name,
             ttl,
@@ -448,7 +451,7 @@ class ClientSession:
         )
         holder = self._lock(name)  # (the waiter replaces it in self.locks only once it holds)
         waiter.start()
-        time.sleep(max(0.0, release_at - time.monotonic()))
+        time.sleep(max(0.0, release_at - self.recorder.now()))
         self.locks[name] = holder
         released = self.release(name)
         waiter.join(timeout + 30.0)
@@ -479,7 +482,7 @@ class ClientSession:
             return self.rng.uniform(*spec.hold)
         if deadline is None:  # (a broken client of the self-test may hold without one)
             return 0.0
-        return max(0.0, deadline - time.monotonic()) * self.rng.uniform(*spec.hold_share)
+        return max(0.0, deadline - self.recorder.now()) * self.rng.uniform(*spec.hold_share)
 
     def nest(self, name: str, depth: int = 2) -> bool:
         """Acquire the reentrant lock ``name``, which this thread holds, ``depth`` times more,
@@ -509,12 +512,12 @@ class ClientSession:
         if spec.threads:
             return self._threads(spec)
         acquired = failed = writes = nested = miscounted = 0
-        while time.monotonic() < spec.until:
+        while self.recorder.now() < spec.until:
             # Several names in a random order: the lock sorts them, or overlapping sets
             # taken in different orders could deadlock.
             names = self.rng.sample(spec.names, spec.together) if spec.together else [self.rng.choice(spec.names)]
             name = names[0]
-            left = spec.until - time.monotonic()
+            left = spec.until - self.recorder.now()
             if left <= 0:
                 break
             mode = "" if not spec.rwlock else "read" if self.rng.random() < spec.read_share else "write"
@@ -606,10 +609,10 @@ class ClientSession:
         election = self.rl.election(spec.name, spec.ttl, identity=self.client)
         self.locks[spec.name] = election.lock
         won = lost = steps = 0
-        while time.monotonic() < spec.until:
+        while self.recorder.now() < spec.until:
             op = self.recorder.acquire_invoked(self.client, spec.name, ttl=spec.ttl)
             try:
-                leads = election.campaign(timeout=max(0.0, spec.until - time.monotonic()))
+                leads = election.campaign(timeout=max(0.0, spec.until - self.recorder.now()))
             except redlock.RedlockError as exc:
                 self.recorder.acquire_returned(self.client, spec.name, op, ok=False, error=_describe(exc))
                 time.sleep(self.rng.uniform(0.02, 0.06))
@@ -682,7 +685,7 @@ class ClientSession:
         def on_new_leader(leader: str | None) -> None:
             counts["seen"] += 1
 
-        timer = threading.Timer(max(0.0, spec.until - time.monotonic()), election.stop)
+        timer = threading.Timer(max(0.0, spec.until - self.recorder.now()), election.stop)
         timer.start()
         try:
             election.run(on_elected=on_elected, on_lost=on_lost, on_new_leader=on_new_leader)
@@ -696,8 +699,8 @@ class ClientSession:
         """Work as leader while leading, for a random while (until ``stop`` is set, if
         given); returns the steps done."""
         steps = 0
-        stop_at = min(spec.until, time.monotonic() + self.rng.uniform(*spec.lead)) if stop is None else math.inf
-        while time.monotonic() < stop_at and not (stop is not None and stop.is_set()):
+        stop_at = min(spec.until, self.recorder.now() + self.rng.uniform(*spec.lead)) if stop is None else math.inf
+        while self.recorder.now() < stop_at and not (stop is not None and stop.is_set()):
             # The time is read before the deadline: "at `now` the leader relied on it until
             # `deadline`" is then never a claim made after the deadline passed (a pause
             # between the two reads only makes the claim early, and true).

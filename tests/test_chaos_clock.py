@@ -8,6 +8,7 @@ exact instant.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from chaos.clock import SPEC_FILE, ClockControl, client_env, libfaketime_path
+from chaos.clock import SPEC_FILE, ClockControl, client_env, client_shim, libfaketime_path
+from chaos.shims import CompilerNotFound
 from redlock.servers import LocalMaster, LocalMasters
 
 
@@ -239,26 +241,82 @@ def test_reapply_carries_the_clock_across_a_restart(faked: tuple[LocalMaster, Cl
     assert -0.2 < lag < 2 * restart + 0.2
 
 
-# A client's clock: the wall clock at a rate from the process's start, CLOCK_MONOTONIC left
-# alone (the client's sleeps and the history's stamps keep real time).
+# A client's clocks, CLOCK_MONOTONIC among them, at a rate from the process's start; the
+# history's clock (the real CLOCK_MONOTONIC, read past libfaketime) at 1.0; waits as long as
+# they say in real seconds. The child prints its stamps so that the parent can check they
+# are on its own time line.
 _RATES = """
-import time
-wall, mono = time.time(), time.monotonic()
-while time.monotonic() - mono < 0.2:
+import json, threading, time
+from chaos.clock import history_clock
+stamp = history_clock()
+first, wall, mono = stamp(), time.time(), time.monotonic()
+while stamp() - first < 0.2:
     pass
-time.sleep(0.01)
-print((time.time() - wall) / (time.monotonic() - mono))
+rates = ((time.monotonic() - mono) / (stamp() - first), (time.time() - wall) / (stamp() - first))
+before = stamp(); time.sleep(0.05); slept = stamp() - before
+before = stamp(); threading.Event().wait(0.05); waited = stamp() - before
+print(json.dumps({"first": first, "last": stamp(), "rates": rates, "slept": slept, "waited": waited}))
 """
 
 
-@pytest.mark.parametrize("rate", [0.9, 1.1])
-def test_a_client_clock_runs_at_its_rate_and_monotonic_stays_real(rate: float) -> None:
-    env = {**os.environ, **client_env(rate)}
-    measured = float(
-        subprocess.run([sys.executable, "-c", _RATES], env=env, capture_output=True, text=True, check=True).stdout
+@pytest.fixture(scope="module")
+def shim() -> str:
+    """The client clock's shim; without a compiler to build it, the client tests skip."""
+    try:
+        return client_shim()
+    except CompilerNotFound as exc:
+        pytest.skip(str(exc))
+
+
+def _client(rate: float, script: str, *args: str) -> str:
+    env = {**os.environ, **client_env(rate), "PYTHONPATH": os.getcwd()}
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )
-    # A ratio of two clocks read together: the machine's load cannot skew it.
-    assert measured == pytest.approx(rate, abs=0.02)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("rate", [0.9, 1.1])
+def test_a_client_monotonic_clock_runs_at_its_rate_and_its_history_clock_stays_real(rate: float, shim: str) -> None:
+    before = time.monotonic()
+    seen = json.loads(_client(rate, _RATES))
+    after = time.monotonic()
+    # Ratios of two clocks read together: the machine's load cannot skew them.
+    assert seen["rates"] == pytest.approx([rate, rate], abs=0.02)
+    # The stamps are this process's CLOCK_MONOTONIC: inside the child's lifetime here.
+    assert before <= seen["first"] <= seen["last"] <= after
+    # A sleep and an Event wait keep their length in real seconds (an absolute wait on the
+    # faked clock would otherwise last decades or end at once).
+    assert seen["slept"] >= 0.05
+    assert seen["waited"] >= 0.05
+
+
+# The library's own clock path under a slow client clock: a lock whose keys are gone from
+# the master still counts itself held, because time.monotonic (its default clock) lags.
+_BELIEVES = """
+import sys, time
+import redis, redlock
+from chaos.clock import history_clock
+stamp = history_clock()
+with redlock.Redlock([sys.argv[1]]) as rl, redis.Redis.from_url(sys.argv[1]) as master:
+    lock = rl.lock("believes", 1.0)
+    assert lock.acquire(blocking=False)
+    start = stamp()
+    while master.exists("believes"):
+        time.sleep(0.01)
+    print(f"{stamp() - start:.3f} {lock.locked()}")
+"""
+
+
+@pytest.mark.servers
+def test_a_lock_on_a_slow_client_clock_outlives_its_keys(shim: str) -> None:
+    with LocalMasters(1) as masters:
+        gone_after, locked = _client(0.5, _BELIEVES, masters.urls[0]).split()
+    # The key lived its ttl in real time; the lock, reading its own slow clock, counts
+    # about half of that and still holds. On the real clock it would not.
+    assert float(gone_after) >= 0.9
+    assert locked == "True"
 
 
 def test_a_client_clock_rate_must_be_positive() -> None:

@@ -35,6 +35,14 @@ def _namespaces() -> list[str]:
     return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
 
 
+def _ours() -> set[str]:
+    """The namespaces this test process made (netns names them ``PREFIX-<pid>-...``). Other
+    processes on the machine (a parallel run, another project) may make and delete theirs
+    at any time, so teardown checks compare only these."""
+    mine = f"{netns.PREFIX}-{os.getpid()}-"
+    return {name for name in _namespaces() if name.startswith(mine)}
+
+
 @pytest.fixture(scope="module")
 def kernel() -> None:
     reason = netns.unavailable()
@@ -64,19 +72,21 @@ def inside(namespace: str) -> Iterator[None]:
 @pytest.fixture
 def link(kernel: None) -> Iterator[Rig]:
     """A network with master A (its own namespace) and an endpoint c1 to fault."""
-    before = set(_namespaces())
+    before = _ours()
     network = netns.Network()
     masters = LocalMasters(1, unix_socket=True, binary=harness_server())
     try:
         a = network.add("A")
         client = network.add("c1")
+        # What the teardown check below looks at includes what the network made.
+        assert {a.namespace, client.namespace} <= _ours() - before
         masters[0].netns, masters[0].host = a.namespace, a.address
         masters.start()
         yield network, masters, client
     finally:
         masters.stop()
         network.close()
-        assert set(_namespaces()) == before, "the network's namespaces outlived it"
+        assert _ours() == before, "the network's namespaces outlived it"
 
 
 def _connect(address: str, port: int, timeout: float = _SHORT) -> socket.socket:
@@ -199,11 +209,17 @@ def test_half_open_write_gets_reset(link: Rig) -> None:
 
 
 def test_teardown_on_failure_and_sweep_of_dead_owners(kernel: None) -> None:
-    before = set(_namespaces())
-    with pytest.raises(RuntimeError, match="boom"), netns.Network() as network:
-        network.add("c1")
-        raise RuntimeError("boom")
-    assert set(_namespaces()) == before
+    before = _ours()
+    # Someone else's namespace, made meanwhile and still up at the check: not ours to judge.
+    foreign = f"other-{os.getpid()}"
+    try:
+        with pytest.raises(RuntimeError, match="boom"), netns.Network() as network:
+            assert network.add("c1").namespace in _ours()
+            subprocess.run(["ip", "netns", "add", foreign], check=True)
+            raise RuntimeError("boom")
+        assert _ours() == before
+    finally:
+        subprocess.run(["ip", "netns", "delete", foreign], capture_output=True, check=False)
     # A namespace named as if a process that is gone had made it, then a live one's.
     dead = f"{netns.PREFIX}-{_dead_pid()}-1-hub"
     live = f"{netns.PREFIX}-{os.getpid()}-999-hub"
@@ -216,7 +232,7 @@ def test_teardown_on_failure_and_sweep_of_dead_owners(kernel: None) -> None:
     finally:
         for name in (dead, live):
             subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
-    assert set(_namespaces()) == before
+    assert _ours() == before
 
 
 def _dead_pid() -> int:
@@ -275,10 +291,11 @@ def test_kernel_scenario_runs_in_namespaces(kernel: None, tmp_path: pathlib.Path
     from chaos.runner import Params, run_scenario  # noqa: PLC0415
     from chaos.scenarios import find  # noqa: PLC0415
 
-    before = set(_namespaces())
+    before = _ours()
     started = time.monotonic()
+    # run_scenario runs in this process, so its namespaces carry this pid.
     result = run_scenario(find("restart-empty"), Params(seed=1, network="kernel"), tmp_path, plot=False)
     assert result.network == "kernel"
     assert result.passed, (result.error, result.failed_checks)
-    assert set(_namespaces()) == before
+    assert _ours() == before
     assert time.monotonic() - started < 30

@@ -30,6 +30,7 @@ from chaos.cluster import Cluster
 from chaos.history import FaultBegin, Recorder
 from chaos.nemesis import Nemesis
 from chaos.powerloss import LOG_ENV, CompilerNotFound, Disk, FileLoss, shim_path
+from chaos.shims import build
 from redlock.servers import LocalMaster, LocalMasters, Persistence, find_server
 
 #: Writes acknowledged this long before a power cut must survive it under everysec.
@@ -153,12 +154,12 @@ def test_a_missing_compiler_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CC", raising=False)
-    shim_path.cache_clear()
+    build.cache_clear()
     try:
         with pytest.raises(CompilerNotFound, match="apt-get install -y gcc"):
             shim_path()
     finally:
-        shim_path.cache_clear()
+        build.cache_clear()
 
 
 def test_the_log_replays_syncs_creates_and_truncations(tmp_path: pathlib.Path) -> None:

@@ -115,8 +115,8 @@ def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile)
     top_level = {name.split("/")[0] for name in wheel.namelist()}
     assert {name for name in top_level if not name.endswith(".dist-info")} == {"redlock", "redlock_chaos"}
     assert "redlock_chaos/__main__.py" in wheel.namelist()
-    # The power-loss fault compiles its shim from this source where it runs.
-    assert "redlock_chaos/powerloss.c" in wheel.namelist()
+    # The power-loss fault and the client clock compile their shims from these where they run.
+    assert {"redlock_chaos/powerloss.c", "redlock_chaos/clientclock.c"} <= set(wheel.namelist())
     assert "redlock/py.typed" in wheel.namelist()
     (entry_points,) = [name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")]
     scripts = wheel.read(entry_points).decode()
