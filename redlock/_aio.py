@@ -95,6 +95,13 @@ class Driver(DriverBase["_Protocol"]):
         self._active = 0
         #: The event loop the connections belong to (the first that ran a flow).
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The rounds waiting for replies, by the future that wakes each, and its deadline.
+        #: One timer for all of them (:meth:`_watch`), not one per round: a round's replies
+        #: nearly always come first, and a timer made and cancelled per round cost 5 % of
+        #: a lock+unlock's instructions.
+        self._deadlines: dict[asyncio.Future[None], float] = {}
+        self._alarm: asyncio.TimerHandle | None = None
+        self._alarm_at = 0.0
 
     @property
     def alone(self) -> bool:
@@ -219,7 +226,7 @@ class Driver(DriverBase["_Protocol"]):
         while not round_.settled and deadline is not None:
             settled: asyncio.Future[None] = loop.create_future()
             round_.waker = functools.partial(_resolve, settled)
-            timer = loop.call_later(max(0.0, deadline - self._clock()), _after_next_reads, loop, settled)
+            self._watch(settled, deadline)
             interrupted = False
             try:
                 await settled
@@ -229,7 +236,7 @@ class Driver(DriverBase["_Protocol"]):
                 cancels.append(cancel)
                 interrupted = True
             finally:
-                timer.cancel()
+                self._deadlines.pop(settled, None)
             if round_.settled:
                 break
             if interrupted:
@@ -237,6 +244,33 @@ class Driver(DriverBase["_Protocol"]):
             deadline = self._overtime(round_, first_deadline)
         round_.waker = None
         self._policy.time_out(round_)
+
+    def _watch(self, settled: asyncio.Future[None], deadline: float) -> None:
+        """Wake ``settled`` at ``deadline`` unless its round settles first."""
+        self._deadlines[settled] = deadline
+        if self._alarm is None or deadline < self._alarm_at:
+            self._arm(deadline)
+
+    def _arm(self, at: float) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+        assert self._loop is not None
+        self._alarm_at = at
+        self._alarm = self._loop.call_later(max(0.0, at - self._clock()), self._ring)
+
+    def _ring(self) -> None:
+        """The earliest deadline came: time out the rounds whose deadline passed, and set
+        the timer for the next (later rounds' deadlines are later, so it rarely moves)."""
+        self._alarm = None
+        loop = self._loop
+        assert loop is not None
+        now = self._clock()
+        due = [settled for settled, deadline in self._deadlines.items() if deadline <= now]
+        for settled in due:
+            del self._deadlines[settled]
+            _after_next_reads(loop, settled)
+        if self._deadlines:
+            self._arm(min(self._deadlines.values()))
 
     async def _pause(self, pause: Pause, waiting: _Waiting | None) -> _Waiting | None:
         """Wait as ``pause`` says; returns the flow's place among the waiters for a release

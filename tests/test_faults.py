@@ -178,3 +178,42 @@ def test_a_release_no_majority_answered_keeps_the_token_for_a_retry(
     lock.release()  # a majority (the two restarted masters) confirms
     assert lock.token is None
     assert [master.exists(lock.name) for master in raw] == [0, 0, 0]
+
+
+def test_overlapping_rounds_each_wait_their_own_node_timeout_on_asyncio(matrix_masters: MastersFactory) -> None:
+    """The asyncio driver times rounds out with one timer for all of them: a round that
+    starts while an earlier one waits still gets its whole node_timeout (not the earlier
+    round's deadline), and each ends once its own deadline has passed."""
+    import asyncio  # noqa: PLC0415
+
+    import redlock.asyncio  # noqa: PLC0415
+
+    masters = matrix_masters(3)
+    node_timeout = 0.3
+
+    async def run() -> list[tuple[bool, float]]:
+        async with redlock.asyncio.Redlock(masters.urls, node_timeout=node_timeout, wake_on_release=False) as rl:
+            await rl.lock(unique(), ttl=5).acquire(blocking=False)  # connected before the masters hang
+
+            async def attempt(delay: float) -> tuple[bool, float]:
+                await asyncio.sleep(delay)
+                started = time.monotonic()
+                with pytest.raises(QuorumUnavailable):
+                    await rl.lock(unique(), ttl=5).acquire(blocking=False)
+                return True, time.monotonic() - started
+
+            masters[1].pause()
+            masters[2].pause()
+            try:
+                # (Bounded: a round that no timer wakes would hang here.)
+                return await asyncio.wait_for(asyncio.gather(attempt(0.0), attempt(0.1), attempt(0.2)), 10)
+            finally:
+                masters[1].resume()
+                masters[2].resume()
+
+    for undecided, elapsed in asyncio.run(run()):
+        assert undecided
+        # Two rounds, the SET and its rollback, each waiting for the hung masters its whole
+        # node_timeout, never cut short by another round's deadline (the bound above is
+        # generous: a loaded machine may run late, never early).
+        assert 2 * node_timeout * 0.95 <= elapsed < 2 * node_timeout + 2.0
