@@ -1091,7 +1091,7 @@ class Subscriber:
 Kind = Literal["command", "subscriber"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # (not frozen: one is made per command, and frozen triples its cost)
 class Write:
     """Write ``data`` on the ``kind`` connection of master ``node``."""
 
