@@ -5,18 +5,19 @@ and below the command line (``sim rates --trial point``).
 
 A sweep trial (:func:`chaos.sim.search.edge_point`) is a 6 s random schedule of 3 clients
 on 5 masters: a fault has to happen to meet a holding, among a bare majority, with a rival
-trying at that moment, and most of its 3,000 events do not bear on the point at all. A
-point trial stages only the meeting, with its phase random:
+trying at that moment, and most of its 7,400 events (the sweeps' probing workload) bear
+on something else. A point trial stages only the meeting, with its phase random:
 
 * **clock rate** ``r`` (``clock-rate=R``): 3 masters, 2 clients contending for one name,
   the partitions of K3 (c1 cannot reach B, c2 cannot reach A), so that every holding of c1
   is the bare majority {A, C} and c2 can complete one with {B, C} once C drops c1's key.
   C's clock runs at ``r`` from a random moment in the two ttls around c1's first attempt
   (at one ttl): half the time from before the key is set, else from part-way through the
-  holding, which expires the key early by less. c1 works to the end of its validity (99 to
-  100 % of it), as the theory's holder may; c2 starts trying when a quarter of c1's ttl is
-  left (as soon as a master at a rate up to 4/3 can drop the key) and retries every 5-15
-  ms, until c1's first holding is over.
+  holding, which expires the key early by less. c1 works to the end of its validity (99.9
+  to 100 % of it), as the theory's holder may; c2 starts trying when 30 % of c1's ttl is
+  left (as soon as a master at a rate up to 1.4 can drop the key) and retries every 5-15
+  ms, until c1's first holding is over. A connect behind the partition times out after 20
+  ms, not the sweeps' 100 (c2's attempts wait for those connects).
 * **holder pause** ``p`` ttls with ``lock_delay`` ``d`` ttls (``lock-delay=D,pause=P``): 3
   masters, 2 clients, one name, no partition. c1 is paused for ``p`` ttls from a random
   moment of its first ttl (of its first holding, mostly); holders check their validity
@@ -25,10 +26,11 @@ point trial stages only the meeting, with its phase random:
 
 Both are judged by the same checkers as any trial. What they measure is a rate *per
 meeting*: the share of meetings of the fault with a holding that end in a violation; a
-6 s trial holds a few such meetings or none, so its rate is lower at the same point and
-its trials cost 20 to 40 times as much. Where a sweep trial cannot show a violation at
-all, a point trial can: the sweeps' holders release at 90-98 % of their validity, at least
-~10 ms before its end, so a key a clock at 1.017 drops 1.4 ms early is never missed.
+6 s trial holds several such meetings or none, with workloads of their own, so the two
+rates are not the same number, and a 6 s trial costs 20 to 35 times as much. Where a
+sweep trial cannot show a violation at all, a point trial can: the sweeps' holders release
+at 90-98 % of their validity, at least ~10 ms before its end, so a key that a clock at
+1.017 drops 1.4 ms early is never missed by its holder.
 """
 
 from __future__ import annotations
