@@ -43,9 +43,11 @@ else:
 __all__ = ["MODULES", "PURE", "build", "build_dir", "kind", "mypyc_attr", "stale", "use_if_built"]
 
 #: The modules compiled, in the order of their layers: the scripts' model, the event loop
-#: with its masters, network and clients, and the watched master (a subclass of the
-#: master: compiled with it, as a Python subclass of a compiled class would need it opened).
-MODULES = ("model", "world", "watch")
+#: with its masters, network and clients, the watched master (a subclass of the master:
+#: compiled with it, as a Python subclass of a compiled class would need it opened), and
+#: a trial's workload and faults. The search above them runs a trial's few calls, and the
+#: history and checkers are the real harness's too (about 5 % of a trial).
+MODULES = ("model", "world", "watch", "trial")
 #: The environment variable that makes the sources run.
 PURE = "CHAOS_SIM_PURE"
 #: mypyc's shared library of the build, inside the package: ``chaos.sim._simc__mypyc``.

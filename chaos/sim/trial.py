@@ -63,6 +63,11 @@ class Settings:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def __reduce__(self) -> tuple[type[Settings], tuple[Any, ...]]:
+        # Pickled as a call of the constructor (worker processes and a cluster's get one):
+        # compiled, a frozen dataclass refuses the assignments pickle's default would make.
+        return (Settings, tuple(getattr(self, field_.name) for field_ in dataclasses.fields(self)))
+
 
 class _Memory(Recorder):
     """A recorder that keeps events in memory only (no JSON per event: a trial is short)."""
