@@ -374,6 +374,7 @@ class Fixed(Family):
         return replace(base, ops=tuple(o for o in ops if o.end < self.duration - 1.0))
 
 
+# (The default from an instance: on a compiled Settings the class holds a field's descriptor.)
 def rate_threshold(ttl: float, drift_factor: float = Settings().drift_factor) -> float:
     """The clock rate past which a master expires a key before its holder's validity ends:
     ``ttl / r < ttl - drift`` with ``drift = ttl * f + 2 ms`` (the library's allowance)."""
