@@ -15,9 +15,10 @@ on something else. A point trial stages only the meeting, with its phase random:
   (at one ttl): half the time from before the key is set, else from part-way through the
   holding, which expires the key early by less. c1 works to the end of its validity (99.9
   to 100 % of it), as the theory's holder may; c2 starts trying when 30 % of c1's ttl is
-  left (as soon as a master at a rate up to 1.4 can drop the key) and retries every 5-15
-  ms, until c1's first holding is over. A connect behind the partition times out after 20
-  ms, not the sweeps' 100 (c2's attempts wait for those connects).
+  left (as soon as a master at a rate up to 1.4 can drop the key) and retries 5-15 ms after
+  each attempt, until c1's first holding is over. An attempt that C refuses waits for the
+  connect to A that the partition times out, 20 ms here rather than the sweeps' 100, so c2
+  tries about every 30 ms (the window at 1.017 is under 1.4 ms wide).
 * **holder pause** ``p`` ttls with ``lock_delay`` ``d`` ttls (``lock-delay=D,pause=P``): 3
   masters, 2 clients, one name, no partition. c1 is paused for ``p`` ttls from a random
   moment of its first ttl (of its first holding, mostly); holders check their validity
