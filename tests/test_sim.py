@@ -89,22 +89,33 @@ GOLDEN = {
 }
 
 
-def test_same_seed_same_history_as_before_the_speed_ups_in_a_fresh_process() -> None:
+@pytest.mark.parametrize("simulator", ["pure", "as built"])
+def test_same_seed_same_history_as_before_the_speed_ups_in_a_fresh_process(simulator: str) -> None:
     # A fresh interpreter with another string-hash seed: nothing may hang on set order. It
     # runs the compiled core where one is built (REDLOCK_PURE=0; .ci/run's compiled tier
-    # runs this test there), which must not move an event either.
+    # runs this test there), which must not move an event either; and the simulator's own
+    # sources, or its compiled build where this checkout has a current one (`sim build`:
+    # the compiled tier makes one, and says so with CHAOS_SIM_EXPECT_COMPILED=1).
     names = ["safe", "unsafe-powerloss", "clock-rate=1.05"]
     code = (
-        "import redlock\nfrom chaos.sim import search\n"
-        f"print(redlock.compiled, [search.history_digest(n, 5) for n in {names!r}])"
+        "import redlock\nfrom chaos.sim import compiled, search\n"
+        f"print(redlock.compiled, compiled.kind(), [search.history_digest(n, 5) for n in {names!r}])"
     )
     here = str(pathlib.Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONHASHSEED": "123", "PYTHONPATH": here, "REDLOCK_PURE": "0"}
+    if simulator == "pure":
+        env["CHAOS_SIM_PURE"] = "1"
+    else:
+        env.pop("CHAOS_SIM_PURE", None)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    compiled, _, digests = done.stdout.strip().partition(" ")
+    compiled, kind, digests = done.stdout.strip().split(" ", 2)
     assert digests == repr([GOLDEN[name] for name in names]), done.stdout
     if os.environ.get("REDLOCK_EXPECT_COMPILED") == "1":
         assert compiled == "True", "the compiled tier ran the simulator on the pure core"
+    if simulator == "pure":
+        assert kind == "pure"
+    elif os.environ.get("CHAOS_SIM_EXPECT_COMPILED") == "1":
+        assert kind == "compiled", "the compiled tier ran the simulator's sources: no current build"
 
 
 def test_same_seed_same_history_in_this_process() -> None:

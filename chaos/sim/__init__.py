@@ -7,3 +7,9 @@ Modules, bottom up: :mod:`chaos.sim.model` (what a master does with each command
 :mod:`chaos.sim.search` (trials by seed, hypothesis search and shrinking, sweeps, the
 self-test) and :mod:`chaos.sim.cli`. See docs/simulation.md.
 """
+
+from . import compiled as _compiled
+
+# A current build of the compiled simulator in the checkout, if any, runs in place of the
+# sources of its modules (chaos/sim/compiled.py).
+_compiled.use_if_built(__path__, __name__)

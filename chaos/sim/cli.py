@@ -7,9 +7,11 @@
     python -m chaos sim sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 500 --out DIR
     python -m chaos sim sweep clock-rate --values 1.0 1.02 1.05 --by ttl --by-values 0.25 0.5 1 --out DIR
     python -m chaos sim rates clock-rate=1.012 clock-rate=1.017 --trials 1000000 --seconds 3600
+    python -m chaos sim rates clock-rate=1.017 --trial point --trials 1000000
     python -m chaos sim hunt --set restarts-kept --trials 10000 [--target extend-crossing-restart]
     python -m chaos sim replay DIR/summary.json            # in the simulator again
     python -m chaos sim replay DIR/summary.json --real     # on real redis-server processes
+    python -m chaos sim build                              # the compiled simulator, in this checkout
 
 Exit status as ``python -m chaos``: 0 when the result met its expectation (``explore``: no
 violation in a SAFE set, some in an UNSAFE one; ``selftest``: every broken client caught;
@@ -27,7 +29,7 @@ import sys
 from collections.abc import Sequence
 
 from ..schedule import Schedule
-from . import search
+from . import compiled, search
 from .trial import SIM_KINDS, run_trial
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
@@ -70,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
     rates.add_argument("--trials", type=int, default=1_000_000, help="per point")
     rates.add_argument("--seconds", type=float, default=None, help="stop after so much wall time")
     rates.add_argument("--seed", type=int, default=1)
+    rates.add_argument(
+        "--trial",
+        choices=search.TRIALS,
+        default="sweep",
+        help="sweep: the sweep's 6 s random trials; point: the point's cheapest trial (chaos/sim/points.py)",
+    )
     rates.add_argument("--out", default="chaos-sim-rates")
     hunt = commands.add_parser("hunt", help="interleavings outside the catalogue, counted; any violation")
     hunt.add_argument("--set", dest="name", default="restarts-kept", choices=sorted({*search.FAMILIES, *search.HUNTS}))
@@ -84,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     exhaust.add_argument("--seed", type=int, default=1)
     exhaust.add_argument("--variant", default=None, help="a broken client of the self-test, applied")
     exhaust.add_argument("--out", default=None, help="write exhaust.json here")
+    commands.add_parser("build", help="compile the simulator with mypyc, in this checkout (chaos/sim/compiled.py)")
     replay = commands.add_parser("replay", help="play a summary's counterexample again")
     replay.add_argument("file", help="DIR/summary.json of sim explore")
     replay.add_argument("--real", action="store_true", help="on real redis-server processes (python -m chaos)")
@@ -199,12 +208,17 @@ def _rates(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         for point in args.points:
-            search.edge_point(point)
+            search.trials_of(args.trial)(point)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
     document = search.rates(
-        args.points, args.trials, args.seed, seconds=args.seconds, save=lambda d: _write(args.out, "rates.json", d)
+        args.points,
+        args.trials,
+        args.seed,
+        seconds=args.seconds,
+        save=lambda d: _write(args.out, "rates.json", d),
+        trial=args.trial,
     )
     _write(args.out, "rates.json", document)
     for row in document["points"]:
@@ -277,6 +291,15 @@ def _exhaust(args: argparse.Namespace) -> int:
     return EXIT_OK if bool(outcome.violations) == bool(chosen) else EXIT_MISMATCH
 
 
+def _build(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("mypyc") is None:
+        print("error: the compiled simulator needs mypyc: .venv/bin/pip install -e '.[dev]'", file=sys.stderr)
+        return EXIT_USAGE
+    out = compiled.build()
+    print(f"the next python -m chaos sim runs it (CHAOS_SIM_PURE=1: the sources); {out}")
+    return EXIT_OK
+
+
 def _replay(args: argparse.Namespace) -> int:
     summary = json.loads(pathlib.Path(args.file).read_text(encoding="utf-8"))
     example = summary.get("counterexample")
@@ -344,5 +367,8 @@ def main(argv: Sequence[str]) -> int:
         "rates": _rates,
         "hunt": _hunt,
         "replay": _replay,
+        "build": _build,
     }[args.command]
+    if compiled.stale is not None and args.command != "build":
+        print(f"note: {compiled.stale} (python -m chaos sim build makes it again)", file=sys.stderr)
     return command(args)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from redlock import _scripts
 from redlock._core import Command, ErrorReply
 
+from .compiled import mypyc_attr
+
 __all__ = ["MODELLED", "UNMODELLED", "Keyspace", "Reply"]
 
 #: A reply as the client's parser would give it: b"OK", None, an int, bytes, a list, or an
@@ -38,6 +40,8 @@ def _text(arg: Arg) -> str:
     return arg.decode() if isinstance(arg, bytes) else str(arg)
 
 
+# Open to subclasses in Python where compiled: the pure tier's model masters are one.
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass
 class Keyspace:
     """One master's keys: ``keys[name] = (value, expires_at)`` in the master's seconds

@@ -32,6 +32,7 @@ import redlock
 
 from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
 from ..sweep import clopper_pearson_interval, wilson_interval
+from . import compiled
 from .trial import Settings, TrialResult, _Trial, run_trial
 from .watch import KINDS, Watch
 
@@ -40,6 +41,7 @@ __all__ = [
     "HUNTS",
     "KINDS",
     "SURFACES",
+    "TRIALS",
     "Family",
     "edge_point",
     "explore",
@@ -53,6 +55,7 @@ __all__ = [
     "shrink",
     "sweep",
     "sweep2d",
+    "trials_of",
 ]
 
 
@@ -235,6 +238,8 @@ def explore(
         # The same histories either way (tests/test_sim.py's digests); the compiled core is
         # faster, with REDLOCK_PURE=0 where a compiled build is installed.
         "core": "compiled" if redlock.compiled else "pure",
+        # The simulator's own modules, from their sources or a build (chaos/sim/compiled.py).
+        "simulator": compiled.kind(),
         "family": {k: v for k, v in dataclasses.asdict(family).items() if k != "faults"},
         "settings": settings_.to_dict(),
     }
@@ -320,7 +325,7 @@ def sweep(
         family = make(value)
         counts = _run_shards(family, seed, trials, workers, _PROBING, scheduler=scheduler)
         points.append({"value": value, **_rate(counts), "theory": theory(value)})
-    return {"parameter": parameter, "seed": seed, "points": points}
+    return {"parameter": parameter, "seed": seed, "simulator": compiled.kind(), "points": points}
 
 
 def _rate(counts: Counts) -> dict[str, Any]:
@@ -369,7 +374,8 @@ class Fixed(Family):
         return replace(base, ops=tuple(o for o in ops if o.end < self.duration - 1.0))
 
 
-def rate_threshold(ttl: float, drift_factor: float = Settings.drift_factor) -> float:
+# (The default from an instance: on a compiled Settings the class holds a field's descriptor.)
+def rate_threshold(ttl: float, drift_factor: float = Settings().drift_factor) -> float:
     """The clock rate past which a master expires a key before its holder's validity ends:
     ``ttl / r < ttl - drift`` with ``drift = ttl * f + 2 ms`` (the library's allowance)."""
     return 1 / (1 - drift_factor - 0.002 / ttl)
@@ -467,6 +473,7 @@ def sweep2d(
         "y_label": surface.y_label,
         "theory": surface.theory,
         "seed": seed,
+        "simulator": compiled.kind(),
         "boundary": [[surface.boundary(v), v] for v in ys],
         "points": points,
     }
@@ -507,6 +514,21 @@ def history_digest(name: str, seed: int, index: int = 0) -> str:
     return hashlib.sha256(trial.recorder.history().to_json().encode()).hexdigest()[:16]
 
 
+#: What ``rates --trial`` chooses between.
+TRIALS = ("sweep", "point")
+
+
+def trials_of(trial: str) -> Callable[[str], tuple[Family, Settings, str]]:
+    """A point's family, workload and theory, for the trial of that name."""
+    if trial == "sweep":
+        return edge_point
+    if trial == "point":
+        from .points import point_trial  # noqa: PLC0415  (points builds on this module)
+
+        return point_trial
+    raise ValueError(f"trial must be one of {', '.join(TRIALS)}, not {trial!r}")
+
+
 def rates(
     points: Sequence[str],
     trials: int,
@@ -515,13 +537,16 @@ def rates(
     seconds: float | None = None,
     chunk: int = 1000,
     save: Callable[[dict[str, Any]], object] | None = None,
+    trial: str = "sweep",
 ) -> dict[str, Any]:
     """Violation rates at a few points of the sweeps, to ``trials`` trials each, with Wilson
     and Clopper-Pearson intervals: the rate tables near the edges. The points take turns a
     ``chunk`` of trials at a time (trials 0 to n-1 of each, the trials ``sweep --trials n``
     plays), so a run cut short by ``seconds`` of wall time still gives every point a count,
-    and ``save`` gets the document after every turn."""
-    made = {point: edge_point(point) for point in points}
+    and ``save`` gets the document after every turn. ``trial``: ``sweep``, the sweep's own
+    6 s trials, or ``point``, the cheapest trial of the point (:mod:`chaos.sim.points`)."""
+    make = trials_of(trial)
+    made = {point: make(point) for point in points}
     counts = {point: Counts() for point in points}
     spent = dict.fromkeys(points, 0.0)
     started = time.perf_counter()
@@ -542,7 +567,14 @@ def rates(
                     "cpu_seconds": round(spent[point], 1),
                 }
             )
-        return {"seed": seed, "seconds": round(time.perf_counter() - started, 1), "points": rows}
+        return {
+            "seed": seed,
+            "trial": trial,
+            "simulator": compiled.kind(),
+            "core": "compiled" if redlock.compiled else "pure",
+            "seconds": round(time.perf_counter() - started, 1),
+            "points": rows,
+        }
 
     while any(counts[p].trials < trials for p in points):
         if seconds is not None and time.perf_counter() - started >= seconds:

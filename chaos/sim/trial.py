@@ -55,9 +55,18 @@ class Settings:
     #: Each client's clock rate (1.0: true time); its offset is random.
     client_rates: tuple[float, ...] = ()
     lock_delay: float = 0.0
+    #: When each client slot makes its first attempt (a window, drawn once a start); a slot
+    #: past the tuple's end starts within the first 10 ms. A point trial starts its rival
+    #: late, where the holding it probes ends (:mod:`chaos.sim.points`).
+    starts: tuple[tuple[float, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def __reduce__(self) -> tuple[type[Settings], tuple[Any, ...]]:
+        # Pickled as a call of the constructor (worker processes and a cluster's get one):
+        # compiled, a frozen dataclass refuses the assignments pickle's default would make.
+        return (Settings, tuple(getattr(self, field_.name) for field_ in dataclasses.fields(self)))
 
 
 class _Memory(Recorder):
@@ -119,7 +128,9 @@ class _Worker:
         self.counter = itertools.count()
         self.delays = retry_delays(trial.settings.retry_delay, self.rng)
         self.client.on_crash = self.crashed
-        self.client.later(self.rng.uniform(0.0, 0.01), self.acquire)
+        starts = trial.settings.starts
+        low, high = starts[index] if index < len(starts) else (0.0, 0.01)
+        self.client.later(self.rng.uniform(low, high), self.acquire)
 
     def crashed(self, error: Exception) -> None:
         assert self.client is not None
