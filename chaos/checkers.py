@@ -614,8 +614,9 @@ EXPIRY_PRECISION = 0.002
 #:
 #: What a loaded machine adds, a client descheduled between the stamp and its clock read
 #: (21a failed once by 1.8 ms so), is not in this constant: it is measured per operation
-#: (``queued`` on the return: the run-queue wait of the client's threads, from the kernel)
-#: and allowed on top. A slack derived from the whole run instead (its jitter, its worst
+#: (``queued`` on the return: the run-queue wait of the thread that ran the operation, from
+#: the kernel) and allowed on top, for one-attempt operations only and never beyond the
+#: operation's own length. A slack derived from the whole run instead (its jitter, its worst
 #: stamp) would blunt every operation for the sake of the few that were held off the CPU,
 #: and the broken clients the self-test plants overstate by little: ``no-drift`` by
 #: ttl/100 + 2 ms, 12 ms at a 1 s ttl, caught 7 ms past this slack. An operation's own
@@ -708,7 +709,11 @@ def check_validity(
             continue
         one_attempt = isinstance(start, ExtendInvoked) or start.blocking is False
         since = start.time if one_attempt else event.time
-        bound = validity_bound(since, start.ttl, drift_factor=drift_factor, slack=slack + (event.queued or 0.0))
+        # The wait for a CPU excuses a late clock read after the invocation's stamp, so it
+        # counts for one attempt only (a blocking acquire is judged from its return), and
+        # never beyond the operation's own length.
+        held_off = min(event.queued or 0.0, event.time - start.time) if one_attempt else 0.0
+        bound = validity_bound(since, start.ttl, drift_factor=drift_factor, slack=slack + held_off)
         if event.deadline > bound:
             found.append(
                 OverstatedValidity(

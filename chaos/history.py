@@ -146,7 +146,7 @@ class AcquireReturned(Event):
     voters: tuple[str, ...] | None = None
     #: For a side of a read-write lock: "read" or "write" (None: any other lock).
     mode: str | None = None
-    #: Seconds the client's threads spent ready to run but waiting for a CPU between the
+    #: Seconds the thread that ran the operation spent ready to run but waiting for a CPU between the
     #: invocation and this return (the kernel's run_delay: :func:`run_queue_wait`); None
     #: where not measured. :func:`chaos.checkers.check_validity` allows it on top of its
     #: slack, as a descheduled client reads its clock late through no fault of its own.
@@ -716,27 +716,21 @@ _TASKS = "/proc/self/task"
 
 
 def run_queue_wait() -> float | None:
-    """Seconds this process's threads have spent ready to run but waiting for a CPU, summed
-    over the threads alive now (the second field of each ``schedstat``: the kernel's
-    run_delay); None where the kernel does not keep it (no ``/proc``, no schedstats).
+    """Seconds the calling thread has spent ready to run but waiting for a CPU (the second
+    field of its ``schedstat``: the kernel's run_delay); None where the kernel does not
+    keep it (no ``/proc``, no schedstats).
 
     A recorder that reads it (``Recorder(queue=)``) can tell, per operation, how long the
     client was held off the CPU by a busy machine: time a correct client loses between the
-    harness's stamp and its own first clock read, which it cannot help.
+    harness's stamp and its own first clock read, which it cannot help. Only the thread
+    that runs the operation counts: another thread's wait holds nobody else off the CPU,
+    and summing them would allow a broken client what its other threads waited.
     """
-    total = 0
     try:
-        tasks = os.listdir(_TASKS)
-    except OSError:
+        with open(f"{_TASKS}/{threading.get_native_id()}/schedstat", "rb") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
         return None
-    for task in tasks:
-        try:
-            with open(f"{_TASKS}/{task}/schedstat", "rb") as stats:
-                total += int(stats.read().split()[1])
-        except (OSError, IndexError, ValueError):
-            # A thread that ended between the listing and the read has no share left.
-            continue
-    return total / 1e9
 
 
 class Recorder:
@@ -766,7 +760,7 @@ class Recorder:
         self._clock = clock
         self._queue = queue
         # op -> the queue reading at its invocation
-        self._queued_at: dict[int, float] = {}
+        self._queued_at: dict[int, tuple[int, float]] = {}
         self._source = source if source is not None else f"p{os.getpid()}"
         self._lock = threading.Lock()
         self._events: list[Event] = []
@@ -822,16 +816,17 @@ class Recorder:
         op = self.next_op()
         start = None if self._queue is None else self._queue()
         if start is not None:
-            self._queued_at[op] = start
+            self._queued_at[op] = (threading.get_native_id(), start)
         return op
 
     def _queued_since(self, op: int) -> float | None:
-        start = self._queued_at.pop(op, None)
-        now = None if start is None or self._queue is None else self._queue()
-        if start is None or now is None:
+        """The calling thread's wait for a CPU since ``op``'s invocation; None where not
+        measured, or where another thread invoked it (their counts do not compare)."""
+        started = self._queued_at.pop(op, None)
+        if started is None or started[0] != threading.get_native_id() or self._queue is None:
             return None
-        # A thread that ended meanwhile takes its share out of the sum: never below 0.
-        return max(0.0, now - start)
+        now = self._queue()
+        return None if now is None else max(0.0, now - started[1])
 
     def acquire_invoked(self, client: str, name: str, *, ttl: float | None = None, blocking: bool | None = None) -> int:
         """Record the start of an acquire; returns the op id its returned event must repeat."""

@@ -627,12 +627,12 @@ class ClientSession:
                 op,
                 ok=True,
                 token=lock.token,
-                deadline=lock.deadline,
+                deadline=self._deadline(lock),
                 fencing=election.term,
                 voters=voters_of(lock.outcomes, self.labels),
             )
             won += 1
-            steps += self._lead(spec, election.lock, lock.deadline)
+            steps += self._lead(spec, election.lock, self._deadline(lock))
             op = self.recorder.release_invoked(self.client, spec.name, token=lock.token)
             try:
                 election.resign()
@@ -663,13 +663,13 @@ class ClientSession:
             lock = election.lock
             op = self.recorder.acquire_invoked(self.client, spec.name, ttl=spec.ttl)
             self.recorder.acquire_returned(
-                self.client, spec.name, op, ok=True, token=lock.token, deadline=lock.deadline, fencing=term
+                self.client, spec.name, op, ok=True, token=lock.token, deadline=self._deadline(lock), fencing=term
             )
             counts["won"] += 1
             stop = threading.Event()
 
             def lead() -> None:
-                counts["steps"] += self._lead(spec, lock, lock.deadline, stop)
+                counts["steps"] += self._lead(spec, lock, self._deadline(lock), stop)
 
             working.append((threading.Thread(target=lead, name=f"{self.client}-leads", daemon=True), stop))
             working[-1][0].start()
@@ -705,7 +705,7 @@ class ClientSession:
             # `deadline`" is then never a claim made after the deadline passed (a pause
             # between the two reads only makes the claim early, and true).
             now = self.recorder.now()
-            deadline = lock.deadline
+            deadline = self._deadline(lock)
             if deadline is None or deadline <= now:
                 break  # not leader any more: lost, or the validity ran out
             if deadline != recorded:

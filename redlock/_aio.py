@@ -95,13 +95,9 @@ class Driver(DriverBase["_Protocol"]):
         self._active = 0
         #: The event loop the connections belong to (the first that ran a flow).
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: The rounds waiting for replies, by the future that wakes each, and its deadline.
-        #: One timer for all of them (:meth:`_watch`), not one per round: a round's replies
-        #: nearly always come first, and a timer made and cancelled per round cost 5 % of
-        #: a lock+unlock's instructions.
-        self._deadlines: dict[asyncio.Future[None], float] = {}
-        self._alarm: asyncio.TimerHandle | None = None
-        self._alarm_at = 0.0
+        #: Times out the rounds waiting for replies on that loop (made with the loop's first
+        #: round; a round keeps the one it began with, whatever becomes of this client).
+        self._timeouts: _Timeouts | None = None
 
     @property
     def alone(self) -> bool:
@@ -223,10 +219,13 @@ class Driver(DriverBase["_Protocol"]):
                 cancels.append(cancel)
         first_deadline = self._clock() + round_.timeout
         deadline: float | None = first_deadline
+        timeouts = self._timeouts
+        if timeouts is None or timeouts.loop is not loop:
+            timeouts = self._timeouts = _Timeouts(loop, self._clock)
         while not round_.settled and deadline is not None:
             settled: asyncio.Future[None] = loop.create_future()
             round_.waker = functools.partial(_resolve, settled)
-            self._watch(settled, deadline)
+            timeouts.watch(settled, deadline)
             interrupted = False
             try:
                 await settled
@@ -236,7 +235,7 @@ class Driver(DriverBase["_Protocol"]):
                 cancels.append(cancel)
                 interrupted = True
             finally:
-                self._deadlines.pop(settled, None)
+                timeouts.deadlines.pop(settled, None)
             if round_.settled:
                 break
             if interrupted:
@@ -244,33 +243,6 @@ class Driver(DriverBase["_Protocol"]):
             deadline = self._overtime(round_, first_deadline)
         round_.waker = None
         self._policy.time_out(round_)
-
-    def _watch(self, settled: asyncio.Future[None], deadline: float) -> None:
-        """Wake ``settled`` at ``deadline`` unless its round settles first."""
-        self._deadlines[settled] = deadline
-        if self._alarm is None or deadline < self._alarm_at:
-            self._arm(deadline)
-
-    def _arm(self, at: float) -> None:
-        if self._alarm is not None:
-            self._alarm.cancel()
-        assert self._loop is not None
-        self._alarm_at = at
-        self._alarm = self._loop.call_later(max(0.0, at - self._clock()), self._ring)
-
-    def _ring(self) -> None:
-        """The earliest deadline came: time out the rounds whose deadline passed, and set
-        the timer for the next (later rounds' deadlines are later, so it rarely moves)."""
-        self._alarm = None
-        loop = self._loop
-        assert loop is not None
-        now = self._clock()
-        due = [settled for settled, deadline in self._deadlines.items() if deadline <= now]
-        for settled in due:
-            del self._deadlines[settled]
-            _after_next_reads(loop, settled)
-        if self._deadlines:
-            self._arm(min(self._deadlines.values()))
 
     async def _pause(self, pause: Pause, waiting: _Waiting | None) -> _Waiting | None:
         """Wait as ``pause`` says; returns the flow's place among the waiters for a release
@@ -364,6 +336,48 @@ class Driver(DriverBase["_Protocol"]):
     def _subscribe(self) -> None:
         for action in self._policy.subscriptions(self._wake_on_release, self._clock()):
             self._carry_out(action)
+
+
+class _Timeouts:
+    """Times out the rounds of one event loop that wait for replies: one timer for all of
+    them, set for the earliest deadline, not one per round (a round's replies nearly always
+    come first, and a timer made and cancelled per round cost 5 % of a lock+unlock's
+    instructions). Deadlines are read on the client's clock, as the sync client reads them."""
+
+    __slots__ = ("_alarm", "_alarm_at", "_clock", "deadlines", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], float]) -> None:
+        self.loop = loop
+        self._clock = clock
+        #: The future that wakes each waiting round, and the round's deadline.
+        self.deadlines: dict[asyncio.Future[None], float] = {}
+        self._alarm: asyncio.TimerHandle | None = None
+        self._alarm_at = 0.0
+
+    def watch(self, settled: asyncio.Future[None], deadline: float) -> None:
+        """Wake ``settled`` at ``deadline`` unless its round settles first (and drops it
+        from :attr:`deadlines`)."""
+        self.deadlines[settled] = deadline
+        if self._alarm is None or deadline < self._alarm_at:
+            self._arm(deadline)
+
+    def _arm(self, at: float) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+        self._alarm_at = at
+        self._alarm = self.loop.call_later(max(0.0, at - self._clock()), self._ring)
+
+    def _ring(self) -> None:
+        """The earliest deadline came: time out the rounds whose deadline passed, and set
+        the timer for the next (later rounds' deadlines are later, so it rarely moves)."""
+        self._alarm = None
+        now = self._clock()
+        due = [settled for settled, deadline in self.deadlines.items() if deadline <= now]
+        for settled in due:
+            del self.deadlines[settled]
+            _after_next_reads(self.loop, settled)
+        if self.deadlines:
+            self._arm(min(self.deadlines.values()))
 
 
 #: A flow's place among the waiters for a release: the channel and its event.

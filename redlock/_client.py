@@ -71,7 +71,8 @@ class Redlock(ClusterConfig):
       master per client) for the release of the lock it waits for and retries at once,
       so a handoff takes about a round trip instead of a retry delay.
     * ``clock=time.monotonic``: where every interval and deadline is read, never a wall
-      clock; a test may pass its own (seconds, never going back).
+      clock (each request's ``node_timeout`` too, on both clients); a test may pass its own
+      (seconds, never going back).
     * ``meter_provider=None``, ``tracer_provider=None``: where the client's OpenTelemetry
       metrics and spans go (the ``[otel]`` extra; see docs/operations.md): by default the
       global providers, which do nothing until the application configures an SDK.
