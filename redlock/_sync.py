@@ -35,7 +35,7 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from redlock._connection import Connect, Interrupted, Kind, Write, reply_parser
@@ -53,6 +53,13 @@ _NEW_SOCKET_CHECK = 0.002
 
 #: A flow's place among the waiters for a release: the channel and its event.
 _Waiting = tuple[str, threading.Event]
+
+
+def _poller_of(fds: Iterable[int]) -> select.poll:
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return poller
 
 
 class _Running:
@@ -132,7 +139,7 @@ class Driver(DriverBase["_Socket"]):
         #: Polls of every command socket: the leader's (polled without the lock), and one
         #: polled only under the lock, before writing (a poll object may not be polled by two
         #: threads at once).
-        self._command_poller: tuple[select.poll, select.poll, dict[int, _Socket]] | None = None
+        self._command_poller: tuple[select.poll, dict[int, _Socket]] | None = None
 
     def after_fork(self) -> None:
         # The threads do not exist here, and the lock may have been held by one of them;
@@ -292,16 +299,22 @@ class Driver(DriverBase["_Socket"]):
                     next(iter(self._followers)).set()
 
     def _command_sockets(self, *, leader: bool = True) -> tuple[select.poll, dict[int, _Socket]]:
-        """Under the lock: a poll of every command socket, made anew only when they change."""
+        """Under the lock: a poll of every command socket, made anew only when they change.
+
+        A leader polls outside the lock, with a poller of its own thread's: a leader held
+        off the CPU past its time is taken over while it may still be in poll(), and a
+        poll object refuses a second caller (RuntimeError: concurrent poll() invocation,
+        seen in the self-test at nice 19). Lookers poll under the lock and share one."""
         if self._command_poller is None:
-            pollers = select.poll(), select.poll()
             watched = {conn.fileno: conn for conn in self._conns.values() if conn.kind == "command"}
-            for fd in watched:
-                for poller in pollers:
-                    poller.register(fd, select.POLLIN)
-            self._command_poller = (*pollers, watched)
-        leaders, lookers, watched = self._command_poller
-        return (leaders if leader else lookers), watched
+            self._command_poller = (_poller_of(watched), watched)
+        lookers, watched = self._command_poller
+        if not leader:
+            return lookers, watched
+        mine: tuple[dict[int, _Socket], select.poll] | None = getattr(self._thread_events, "poller", None)
+        if mine is None or mine[0] is not watched:
+            mine = self._thread_events.poller = (watched, _poller_of(watched))
+        return mine[1], watched
 
     def _last_look(self, round_: Round) -> None:
         """Read what the round's masters have sent by now, before calling them late.

@@ -14,7 +14,7 @@ import time
 import pytest
 import redis
 
-from redlock import LockLost, QuorumUnavailable, ReleaseUnconfirmed, _scripts
+from redlock import LockLost, QuorumUnavailable, Redlock, ReleaseUnconfirmed, _scripts
 from redlock._core import order_key
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
@@ -216,3 +216,42 @@ def test_overlapping_rounds_each_wait_their_own_node_timeout_on_asyncio(matrix_m
         # node_timeout, never cut short by another round's deadline (the bound above is
         # generous: a loaded machine may run late, never early).
         assert 2 * node_timeout * 0.95 <= elapsed < 2 * node_timeout + 2.0
+
+
+def test_a_thread_taking_over_from_a_leader_that_overran_polls_on_its_own(matrix_masters: MastersFactory) -> None:
+    """The sync client's reading leader is taken over when it overruns its time (held off
+    the CPU on a starved machine) while it may still be inside poll(): a poll object
+    refuses a second caller (RuntimeError: concurrent poll() invocation, seen once in the
+    self-test at nice 19), so each leader polls with its own thread's poller, the one it
+    took over with and the ones after (the overrun leader's poll may last its whole wait)."""
+    masters = matrix_masters(3)
+    with Redlock(masters.urls, node_timeout=0.6, wake_on_release=False) as rl:
+        assert rl.lock(unique(), ttl=5).acquire(blocking=False)  # connected first
+        masters[1].pause()
+        masters[2].pause()
+        errors: list[BaseException] = []
+
+        def attempt() -> None:
+            try:
+                rl.lock(unique(), ttl=5).acquire(blocking=False)
+            except QuorumUnavailable:
+                pass
+            except BaseException as error:
+                errors.append(error)
+
+        try:
+            first = threading.Thread(target=attempt)
+            first.start()
+            assert eventually(lambda: rl._driver._leader is not None)
+            time.sleep(0.1)  # the first leader is in poll(), waiting for the hung masters
+            rl._driver._leader_until = 0.0  # as if it had overrun its time
+            second = threading.Thread(target=attempt)
+            second.start()
+            first.join(10)
+            second.join(10)
+        finally:
+            masters[1].resume()
+            masters[2].resume()
+    assert not first.is_alive()
+    assert not second.is_alive()
+    assert errors == []
