@@ -4,9 +4,12 @@ The checkers see what the clients recorded; an :class:`Observer` records what th
 really held, on side connections of the harness's own (unix sockets on the kernel network,
 direct connections otherwise: outside every fault):
 
-* every ``clock_period`` seconds, each master's ``TIME`` (:class:`~chaos.history.MasterClock`),
-  so that a master's wall-clock expiry can be placed on the history's time line even while
-  its clock jumps or runs fast;
+* about every ``clock_period`` seconds, each master's ``TIME``
+  (:class:`~chaos.history.MasterClock`), so that a master's wall-clock expiry can be placed on
+  the history's time line even while its clock jumps or runs fast. The gaps are drawn at
+  random from half to one and a half periods: at a fixed 100 ms, a clock strobing every
+  25 ms was read on the same side of every flip (the sampler was phase-locked to the fault,
+  and the history showed no strobe at all);
 * right after each grant or extend a client records, the lock's key on every master, in one
   transaction each (``GET``, ``PTTL``, ``TIME``: :class:`~chaos.history.KeySample`): which
   masters hold the holder's token, and when the key expires on each. ``PTTL`` rather than
@@ -29,6 +32,7 @@ import concurrent.futures
 import dataclasses
 import json
 import pathlib
+import random
 import threading
 import time
 import traceback
@@ -125,6 +129,7 @@ class Observer:
         self._urls = list(urls)
         self._files = files
         self._clock_period = clock_period
+        self._clock_jitter = random.Random()
         self._poll = poll
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -180,7 +185,7 @@ class Observer:
                         continue
                     middle = (before + time.monotonic()) / 2
                     self.recorder.record(MasterClock(time=middle, master=label, wall=seconds + micros / 1e6))
-                self._stop.wait(self._clock_period)
+                self._stop.wait(self._clock_period * self._clock_jitter.uniform(0.5, 1.5))
         finally:
             for master in masters:
                 master.close()
