@@ -869,10 +869,24 @@ class Link:
         """Match the oldest reply; say whether to re-send something or hang up."""
         entry = self.in_flight.popleft()
         round_ = entry.round
-        if round_ is not None and round_.latencies is not None:
-            round_.latencies[self.node] = now - entry.sent_at
         step = entry.step
         self.last_active = now
+        if step is None and round_ is not None and type(reply) is not ErrorReply:
+            # (The common case, first: a round's reply, yes or no.)
+            if round_.latencies is not None:
+                round_.latencies[self.node] = now - entry.sent_at
+            if round_.awaits(self.node):
+                if entry.resent and entry.command.removes_token and reply_status(reply) is NodeStatus.DENIED:
+                    # Sent again after a reset: its first send may have run and removed our
+                    # token before the connection broke. Not a loss to report.
+                    round_.record(self.node, NodeStatus.GRANTED, "not there when sent again after a reset", reply)
+                else:
+                    round_.record_reply(self.node, reply)
+            if self.reported is NodeStatus.TIMEOUT and not self.looks_hung(now):
+                self._recovered()  # caught up with what it owed
+            return _NO_REACTION
+        if round_ is not None and round_.latencies is not None:
+            round_.latencies[self.node] = now - entry.sent_at
         if step is PROBE:
             # Any answer, an error too, shows the connection is alive: the commands that
             # waited for it go now, behind it.
@@ -929,13 +943,6 @@ class Link:
             self.failures = 0  # a master that answers is no longer a reason to back off
             if self.reported is not None:
                 self._recovered()
-        elif round_ is not None and round_.awaits(self.node):
-            if entry.resent and entry.command.removes_token and reply_status(reply) is NodeStatus.DENIED:
-                # Sent again after a reset: its first send may have run and removed our
-                # token before the connection broke. Not a loss to report.
-                round_.record(self.node, NodeStatus.GRANTED, "not there when sent again after a reset", reply)
-            else:
-                round_.record_reply(self.node, reply)
         if self.reported is NodeStatus.TIMEOUT and not self.looks_hung(now):
             self._recovered()  # caught up with what it owed
         return _NO_REACTION
@@ -1326,25 +1333,27 @@ class Connections:
     def received(self, kind: Kind, node: int, parser: Any, now: float) -> ReadOutcome:
         """Take every whole reply the parser holds; say what to write or whether to hang up."""
         writes: list[bytes] = []
-        while True:
-            try:
-                reply = parser.gets()
-            except ProtocolViolation as error:
-                return ReadOutcome(b"".join(writes), failure=error)
-            if reply is False:
-                return ReadOutcome(b"".join(writes)) if writes else _NOTHING_TO_DO
+        try:
             if kind == "subscriber":
-                if not self.subscribers[node].received(reply, self.waiters):
-                    return ReadOutcome(b"".join(writes), failure="refused")
-                continue
+                subscriber = self.subscribers[node]
+                while (reply := parser.gets()) is not False:
+                    if not subscriber.received(reply, self.waiters):
+                        return ReadOutcome(b"".join(writes), failure="refused")
+                return _NOTHING_TO_DO
             link = self.links[node]
-            if not link.in_flight:
-                return ReadOutcome(b"".join(writes), failure=ProtocolViolation("a reply nobody asked for"))
-            reaction = link.received(reply, now)
-            if reaction.hang_up:
-                return ReadOutcome(b"".join(writes), hang_up=True)
-            for command in reaction.resend:
-                writes.append(encode(command.args))
+            while (reply := parser.gets()) is not False:
+                if not link.in_flight:
+                    return ReadOutcome(b"".join(writes), failure=ProtocolViolation("a reply nobody asked for"))
+                reaction = link.received(reply, now)
+                if reaction is _NO_REACTION:
+                    continue
+                if reaction.hang_up:
+                    return ReadOutcome(b"".join(writes), hang_up=True)
+                for command in reaction.resend:
+                    writes.append(encode(command.args))
+        except ProtocolViolation as error:
+            return ReadOutcome(b"".join(writes), failure=error)
+        return ReadOutcome(b"".join(writes)) if writes else _NOTHING_TO_DO
 
     def subscriptions(self, enabled: bool, now: float) -> list[Write | Connect]:
         """Bring the subscriber connections in line with who waits: connect, (un)subscribe."""

@@ -292,9 +292,10 @@ class Round:
         return node not in self.outcomes and node in self.targets
 
     def record(self, node: int, status: NodeStatus, detail: str = "", reply: object = None) -> None:
-        if node in self.outcomes or node not in self.targets:
+        outcomes = self.outcomes
+        if node in outcomes or node not in self.targets:
             raise ValueError(f"node {node} is not awaited in this round")
-        self.outcomes[node] = (
+        outcomes[node] = (
             _outcome(self.node_names[node], status)
             if not detail
             else NodeOutcome(self.node_names[node], status, detail)
@@ -307,7 +308,8 @@ class Round:
             waker()
 
     def record_reply(self, node: int, reply: object) -> None:
-        status = reply_status(reply)
+        # (OK, the commonest reply, without the mapping's call.)
+        status = NodeStatus.GRANTED if reply == b"OK" else reply_status(reply)
         self.record(node, status, f"unexpected reply {reply!r}" if status is NodeStatus.ERROR else "", reply)
 
     def count(self, status: NodeStatus) -> int:

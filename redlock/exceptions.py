@@ -58,6 +58,11 @@ class NodeStatus(Enum):
     MISCONFIGURED = "misconfigured"
     NOT_AWAITED = "not awaited"  # the round was decided before this master's reply was needed
 
+    #: By identity, in C: Enum's own hash (of the member's name) is a Python function, and
+    #: every reply of every round looks an outcome up by its status (members are singletons,
+    #: and equal only to themselves, so identity agrees with equality).
+    __hash__ = object.__hash__
+
     @property
     def answered(self) -> bool:
         """Whether the master was reached and said yes or no."""
