@@ -1,7 +1,8 @@
 """Which modules a compiled build compiles, and how to run their sources instead.
 
 A wheel built with ``REDLOCK_COMPILE=1`` (setup.py) carries the modules of
-:data:`MODULES` compiled by mypyc, beside their sources. Compiled code runs the same logic
+:data:`MODULES` compiled by mypyc, beside their sources. A class of theirs that an
+interpreted module subclasses is marked with :func:`mypyc_attr` (a no-op without mypy). Compiled code runs the same logic
 with less CPU, but cannot be patched, subclassed from Python or traced line by line.
 ``REDLOCK_PURE=1`` in the environment (read once, when :mod:`redlock` is first imported)
 makes the sources run instead: for a profiler, a debugger, or the chaos harness's
@@ -18,9 +19,28 @@ import pathlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-#: The sans-I/O core, as setup.py compiles it (tests/test_packaging.py checks they agree).
-MODULES = ("redlock._core", "redlock._kinds", "redlock._flows", "redlock._connection")
+if TYPE_CHECKING:
+    from mypy_extensions import mypyc_attr
+else:
+    try:
+        from mypy_extensions import mypyc_attr
+    except ImportError:  # (mypy's: only a compiled build reads it, and that build has mypy)
+
+        def mypyc_attr(*args: object, **kwargs: object) -> object:
+            return lambda cls: cls
+
+#: What setup.py compiles (tests/test_packaging.py checks they agree): the sans-I/O core,
+#: the drivers' shared base and the asyncio driver.
+MODULES = (
+    "redlock._core",
+    "redlock._kinds",
+    "redlock._flows",
+    "redlock._connection",
+    "redlock._driver",
+    "redlock._aio",
+)
 #: The environment variable that makes the sources run.
 PURE = "REDLOCK_PURE"
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
+from redlock._compiled import mypyc_attr
 from redlock._config import DriverSettings, MasterAddress
 from redlock._connection import CLOSED, Connect, Connections, Kind, Write
 from redlock._core import Handoff, Round, release_channel
@@ -84,6 +85,8 @@ class Connection(Protocol):
 ConnectionT = TypeVar("ConnectionT", bound=Connection)
 
 
+# (The sync driver, interpreted, derives from it: see setup.py for why it is not compiled.)
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DriverBase(Generic[ConnectionT]):
     """What both drivers do alike, written once: the masters and settings, the policy, the
     connections by (kind, master), and what follows each event (an action to carry out, a
