@@ -1,9 +1,9 @@
 """Which modules a compiled build compiles, and how to run their sources instead.
 
 A wheel built with ``REDLOCK_COMPILE=1`` (setup.py) carries the modules of
-:data:`MODULES` compiled by mypyc, beside their sources. A class of theirs that an
-interpreted module subclasses is marked with :func:`mypyc_attr` (a no-op without mypy). Compiled code runs the same logic
-with less CPU, but cannot be patched, subclassed from Python or traced line by line.
+:data:`MODULES` compiled by mypyc, beside their sources. Compiled code runs the same logic
+with less CPU, but cannot be patched or traced line by line, and a compiled class can be
+subclassed from Python only if marked with :func:`mypyc_attr` (a no-op without mypy).
 ``REDLOCK_PURE=1`` in the environment (read once, when :mod:`redlock` is first imported)
 makes the sources run instead: for a profiler, a debugger, or the chaos harness's
 deliberately broken clients, which patch the core.
@@ -30,6 +30,9 @@ else:
 
         def mypyc_attr(*args: object, **kwargs: object) -> object:
             return lambda cls: cls
+
+
+__all__ = ["MODULES", "PURE", "mypyc_attr", "prefer_sources_if_asked"]
 
 #: What setup.py compiles (tests/test_packaging.py checks they agree): the sans-I/O core,
 #: the drivers' shared base and the asyncio driver.
