@@ -82,15 +82,18 @@ import ssl
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 import hiredis
 
 from redlock import _scripts
 from redlock._config import Credentials
 from redlock._core import (
+    DENIED,
+    GRANTED,
     HANDOFF_CHAIN,
     HANDOFF_CHAIN_SECONDS,
+    TIMEOUT,
     Command,
     ErrorReply,
     Handoff,
@@ -529,6 +532,13 @@ class State(enum.Enum):
     BACKING_OFF = "backing off"  # a connect failed: rounds get that failure until retry_at
 
 
+#: The members the paths run per command and per reply compare with, as module constants:
+#: an Enum member looked up on its class costs ten times a plain attribute on Python 3.11
+#: (see redlock._core.GRANTED).
+READY: Final = State.READY
+SEND: Final = Submit.SEND
+
+
 @dataclass(slots=True)
 class InFlight:
     """A command written on a link whose reply has not been read (or, in the backlog, one
@@ -606,7 +616,7 @@ class Link:
         """Take ``round_``'s command for this master; say what the driver must do."""
         in_flight = self.in_flight
         if (
-            self.state is State.READY
+            self.state is READY
             and len(in_flight) < MAX_IN_FLIGHT
             and (
                 now - in_flight[0].sent_at <= self.hung_after
@@ -620,7 +630,7 @@ class Link:
             else:
                 in_flight.append(InFlight(round_.command, round_, now))
             self.last_active = now
-            return Submit.SEND
+            return SEND
         if self.state is State.BACKING_OFF:
             # A clean-up (release, rollback) tries at once anyway: it is what takes our keys
             # back, it is rare, and a caller retrying a release has a reason to.
@@ -876,13 +886,13 @@ class Link:
             if round_.latencies is not None:
                 round_.latencies[self.node] = now - entry.sent_at
             if round_.awaits(self.node):
-                if entry.resent and entry.command.removes_token and reply_status(reply) is NodeStatus.DENIED:
+                if entry.resent and entry.command.removes_token and reply_status(reply) is DENIED:
                     # Sent again after a reset: its first send may have run and removed our
                     # token before the connection broke. Not a loss to report.
-                    round_.record(self.node, NodeStatus.GRANTED, "not there when sent again after a reset", reply)
+                    round_.record(self.node, GRANTED, "not there when sent again after a reset", reply)
                 else:
                     round_.record_reply(self.node, reply)
-            if self.reported is NodeStatus.TIMEOUT and not self.looks_hung(now):
+            if self.reported is TIMEOUT and not self.looks_hung(now):
                 self._recovered()  # caught up with what it owed
             return _NO_REACTION
         if round_ is not None and round_.latencies is not None:
@@ -1179,7 +1189,7 @@ class Connections:
             recheck = link.recheck(now) if now >= link.recheck_at else None
             return None if recheck is None else Write("command", node, encode(recheck.args))
         action = link.submit(round_, now)
-        if action is Submit.SEND:
+        if action is SEND:
             if round_.command.native and link.native:
                 form = native_form(round_.command, link.native)  # (the one the link chose)
                 if form is not None:
