@@ -38,6 +38,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from redlock._config import DriverSettings
 from redlock._connection import Connect, Interrupted, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
 from redlock._driver import DriverBase, open_socket
@@ -102,12 +103,29 @@ def _send(conn: _Socket, data: bytes | bytearray) -> int | OSError:
         return error
 
 
-_DRIVERS: weakref.WeakSet[Driver] = weakref.WeakSet()
+class _ForkHook:
+    """What the at-fork hook knows of a driver: the driver owns this object, and the hook
+    holds it weakly, never the driver itself.
+
+    A weak reference to a driver is unsafe in a compiled build: the driver derives from the
+    compiled DriverBase, and mypyc's clear function for a class that Python may subclass
+    releases the weak-reference list as if it owned it, so a driver collected in a cycle
+    freed a weakref still in the hook's set (a segfault in the compiled wheel's smoke test,
+    at the next fork or garbage collection).
+    """
+
+    __slots__ = ("__weakref__", "driver")
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+
+
+_FORK_HOOKS: weakref.WeakSet[_ForkHook] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    for driver in list(_DRIVERS):
-        driver.after_fork()
+    for hook in list(_FORK_HOOKS):
+        hook.driver.after_fork()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -116,9 +134,13 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 class Driver(DriverBase["_Socket"]):
     """Runs flows for one Redlock client over one connection per master; see the module."""
 
+    def __init__(self, settings: DriverSettings) -> None:
+        super().__init__(settings)
+        self._fork_hook = _ForkHook(self)
+        _FORK_HOOKS.add(self._fork_hook)
+
     def _fresh_process_state(self) -> None:
         super()._fresh_process_state()
-        _DRIVERS.add(self)  # a set: adding it again in a fork's child changes nothing
         self._lock = threading.Lock()
         #: The stop events of flows that pause long (renewers): close() sets them.
         self._interrupts: set[threading.Event] = set()

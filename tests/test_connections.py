@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from types import FrameType
 from typing import Any
 
@@ -217,6 +218,22 @@ def test_a_forked_child_never_reads_the_parents_replies(matrix_cluster: LocalMas
             lock.release()
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_nothing_holds_a_weak_reference_to_a_driver(masters: LocalMasters) -> None:
+    """The sync driver derives from the compiled DriverBase, and a compiled build's clear
+    function released a driver's weak references as if it owned them: the weakref that the
+    at-fork hook once held was freed while still in its set, and the next fork or collection
+    crashed (seen in the compiled wheel's smoke test; a weakref's refcount fell by one when
+    its driver was collected). The hook holds a small object of the driver's instead."""
+    with Redlock(masters.urls) as rl, rl.lock(unique("weakly"), ttl=5.0):
+        assert weakref.getweakrefcount(rl._driver) == 0
+
+    async def scenario() -> int:
+        async with redlock.asyncio.Redlock(masters.urls) as arl, arl.lock(unique("weakly"), ttl=5.0):
+            return weakref.getweakrefcount(arl._driver)
+
+    assert asyncio.run(scenario()) == 0
 
 
 # --- an interrupt at any line of the acquire's critical window ----------------------------------
