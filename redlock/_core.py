@@ -295,6 +295,45 @@ class Round:
     #: (late ones too) when not None: redlock._telemetry sets it for the rounds it reports.
     latencies: Latencies | None = field(default=None, repr=False)
 
+    # (Written out rather than generated: mypyc runs a dataclass's generated __init__ as
+    # Python, and a round is made for every command; see redlock._connection.InFlight.)
+    def __init__(
+        self,
+        command: Command,
+        targets: tuple[int, ...],
+        node_names: tuple[str, ...],
+        quorum: int,
+        timeout: float,
+        wait_for_all: bool = False,
+        credited: int = 0,
+        patience: float = 0.0,
+        overtime: bool = False,
+        cleanup: bool = False,
+        outcomes: dict[int, NodeOutcome] | None = None,
+        replies: dict[int, object] | None = None,
+        wire: bytes | None = None,
+        native_wires: dict[str, bytes] | None = None,
+        waker: Callable[[], None] | None = None,
+        latencies: Latencies | None = None,
+    ) -> None:
+        self.command = command
+        self.targets = targets
+        self.node_names = node_names
+        self.quorum = quorum
+        self.timeout = timeout
+        self.wait_for_all = wait_for_all
+        self.credited = credited
+        self.patience = patience
+        self.overtime = overtime
+        self.cleanup = cleanup
+        self.outcomes = {} if outcomes is None else outcomes
+        self.replies = {} if replies is None else replies
+        self.wire = wire
+        self.native_wires = native_wires
+        self.waker = waker
+        self.granted = 0
+        self.latencies = latencies
+
     def awaits(self, node: int) -> bool:
         """Whether ``node``'s outcome is still to be recorded in this round."""
         return node not in self.outcomes and node in self.targets
