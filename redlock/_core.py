@@ -304,6 +304,7 @@ class Round:
         node_names: tuple[str, ...],
         quorum: int,
         timeout: float,
+        *,
         wait_for_all: bool = False,
         credited: int = 0,
         patience: float = 0.0,

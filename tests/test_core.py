@@ -147,7 +147,7 @@ def test_a_waiter_woken_then_refused_looks_again_after_node_timeout(
 
 def _round(n: int, wait_for_all: bool = False) -> Round:
     names = tuple(f"m{i}" for i in range(n))
-    return Round(Command(("PING",)), tuple(range(n)), names, quorum_size(n), 0.05, wait_for_all)
+    return Round(Command(("PING",)), tuple(range(n)), names, quorum_size(n), 0.05, wait_for_all=wait_for_all)
 
 
 @given(

@@ -189,7 +189,13 @@ def _info(**fields: object) -> bytes:
 
 def _set(tag: int = 0, *, cleanup: bool = False) -> Round:
     return Round(
-        Command(("SET", f"k{tag}", "t", "NX", "PX", 1000)), (0, 1, 2), NAMES, 2, 0.05, cleanup, cleanup=cleanup
+        Command(("SET", f"k{tag}", "t", "NX", "PX", 1000)),
+        (0, 1, 2),
+        NAMES,
+        2,
+        0.05,
+        wait_for_all=cleanup,
+        cleanup=cleanup,
     )
 
 
