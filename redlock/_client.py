@@ -406,9 +406,12 @@ class Lock(LockState[Redlock]):
         give_up_at = self._acquire_deadline(blocking, timeout)
         me = threading.current_thread()
         try:
-            turn = self._waited(self._turn(me, blocking, give_up_at))
-            if turn is not Turn.AT_MASTERS:
-                return turn is Turn.NESTED
+            with self._gate:
+                free = self._free_turn(me)
+            if not free:
+                turn = self._waited(self._turn(me, blocking, give_up_at))
+                if turn is not Turn.AT_MASTERS:
+                    return turn is Turn.NESTED
             tokens, flow = self._acquire_flow(blocking, give_up_at)
             # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
             # landed: ours are taken back before the interruption goes on.

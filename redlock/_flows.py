@@ -10,11 +10,10 @@ commands (and the quorum) the kind gives them differ.
 from __future__ import annotations
 
 import collections
-import itertools
 import math
 import random
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 from redlock import _scripts
@@ -61,6 +60,22 @@ class LockSpec:
     #: Replaces the kind's own quorum when not 0. Only the chaos harness's self-test sets it,
     #: to show that a semaphore counting plain majorities is caught letting in too many.
     forced_quorum: int = 0
+
+    def named(self, key: str) -> LockSpec:
+        """This spec for a lock on ``key`` instead (one name, checked): the Locks a client
+        makes with the same settings differ only in it, so one checked spec serves them all."""
+        return LockSpec(
+            key,
+            self.ttl,
+            self.node_names,
+            self.node_timeout,
+            self.clock_drift_factor,
+            self.retry_delay,
+            self.unavailable_timeout,
+            self.kind,
+            self.lock_delay,
+            self.forced_quorum,
+        )
 
     @property
     def quorum(self) -> int:
@@ -169,7 +184,7 @@ class Lease:
     #: What found the loss, in words (for the LockLost a later release raises).
     loss_why: str = ""
     #: The rounds of the tries of its release so far (a release may be retried).
-    release_rounds: list[Round] = field(default_factory=list)
+    release_rounds: tuple[Round, ...] = ()
     #: The monotonic time the holding may last until at most (``max_hold`` after it began):
     #: no extend moves the deadline past it (see :func:`held_ttl`).
     hold_until: float = math.inf
@@ -183,8 +198,9 @@ class Lease:
     release_to_all: bool = False
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
     #: Extends are numbered from 1, in the order they begin; the masters apply an extend
-    #: only if it is newer than the last one they applied (see _scripts.EXTEND).
-    _extend_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+    #: only if it is newer than the last one they applied (see _scripts.EXTEND). The last
+    #: number given (a plain int: every lease is made, few are extended).
+    _last_extend_id: int = field(default=0, repr=False)
     #: The renewer's thread and the user's may extend at once.
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -203,7 +219,7 @@ class Lease:
             for other in self._extends.values():
                 floor = min(floor, other.candidate)
                 other.floor = min(other.floor, candidate)
-            extend_id = next(self._extend_ids)
+            extend_id = self._last_extend_id = self._last_extend_id + 1
             self._extends[extend_id] = _Extend(candidate, floor)
             return extend_id
 
