@@ -14,6 +14,7 @@ import math
 import random
 import threading
 from collections.abc import Callable, Generator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from redlock import _scripts
@@ -41,9 +42,14 @@ from redlock._kinds import PLAIN, FencedLock, LockKind
 from redlock.exceptions import MasterMisconfigured, NodeOutcome, NodeStatus
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LockSpec:
-    """What every flow needs to know about one lock and the cluster it lives on."""
+    """What every flow needs to know about one lock and the cluster it lives on.
+
+    Never changed once made (``dataclasses.replace`` makes another), yet not frozen: a
+    frozen dataclass sets each field through ``object.__setattr__``, which cost 17,000
+    instructions per new Lock (four times a plain one), and every Lock makes a spec.
+    """
 
     key: str
     ttl: float
@@ -60,6 +66,14 @@ class LockSpec:
     #: Replaces the kind's own quorum when not 0. Only the chaos harness's self-test sets it,
     #: to show that a semaphore counting plain majorities is caught letting in too many.
     forced_quorum: int = 0
+    #: How many masters must grant it: a majority, or more for a semaphore. Worked out once
+    #: (every round, and each release twice more, asks), as is every master's index.
+    quorum: int = field(init=False, repr=False, compare=False)
+    all_nodes: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.quorum = self.forced_quorum or self.kind.quorum(len(self.node_names))
+        self.all_nodes = tuple(range(len(self.node_names)))
 
     def named(self, key: str) -> LockSpec:
         """This spec for a lock on ``key`` instead (one name, checked): the Locks a client
@@ -76,10 +90,6 @@ class LockSpec:
             self.lock_delay,
             self.forced_quorum,
         )
-
-    @property
-    def quorum(self) -> int:
-        return self.forced_quorum or self.kind.quorum(len(self.node_names))
 
     @property
     def fencing(self) -> bool:
@@ -105,15 +115,11 @@ class LockSpec:
         """The name of what is locked, as messages show it (several names joined by ", ")."""
         return ", ".join(self.keys)
 
-    @property
-    def all_nodes(self) -> tuple[int, ...]:
-        return tuple(range(len(self.node_names)))
-
     def round(self, command: Command, targets: Sequence[int] | None = None, *, cleanup: bool = False) -> Round:
         """A round of ``command``; a clean-up waits for every master (up to the timeout)."""
         return Round(
             command=command,
-            targets=tuple(self.all_nodes if targets is None else targets),
+            targets=self.all_nodes if targets is None else tuple(targets),
             node_names=self.node_names,
             quorum=self.quorum,
             timeout=self.node_timeout,
@@ -555,16 +561,25 @@ def release_flow(
         command = spec.release_command(token, notify=notify)
     else:
         command = spec.kind.handoff(spec.key, token, handoff.token, handoff.ttl_ms)
-    confirmed = {
-        node for round_ in earlier for node, outcome in round_.outcomes.items() if outcome.status is NodeStatus.GRANTED
-    }
-    maybe_landed = {
-        node for round_ in earlier for node in round_.targets if not round_.outcomes.get(node, _UNKNOWN).status.answered
-    } - confirmed
+    confirmed: AbstractSet[int] = _NO_NODES
+    maybe_landed: AbstractSet[int] = _NO_NODES
+    if earlier:  # (a first try, the usual case, has no earlier one to account for)
+        confirmed = {
+            node
+            for round_ in earlier
+            for node, outcome in round_.outcomes.items()
+            if outcome.status is NodeStatus.GRANTED
+        }
+        maybe_landed = {
+            node
+            for round_ in earlier
+            for node in round_.targets
+            if not round_.outcomes.get(node, _UNKNOWN).status.answered
+        } - confirmed
     timeout = spec.node_timeout if timeout is None else timeout
     release = Round(
         command=command,
-        targets=tuple(node for node in spec.all_nodes if node not in confirmed),
+        targets=tuple(node for node in spec.all_nodes if node not in confirmed) if confirmed else spec.all_nodes,
         node_names=spec.node_names,
         quorum=spec.quorum,
         # Every master is waited for up to node_timeout (so that, normally, nothing of ours
@@ -593,6 +608,7 @@ def release_flow(
 
 
 _UNKNOWN = NodeOutcome("", NodeStatus.NOT_AWAITED)
+_NO_NODES: frozenset[int] = frozenset()
 
 
 def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:
