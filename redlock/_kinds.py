@@ -81,7 +81,8 @@ class LockKind:
     def waits_in_line(self) -> bool:
         """Whether this client's blocking acquires of it take turns at the masters (see
         :class:`~redlock._core.Line`): locks with one holder of one name, not semaphores
-        (nor several names: each of those kinds says so, as every release asks)."""
+        nor locks on several names (those kinds answer for themselves, with a constant:
+        every release asks)."""
         return True
 
     @property

@@ -397,6 +397,56 @@ class LockOptions:
         ):
             # lock()'s defaults (each compared by identity: 0 is not False): valid for any spec.
             return _DEFAULT_OPTIONS
+        # As for specs (see _settings_key): only exact ints, floats and bools are cached,
+        # with the spec's values that the checks read; a callback or an identity never is.
+        key: tuple[object, ...] | None = None
+        if (
+            on_lost is None
+            and identity is None
+            and (timeout is None or type(timeout) is float or type(timeout) is int)
+            and type(auto_extend) is bool
+            and type(cancel_on_lost) is bool
+            and type(reentrant) is bool
+            and (max_hold is None or type(max_hold) is float or type(max_hold) is int)
+            and (max_attempts is None or type(max_attempts) is int)
+        ):
+            key = (spec.ttl, spec.node_timeout, spec.clock_drift_factor, timeout, auto_extend)
+            key += (cancel_on_lost, reentrant, max_hold, max_attempts)
+            options = _OPTIONS.get(key)
+            if options is not None:
+                return options
+        options = cls._checked_anew(
+            spec,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            reentrant=reentrant,
+            identity=identity,
+            max_hold=max_hold,
+            max_attempts=max_attempts,
+        )
+        if key is not None:
+            if len(_OPTIONS) >= OPTIONS_KEPT:
+                _OPTIONS.clear()
+            _OPTIONS[key] = options
+        return options
+
+    @classmethod
+    def _checked_anew(
+        cls,
+        spec: LockSpec,
+        *,
+        timeout: object,
+        auto_extend: object,
+        on_lost: object,
+        cancel_on_lost: object,
+        reentrant: object,
+        identity: object,
+        max_hold: object,
+        max_attempts: object,
+    ) -> LockOptions:
+        """:meth:`checked` with every argument checked (none served from a cache)."""
         seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
         extend = _config.check_flag("auto_extend", auto_extend)
         cancel = _config.check_flag("cancel_on_lost", cancel_on_lost)
@@ -425,6 +475,11 @@ class LockOptions:
 
 #: The options of every Lock made with the defaults: one object (they are immutable).
 _DEFAULT_OPTIONS = LockOptions()
+#: Other options checked, by their arguments and the spec values the checks read (see
+#: LockOptions.checked): a Lock made with ``timeout=5``, or by ``@rl.locked`` (which
+#: passes ``timeout=0.0`` to try once), checks nothing anew. At most OPTIONS_KEPT.
+_OPTIONS: dict[tuple[object, ...], LockOptions] = {}
+OPTIONS_KEPT = 64
 
 ClusterT = TypeVar("ClusterT", bound=ClusterConfig)
 

@@ -248,10 +248,10 @@ def test_the_cache_of_checked_specs_is_bounded(make: Any) -> None:
         assert len(rl._specs) <= _lock.SPECS_KEPT
 
 
-def _outcome(make_spec: Callable[..., Any], name: object, ttl: object, arguments: dict[str, Any]) -> object:
-    """The spec made, or the refusal (its type and words)."""
+def _outcome(make: Callable[..., Any], *args: object, **kwargs: object) -> object:
+    """What ``make`` made, or its refusal (the type and the words)."""
     try:
-        return make_spec(name, ttl, **arguments)
+        return make(*args, **kwargs)
     except (TypeError, ValueError) as error:
         return (type(error), str(error))
 
@@ -296,5 +296,86 @@ def test_a_cached_spec_is_the_spec_every_check_makes(
     for swap in [{}, *swaps]:
         arguments = {**base, **swap}
         name, ttl = arguments.pop("name"), arguments.pop("ttl")
-        expected = _outcome(rl._checked_spec, name, ttl, arguments)  # (never cached)
-        assert _outcome(rl._lock_spec, name, ttl, arguments) == expected
+        expected = _outcome(rl._checked_spec, name, ttl, **arguments)  # (never cached)
+        assert _outcome(rl._lock_spec, name, ttl, **arguments) == expected
+
+
+# --- the checked options kept for any client (redlock._lock: LockOptions.checked) --------------
+
+
+@pytest.mark.parametrize("make", CLIENTS)
+@pytest.mark.parametrize(
+    ("good", "bad", "error", "named"),
+    [
+        ({"timeout": 0}, {"timeout": False}, TypeError, "timeout"),
+        ({"timeout": 1.0}, {"timeout": True}, TypeError, "timeout"),
+        ({"max_attempts": 1}, {"max_attempts": True}, TypeError, "max_attempts"),
+        ({"auto_extend": True, "max_hold": 20}, {"auto_extend": True, "max_hold": 5}, ValueError, "max_hold"),
+        ({"timeout": 1, "auto_extend": True}, {"timeout": 1, "auto_extend": 1}, TypeError, "auto_extend"),
+    ],
+)
+def test_an_option_equal_to_a_cached_one_is_still_checked(
+    make: Any, good: dict[str, Any], bad: dict[str, Any], error: type[Exception], named: str
+) -> None:
+    rl = make(NOWHERE)
+    rl.lock("x", ttl=10, **good)
+    rl.lock("y", ttl=10, **good)  # (now from the cache)
+    with pytest.raises(error, match=named):
+        rl.lock("z", ttl=10, **bad)
+
+
+@pytest.mark.parametrize("make", CLIENTS)
+def test_options_are_checked_against_each_locks_ttl_and_node_timeout(make: Any) -> None:
+    """Cached options are those of one ttl and one node_timeout: auto-extension that fits
+    a ttl of 1 s after 50 ms rounds does not fit it after 500 ms ones, nor does max_hold=5
+    fit a ttl of 10 s."""
+    fast, slow = make(NOWHERE, node_timeout=0.05), make(OTHERS, node_timeout=0.5)
+    assert fast.lock("x", ttl=1, auto_extend=True, timeout=2).ttl == 1.0
+    with pytest.raises(ValueError, match=r"too short to auto-extend in time with node_timeout=0\.5"):
+        slow.lock("x", ttl=1, auto_extend=True, timeout=2)
+    assert fast.lock("x", ttl=1, auto_extend=True, max_hold=5)._options.max_hold == 5.0
+    with pytest.raises(ValueError, match=r"max_hold must be at least the ttl \(10.0 s\)"):
+        fast.lock("x", ttl=10, auto_extend=True, max_hold=5)
+
+
+def test_the_cache_of_checked_options_is_bounded() -> None:
+    rl = redlock.Redlock(NOWHERE)
+    for milliseconds in range(3 * _lock.OPTIONS_KEPT):
+        assert rl.lock("x", timeout=milliseconds / 1000)._options.timeout == milliseconds / 1000
+        assert len(_lock._OPTIONS) <= _lock.OPTIONS_KEPT
+
+
+_OPTION_SPECS = [
+    _CLIENTS["sync"]._lock_spec("a", 1),
+    _CLIENTS["sync"]._lock_spec("a", 10),
+    _CLIENTS["asyncio"]._lock_spec("a", 1),  # (node_timeout 0.2: too short to auto-extend)
+]
+_OPTION_BASE = st.fixed_dictionaries(
+    {
+        "timeout": st.sampled_from([None, 0, 0.0, 1, 5.0]),
+        "auto_extend": st.booleans(),
+        "cancel_on_lost": st.just(False),
+        "reentrant": st.booleans(),
+        "max_hold": st.sampled_from([None, None, 5, 20.0]),
+        "max_attempts": st.sampled_from([None, 1, 3]),
+    }
+)
+_OPTION_SWAPS = st.dictionaries(
+    st.sampled_from(["timeout", "auto_extend", "cancel_on_lost", "reentrant", "max_hold", "max_attempts"]),
+    st.sampled_from([None, 0, 0.0, 1, 1.0, True, False, 5, 20.0, -1, math.nan, "1"]),
+    max_size=2,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec=st.sampled_from(range(len(_OPTION_SPECS))), base=_OPTION_BASE, swaps=st.lists(_OPTION_SWAPS, max_size=8))
+def test_cached_options_are_the_options_every_check_makes(
+    spec: int, base: dict[str, Any], swaps: list[dict[str, Any]]
+) -> None:
+    """As for specs: whatever the calls before cached, options served from the cache are
+    the ones the checks make, and an argument they refuse is refused alike."""
+    _lock._OPTIONS.clear()
+    for swap in [{}, *swaps]:
+        arguments = {"on_lost": None, "identity": None, **base, **swap}
+        expected = _outcome(_lock.LockOptions._checked_anew, _OPTION_SPECS[spec], **arguments)  # (never cached)
+        assert _outcome(_lock.LockOptions.checked, _OPTION_SPECS[spec], **arguments) == expected
