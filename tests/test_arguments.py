@@ -7,6 +7,7 @@ would get far enough to connect): an error raised by validation is the only way 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 import redlock
 import redlock.asyncio
-from redlock import _lock
+from redlock import _lock, _locked
 
 NOWHERE = ["redis://127.0.0.1:1", "redis://127.0.0.1:2", "redis://127.0.0.1:3"]
 CLIENTS = [redlock.Redlock, redlock.asyncio.Redlock]
@@ -379,3 +380,43 @@ def test_cached_options_are_the_options_every_check_makes(
         arguments = {"on_lost": None, "identity": None, **base, **swap}
         expected = _outcome(_lock.LockOptions._checked_anew, _OPTION_SPECS[spec], **arguments)  # (never cached)
         assert _outcome(_lock.LockOptions.checked, _OPTION_SPECS[spec], **arguments) == expected
+
+
+# --- @rl.locked: a call's arguments bound without inspect.Signature.bind (redlock._locked) -----
+
+
+def _plain(a: int, b: int = 1, c: str = "x") -> None: ...
+
+
+def _positional_only(a: int, /, b: int = 1) -> None: ...
+
+
+def _rest(a: int, *rest: int, b: int = 2, **more: int) -> None: ...
+
+
+_TEMPLATES = {_plain: "n:{a}:{b}:{c}", _positional_only: "n:{a}:{b}", _rest: "n:{a}:{rest}:{b}:{more}"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    function=st.sampled_from(list(_TEMPLATES)),
+    args=st.lists(st.integers(min_value=0, max_value=9), max_size=4),
+    kwargs=st.dictionaries(st.sampled_from(["a", "b", "c", "d", "rest", "more"]), st.integers(0, 9), max_size=3),
+)
+def test_a_decorated_call_names_its_lock_as_signature_bind_would(
+    function: Callable[..., None], args: list[int], kwargs: dict[str, int]
+) -> None:
+    """The names of a call of a function with plain parameters (bound without
+    Signature.bind) or others (bound by it): a call that does not fit raises what
+    Signature.bind raises, before any traffic."""
+    plan = _locked.LockedCall.planned(
+        _CLIENTS["sync"], _TEMPLATES[function], "wait", _locked.NO_DEFAULT, {}, asynchronous=False
+    ).bound_to(function)
+    assert (plan.plain is not None) == (function is _plain)
+
+    def expected() -> tuple[str, ...]:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return (_TEMPLATES[function].format_map(bound.arguments),)
+
+    assert _outcome(plan.names, args, kwargs) == _outcome(expected)
