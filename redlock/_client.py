@@ -392,7 +392,11 @@ class Lock(LockState[Redlock]):
         super().__init__(cluster, spec, options)
         self._renewer: tuple[threading.Thread, threading.Event] | None = None
         #: Guards the sharing state of LockState among this process's threads.
-        self._gate = threading.Condition()
+        self._gate = threading.RLock()
+        #: Waited on under the gate, by threads waiting for another's release or a loss;
+        #: made by the first of them (most Locks are never waited for, and a Condition
+        #: costs more to make, enter and notify than the whole gate).
+        self._waiting: threading.Condition | None = None
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Acquire the lock; True if held, False if others hold it (or timeout ran out).
@@ -406,9 +410,12 @@ class Lock(LockState[Redlock]):
         give_up_at = self._acquire_deadline(blocking, timeout)
         me = threading.current_thread()
         try:
-            turn = self._waited(self._turn(me, blocking, give_up_at))
-            if turn is not Turn.AT_MASTERS:
-                return turn is Turn.NESTED
+            with self._gate:
+                free = self._free_turn(me)
+            if not free:
+                turn = self._waited(self._turn(me, blocking, give_up_at))
+                if turn is not Turn.AT_MASTERS:
+                    return turn is Turn.NESTED
             tokens, flow = self._acquire_flow(blocking, give_up_at)
             # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
             # landed: ours are taken back before the interruption goes on.
@@ -438,7 +445,8 @@ class Lock(LockState[Redlock]):
 
     def _wake_local(self) -> None:
         with self._gate:
-            self._gate.notify_all()
+            if self._waiting is not None:
+                self._waiting.notify_all()
 
     def _waited(self, steps: Generator[float | None, None, T]) -> T:
         """Run ``steps`` under the local gate, waiting on it (woken by releases and losses)
@@ -446,7 +454,10 @@ class Lock(LockState[Redlock]):
         with self._gate:
             try:
                 while True:
-                    self._gate.wait(next(steps))
+                    wait = next(steps)
+                    if self._waiting is None:
+                        self._waiting = threading.Condition(self._gate)
+                    self._waiting.wait(wait)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
 

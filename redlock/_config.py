@@ -117,18 +117,19 @@ def check_lock_name(name: object) -> str:
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     if not name:
         raise ValueError("name must not be empty")
-    try:
-        name.encode()
-    except UnicodeEncodeError as error:
-        raise ValueError(
-            f"name must be encodable as UTF-8 (Redis keys are bytes): {error.reason} in {name!r}"
-        ) from None
-    for prefix in RESERVED_PREFIXES:
-        if name.startswith(prefix):
+    if not name.isascii():  # (an ASCII name is UTF-8 as it is; isascii() reads a flag)
+        try:
+            name.encode()
+        except UnicodeEncodeError as error:
             raise ValueError(
-                f"name must not start with {prefix!r}: that prefix is reserved for the keys "
-                f"each lock keeps beside its own (got {name!r})"
-            )
+                f"name must be encodable as UTF-8 (Redis keys are bytes): {error.reason} in {name!r}"
+            ) from None
+    if name.startswith(RESERVED_PREFIXES):
+        prefix = next(prefix for prefix in RESERVED_PREFIXES if name.startswith(prefix))
+        raise ValueError(
+            f"name must not start with {prefix!r}: that prefix is reserved for the keys "
+            f"each lock keeps beside its own (got {name!r})"
+        )
     return name
 
 

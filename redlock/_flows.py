@@ -10,11 +10,11 @@ commands (and the quorum) the kind gives them differ.
 from __future__ import annotations
 
 import collections
-import itertools
 import math
 import random
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from redlock import _scripts
@@ -42,9 +42,14 @@ from redlock._kinds import PLAIN, FencedLock, LockKind
 from redlock.exceptions import MasterMisconfigured, NodeOutcome, NodeStatus
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LockSpec:
-    """What every flow needs to know about one lock and the cluster it lives on."""
+    """What every flow needs to know about one lock and the cluster it lives on.
+
+    Never changed once made (``dataclasses.replace`` makes another), yet not frozen: a
+    frozen dataclass sets each field through ``object.__setattr__``, which cost 17,000
+    instructions per new Lock (over five times a plain one), and every Lock makes a spec.
+    """
 
     key: str
     ttl: float
@@ -61,10 +66,30 @@ class LockSpec:
     #: Replaces the kind's own quorum when not 0. Only the chaos harness's self-test sets it,
     #: to show that a semaphore counting plain majorities is caught letting in too many.
     forced_quorum: int = 0
+    #: How many masters must grant it: a majority, or more for a semaphore. Worked out once
+    #: (every round, and each release twice more, asks), as is every master's index.
+    quorum: int = field(init=False, repr=False, compare=False)
+    all_nodes: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def quorum(self) -> int:
-        return self.forced_quorum or self.kind.quorum(len(self.node_names))
+    def __post_init__(self) -> None:
+        self.quorum = self.forced_quorum or self.kind.quorum(len(self.node_names))
+        self.all_nodes = tuple(range(len(self.node_names)))
+
+    def named(self, key: str) -> LockSpec:
+        """This spec for a lock on ``key`` instead (one name, checked): the Locks a client
+        makes with the same settings differ only in it, so one checked spec serves them all."""
+        return LockSpec(
+            key,
+            self.ttl,
+            self.node_names,
+            self.node_timeout,
+            self.clock_drift_factor,
+            self.retry_delay,
+            self.unavailable_timeout,
+            self.kind,
+            self.lock_delay,
+            self.forced_quorum,
+        )
 
     @property
     def fencing(self) -> bool:
@@ -90,15 +115,11 @@ class LockSpec:
         """The name of what is locked, as messages show it (several names joined by ", ")."""
         return ", ".join(self.keys)
 
-    @property
-    def all_nodes(self) -> tuple[int, ...]:
-        return tuple(range(len(self.node_names)))
-
     def round(self, command: Command, targets: Sequence[int] | None = None, *, cleanup: bool = False) -> Round:
         """A round of ``command``; a clean-up waits for every master (up to the timeout)."""
         return Round(
             command=command,
-            targets=tuple(self.all_nodes if targets is None else targets),
+            targets=self.all_nodes if targets is None else tuple(targets),
             node_names=self.node_names,
             quorum=self.quorum,
             timeout=self.node_timeout,
@@ -169,7 +190,7 @@ class Lease:
     #: What found the loss, in words (for the LockLost a later release raises).
     loss_why: str = ""
     #: The rounds of the tries of its release so far (a release may be retried).
-    release_rounds: list[Round] = field(default_factory=list)
+    release_rounds: tuple[Round, ...] = ()
     #: The monotonic time the holding may last until at most (``max_hold`` after it began):
     #: no extend moves the deadline past it (see :func:`held_ttl`).
     hold_until: float = math.inf
@@ -183,8 +204,9 @@ class Lease:
     release_to_all: bool = False
     _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
     #: Extends are numbered from 1, in the order they begin; the masters apply an extend
-    #: only if it is newer than the last one they applied (see _scripts.EXTEND).
-    _extend_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+    #: only if it is newer than the last one they applied (see _scripts.EXTEND). The last
+    #: number given (a plain int: every lease is made, few are extended).
+    _last_extend_id: int = field(default=0, repr=False)
     #: The renewer's thread and the user's may extend at once.
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -203,7 +225,7 @@ class Lease:
             for other in self._extends.values():
                 floor = min(floor, other.candidate)
                 other.floor = min(other.floor, candidate)
-            extend_id = next(self._extend_ids)
+            extend_id = self._last_extend_id = self._last_extend_id + 1
             self._extends[extend_id] = _Extend(candidate, floor)
             return extend_id
 
@@ -539,16 +561,25 @@ def release_flow(
         command = spec.release_command(token, notify=notify)
     else:
         command = spec.kind.handoff(spec.key, token, handoff.token, handoff.ttl_ms)
-    confirmed = {
-        node for round_ in earlier for node, outcome in round_.outcomes.items() if outcome.status is NodeStatus.GRANTED
-    }
-    maybe_landed = {
-        node for round_ in earlier for node in round_.targets if not round_.outcomes.get(node, _UNKNOWN).status.answered
-    } - confirmed
+    confirmed: AbstractSet[int] = _NO_NODES
+    maybe_landed: AbstractSet[int] = _NO_NODES
+    if earlier:  # (a first try, the usual case, has no earlier one to account for)
+        confirmed = {
+            node
+            for round_ in earlier
+            for node, outcome in round_.outcomes.items()
+            if outcome.status is NodeStatus.GRANTED
+        }
+        maybe_landed = {
+            node
+            for round_ in earlier
+            for node in round_.targets
+            if not round_.outcomes.get(node, _UNKNOWN).status.answered
+        } - confirmed
     timeout = spec.node_timeout if timeout is None else timeout
     release = Round(
         command=command,
-        targets=tuple(node for node in spec.all_nodes if node not in confirmed),
+        targets=tuple(node for node in spec.all_nodes if node not in confirmed) if confirmed else spec.all_nodes,
         node_names=spec.node_names,
         quorum=spec.quorum,
         # Every master is waited for up to node_timeout (so that, normally, nothing of ours
@@ -577,6 +608,7 @@ def release_flow(
 
 
 _UNKNOWN = NodeOutcome("", NodeStatus.NOT_AWAITED)
+_NO_NODES: frozenset[int] = frozenset()
 
 
 def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:

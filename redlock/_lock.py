@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 import random
-import secrets
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -82,7 +82,8 @@ DEFAULT_HEALTH_CHECK_INTERVAL = 30.0
 
 
 def new_token() -> str:
-    return secrets.token_hex(TOKEN_BYTES)
+    # (secrets.token_hex, without its two calls on the way to os.urandom: one per attempt)
+    return os.urandom(TOKEN_BYTES).hex()
 
 
 #: Between the random part of a token and the identity it carries (an election's).
@@ -105,6 +106,31 @@ def identity_of(token: str | None) -> str | None:
     if any(char not in "0123456789abcdef" for char in token[:random_part]):
         return None
     return token[random_part + 1 :]
+
+
+#: How many checked specs a client keeps (distinct ttl, lock_delay, retry_delay, limit and
+#: mode together): a few in any real program; the bound is for one that makes up a new ttl
+#: per lock, whose cache is emptied and refilled rather than left to grow.
+SPECS_KEPT = 64
+
+
+def _settings_key(
+    ttl: object, *, fencing: object, lock_delay: object, limit: object, retry_delay: object, mode: str
+) -> tuple[object, ...] | None:
+    """What a lock's spec is cached under (every argument but its name), or None when it
+    is not cached: only exact ints and floats are, and only without fencing (a fenced lock
+    also tells the driver, each time). Equal values of those types check alike (10 and
+    10.0 make the same spec), whereas True == 1 hashes as 1 and is still not a ttl, and a
+    subclass may define == as it likes: any other type goes through every check each time."""
+    if (
+        fencing is False
+        and (type(ttl) is float or type(ttl) is int)
+        and (type(lock_delay) is float or type(lock_delay) is int)
+        and (retry_delay is None or type(retry_delay) is float or type(retry_delay) is int)
+        and (limit is None or type(limit) is int)
+    ):
+        return (ttl, lock_delay, limit, retry_delay, mode)
+    return None
 
 
 def _masters_text(masters: Sequence[object]) -> str:
@@ -154,6 +180,8 @@ class ClusterConfig:
         accepted = loaded_class(self._client_class)
         self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self._client_kind)
         self._master_names = tuple(master.name for master in self.masters)  # (every new Lock asks)
+        #: The checked specs of the settings lock() was last given (see _settings_key).
+        self._specs: dict[tuple[object, ...], LockSpec] = {}
         if len(self.masters) < 3:
             # Legal (a single master is the classic single-node lock), but rarely meant: with
             # two, the quorum is both, so either master down stops every lock.
@@ -225,6 +253,37 @@ class ClusterConfig:
         str), with ``limit``, of a semaphore of that many permits on ``name``, or with
         ``mode`` ("read" or "write"), of one side of the read-write lock on ``name``.
         ``retry_delay`` replaces the client's for this lock (None: the client's)."""
+        settings = (
+            _settings_key(ttl, fencing=fencing, lock_delay=lock_delay, limit=limit, retry_delay=retry_delay, mode=mode)
+            if isinstance(name, str)
+            else None
+        )
+        if settings is not None:
+            checked = self._specs.get(settings)
+            if checked is not None:
+                # Only the name is new: it gets every check an uncached lock's name gets.
+                return checked.named(_config.check_lock_name(name))
+        spec = self._checked_spec(
+            name, ttl, fencing=fencing, lock_delay=lock_delay, limit=limit, retry_delay=retry_delay, mode=mode
+        )
+        if settings is not None:
+            if len(self._specs) >= SPECS_KEPT:
+                self._specs.clear()
+            self._specs[settings] = spec
+        return spec
+
+    def _checked_spec(
+        self,
+        name: object,
+        ttl: object,
+        *,
+        fencing: object,
+        lock_delay: object,
+        limit: object,
+        retry_delay: object,
+        mode: str,
+    ) -> LockSpec:
+        """:meth:`_lock_spec` with every argument checked (none served from the cache)."""
         names: tuple[str, ...] = ()
         if mode:
             key, permits = _config.check_lock_name(name), 0
@@ -326,6 +385,68 @@ class LockOptions:
         max_hold: object = None,
         max_attempts: object = None,
     ) -> LockOptions:
+        if (
+            timeout is None
+            and auto_extend is False
+            and on_lost is None
+            and cancel_on_lost is False
+            and reentrant is False
+            and identity is None
+            and max_hold is None
+            and max_attempts is None
+        ):
+            # lock()'s defaults (each compared by identity: 0 is not False): valid for any spec.
+            return _DEFAULT_OPTIONS
+        # As for specs (see _settings_key): only exact ints, floats and bools are cached,
+        # with the spec's values that the checks read; a callback or an identity never is.
+        key: tuple[object, ...] | None = None
+        if (
+            on_lost is None
+            and identity is None
+            and (timeout is None or type(timeout) is float or type(timeout) is int)
+            and type(auto_extend) is bool
+            and type(cancel_on_lost) is bool
+            and type(reentrant) is bool
+            and (max_hold is None or type(max_hold) is float or type(max_hold) is int)
+            and (max_attempts is None or type(max_attempts) is int)
+        ):
+            key = (spec.ttl, spec.node_timeout, spec.clock_drift_factor, timeout, auto_extend)
+            key += (cancel_on_lost, reentrant, max_hold, max_attempts)
+            options = _OPTIONS.get(key)
+            if options is not None:
+                return options
+        options = cls._checked_anew(
+            spec,
+            timeout=timeout,
+            auto_extend=auto_extend,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+            reentrant=reentrant,
+            identity=identity,
+            max_hold=max_hold,
+            max_attempts=max_attempts,
+        )
+        if key is not None:
+            if len(_OPTIONS) >= OPTIONS_KEPT:
+                _OPTIONS.clear()
+            _OPTIONS[key] = options
+        return options
+
+    @classmethod
+    def _checked_anew(
+        cls,
+        spec: LockSpec,
+        *,
+        timeout: object,
+        auto_extend: object,
+        on_lost: object,
+        cancel_on_lost: object,
+        reentrant: object,
+        identity: object,
+        max_hold: object,
+        max_attempts: object,
+    ) -> LockOptions:
+        """:meth:`checked` with every argument checked (none served from a cache)."""
         seconds = None if timeout is None else _config.check_seconds("timeout", timeout, allow_zero=True)
         extend = _config.check_flag("auto_extend", auto_extend)
         cancel = _config.check_flag("cancel_on_lost", cancel_on_lost)
@@ -351,6 +472,14 @@ class LockOptions:
         attempts = None if max_attempts is None else _config.check_count("max_attempts", max_attempts)
         return cls(seconds, extend, on_lost, cancel, nested, carried, hold, attempts)  # type: ignore[arg-type]
 
+
+#: The options of every Lock made with the defaults: one object (they are immutable).
+_DEFAULT_OPTIONS = LockOptions()
+#: Other options checked, by their arguments and the spec values the checks read (see
+#: LockOptions.checked): a Lock made with ``timeout=5``, or by ``@rl.locked`` (which
+#: passes ``timeout=0.0`` to try once), checks nothing anew. At most OPTIONS_KEPT.
+_OPTIONS: dict[tuple[object, ...], LockOptions] = {}
+OPTIONS_KEPT = 64
 
 ClusterT = TypeVar("ClusterT", bound=ClusterConfig)
 
@@ -617,6 +746,15 @@ class LockState(Generic[ClusterT]):
     def _time_left(self, give_up_at: float | None) -> float | None:
         return None if give_up_at is None else max(0.0, give_up_at - self._cluster._clock())
 
+    def _free_turn(self, me: object) -> bool:
+        """Claim this object for ``me`` if no local user has it (the common case: an object
+        used by one thread or task), with no wait to set up; False: :meth:`_turn` decides.
+        The caller holds its local gate, as for :meth:`_turn`."""
+        if self._busy:
+            return False
+        self._busy, self._owner = True, me
+        return True
+
     def _turn(self, me: object, blocking: bool, give_up_at: float | None) -> Generator[float | None, None, Turn]:
         """Wait for this object to be free for ``me``: yields how long to wait for a release
         by another local user (None: unbounded), and returns how the wait ended.
@@ -680,7 +818,8 @@ class LockState(Generic[ClusterT]):
     # --- flows and their results ----------------------------------------------------------
 
     def _acquire_flow(self, blocking: bool, give_up_at: float | None) -> tuple[Tokens, Flow]:
-        tokens = Tokens(self._options.new_token)
+        options = self._options
+        tokens = Tokens(new_token if options.identity is None else options.new_token)
         flow = acquire_flow(
             self._spec,
             tokens,
@@ -832,7 +971,7 @@ class LockState(Generic[ClusterT]):
         handoff, lease.handoff = lease.handoff, None
         if handoff is not None:
             self._cluster._driver.handed_over(handoff)
-        lease.release_rounds.extend(result.rounds)
+        lease.release_rounds += result.rounds
         # Neither confirmed nor refused by a majority (masters down, hung or slow): our keys
         # may still be there, blocking everyone until they expire. Forgetting the token
         # would leave the caller no way to try again.

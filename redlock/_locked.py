@@ -72,6 +72,45 @@ def _fields(template: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class _PlainParameters:
+    """The parameters of a function whose every parameter is positional-or-keyword (no
+    ``*args``, ``**kwargs``, keyword-only or positional-only ones), the usual kind: a call's
+    arguments are bound to them here, where ``inspect.Signature.bind`` and
+    ``apply_defaults`` cost 38,000 instructions per call (about 5 % of a lock+unlock)."""
+
+    names: tuple[str, ...]
+    accepted: frozenset[str]
+    defaults: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, signature: inspect.Signature) -> _PlainParameters | None:
+        parameters = signature.parameters.values()
+        if any(parameter.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for parameter in parameters):
+            return None
+        defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+        return cls(tuple(signature.parameters), frozenset(signature.parameters), defaults)
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Each parameter's argument, defaults applied, as ``Signature.bind`` gives them;
+        None when the arguments do not fit (``Signature.bind`` then says how)."""
+        names = self.names
+        if len(args) > len(names):
+            return None
+        arguments = dict(zip(names, args, strict=False))
+        for name, value in kwargs.items():
+            if name in arguments or name not in self.accepted:
+                return None
+            arguments[name] = value
+        if len(arguments) < len(names):
+            for name in names:
+                if name not in arguments:
+                    if name not in self.defaults:
+                        return None
+                    arguments[name] = self.defaults[name]
+        return arguments
+
+
+@dataclass(frozen=True)
 class LockedCall:
     """A decorator's checked settings; :meth:`bound_to` a function, how each call runs."""
 
@@ -86,6 +125,8 @@ class LockedCall:
     asynchronous: bool
     function: Callable[..., Any] | None = None
     signature: inspect.Signature | None = None
+    #: The function's parameters, when all are plain (see _PlainParameters), else None.
+    plain: _PlainParameters | None = None
 
     @classmethod
     def planned(
@@ -138,18 +179,22 @@ class LockedCall:
                         f"{getattr(function, '__qualname__', function)!r} "
                         f"(its parameters: {', '.join(signature.parameters) or 'none'})"
                     )
-        return dataclasses.replace(self, function=function, signature=signature)
+        plain = _PlainParameters.of(signature)
+        return dataclasses.replace(self, function=function, signature=signature, plain=plain)
 
     def names(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[str, ...]:
         """The lock names of one call (TypeError, as the call itself would raise, if the
         arguments do not fit the signature)."""
         assert self.signature is not None
-        bound = self.signature.bind(*args, **kwargs)
-        bound.apply_defaults()
+        arguments = None if self.plain is None else self.plain.bind(args, kwargs)
+        if arguments is None:
+            bound = self.signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
         names = []
         for template in self.templates:
             try:
-                names.append(template.format_map(bound.arguments))
+                names.append(template.format_map(arguments))
             except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
                 raise ValueError(f"cannot build the lock name from {template!r}: {error!r}") from None
         return tuple(names)

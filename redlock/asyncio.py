@@ -317,17 +317,19 @@ class Lock(LockState[Redlock]):
         self._renewer: asyncio.Task[None] | None = None
         self._body: asyncio.Task[Any] | None = None
         self._cancelled_body = False
-        #: Set (and replaced) each time the object is freed: the waiting tasks check again.
-        self._freed = asyncio.Event()
+        #: Set (and dropped) each time the object is freed: the waiting tasks check again.
+        #: Made by the first task that waits: most Locks are never waited for.
+        self._freed: asyncio.Event | None = None
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """See :meth:`redlock.Lock.acquire`. If cancelled, rolls back before re-raising."""
         give_up_at = self._acquire_deadline(blocking, timeout)
         me = asyncio.current_task()
         try:
-            turn = await self._waited(self._turn(me, blocking, give_up_at))
-            if turn is not Turn.AT_MASTERS:
-                return turn is Turn.NESTED
+            if not self._free_turn(me):
+                turn = await self._waited(self._turn(me, blocking, give_up_at))
+                if turn is not Turn.AT_MASTERS:
+                    return turn is Turn.NESTED
             tokens, flow = self._acquire_flow(blocking, give_up_at)
             # Interrupted (cancelled) before the lease is recorded, with SETs possibly landed:
             # ours are taken back, whatever comes next.
@@ -338,8 +340,9 @@ class Lock(LockState[Redlock]):
             self._end_turn(me)
 
     def _wake_local(self) -> None:
-        freed, self._freed = self._freed, asyncio.Event()
-        freed.set()
+        freed, self._freed = self._freed, None
+        if freed is not None:
+            freed.set()
 
     async def _waited(self, steps: Generator[float | None, None, T]) -> T:
         """Run ``steps``, waiting between them (woken by releases and losses) as long as
@@ -348,6 +351,8 @@ class Lock(LockState[Redlock]):
             while True:
                 # Nothing else runs between the check and the wait: no wake-up is missed.
                 wait, freed = next(steps), self._freed
+                if freed is None:
+                    freed = self._freed = asyncio.Event()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await freed.wait()

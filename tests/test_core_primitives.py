@@ -78,6 +78,27 @@ def test_no_more_than_limit_hold_whatever_each_one_reaches(case: tuple[int, list
     assert held <= limit
 
 
+@given(
+    nodes=st.integers(min_value=1, max_value=9),
+    limit=st.integers(min_value=0, max_value=5),
+    forced=st.integers(min_value=0, max_value=9),
+    key=st.text(min_size=1, max_size=5),
+)
+def test_a_spec_works_out_its_quorum_once_and_anew_when_replaced(nodes: int, limit: int, forced: int, key: str) -> None:
+    """The quorum and the masters' indexes are worked out when a spec is made (every round
+    asks for them): a spec made from another, renamed or replaced, has its own."""
+    kind = kind_of(limit=limit)
+    spec = LockSpec("k", 10.0, tuple(f"m{node}" for node in range(nodes)), 0.05, 0.01, 0.2, 10.0, kind)
+    assert (spec.quorum, spec.all_nodes) == (kind.quorum(nodes), tuple(range(nodes)))
+    replaced = dataclasses.replace(spec, forced_quorum=forced)
+    assert replaced.quorum == (forced or kind.quorum(nodes))
+    renamed = replaced.named(key)
+    assert renamed == dataclasses.replace(replaced, key=key)
+    assert (renamed.key, renamed.quorum, renamed.all_nodes) == (key, replaced.quorum, spec.all_nodes)
+    shrunk = dataclasses.replace(renamed, node_names=renamed.node_names[:1], forced_quorum=0)
+    assert (shrunk.quorum, shrunk.all_nodes) == (1, (0,))
+
+
 def test_a_plain_majority_lets_one_too_many_in() -> None:
     """The counterexample behind the quorum: four holders with 3 of 5 votes, limit 3."""
     cluster = ModelCluster(5)
