@@ -142,6 +142,16 @@ class Command:
     #: Its native forms, the one to prefer first (empty: every master runs ``args``).
     native: tuple[NativeForm, ...] = ()
 
+    # (Written out, not generated, for every class made per operation: mypyc compiles a
+    # class's own __init__ but runs the one dataclasses generates as Python, a few thousand
+    # instructions per object in the compiled build.)
+    def __init__(
+        self, args: tuple[Arg, ...], script: _scripts.Script | None = None, native: tuple[NativeForm, ...] = ()
+    ) -> None:
+        self.args = args
+        self.script = script
+        self.native = native
+
     @property
     def idempotent(self) -> bool:
         """Safe to send again when its fate is unknown (see :attr:`_scripts.Script.idempotent`)."""
@@ -204,6 +214,11 @@ class NativeForm:
     needs: str
     command: Command
     then: Command | None = None
+
+    def __init__(self, needs: str, command: Command, then: Command | None = None) -> None:  # (see Command)
+        self.needs = needs
+        self.command = command
+        self.then = then
 
 
 def native_form(command: Command, available: frozenset[str]) -> NativeForm | None:
@@ -556,6 +571,14 @@ class Pause:
     line: Line | None = None
     handoff: Handoff | None = None
 
+    def __init__(  # (see Command)
+        self, seconds: float, wake_on: str | None = None, line: Line | None = None, handoff: Handoff | None = None
+    ) -> None:
+        self.seconds = seconds
+        self.wake_on = wake_on
+        self.line = line
+        self.handoff = handoff
+
 
 Request = Round | Pause
 Flow = Generator[Request, float, "Result"]
@@ -583,6 +606,37 @@ class Result:
     token: str | None = None
     #: For a release: its round, which a retry of the release takes into account.
     rounds: tuple[Round, ...] = ()
+
+    def __init__(  # (see Command)
+        self,
+        ok: bool,
+        outcomes: tuple[NodeOutcome, ...],
+        granted: int,
+        *,
+        deadline: float = 0.0,
+        quorum_unreachable: bool = False,
+        misconfigured: bool = False,
+        token_gone: bool = False,
+        timed_out: bool = False,
+        attempts: int = 1,
+        fencing_token: int | None = None,
+        finished_at: float = 0.0,
+        token: str | None = None,
+        rounds: tuple[Round, ...] = (),
+    ) -> None:
+        self.ok = ok
+        self.outcomes = outcomes
+        self.granted = granted
+        self.deadline = deadline
+        self.quorum_unreachable = quorum_unreachable
+        self.misconfigured = misconfigured
+        self.token_gone = token_gone
+        self.timed_out = timed_out
+        self.attempts = attempts
+        self.fencing_token = fencing_token
+        self.finished_at = finished_at
+        self.token = token
+        self.rounds = rounds
 
 
 FENCE_PREFIX = "redlock:fence:"

@@ -210,6 +210,29 @@ class Lease:
     #: The renewer's thread and the user's may extend at once.
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    # (Written out, not generated: one is made per acquire, and mypyc runs a dataclass's
+    # generated __init__ as Python; see redlock._core.Command.)
+    def __init__(
+        self, token: str, deadline: float, fencing_token: int | None = None, *, hold_until: float = math.inf
+    ) -> None:
+        self.token = token
+        self.deadline = deadline
+        self.fencing_token = fencing_token
+        self.lost = False
+        self.ended = False
+        self.release_unconfirmed = False
+        self.loss_reported = False
+        self.loss_noticed = False
+        self.loss_why = ""
+        self.release_rounds = ()
+        self.hold_until = hold_until
+        self.held_out = False
+        self.handoff = None
+        self.release_to_all = False
+        self._extends = {}
+        self._last_extend_id = 0
+        self._guard = threading.Lock()
+
     def notice_loss(self) -> bool:
         """Mark the lease lost; True for the first caller only (the renewer's thread and the
         user's may find the loss at once), who then reports it."""
