@@ -19,9 +19,11 @@ from setuptools import setup
 #: arithmetic and rounds, the lock kinds, the flows and the connection policy), and the driver
 #: code that carries each command and reply between it and the event loop (the drivers' base,
 #: the asyncio driver): compiled, they cut 6 % of an asyncio lock+unlock's instructions, 10 %
-#: on uvloop. The sync driver and the public classes stay interpreted: the sync driver's time
-#: is in system calls and thread hand-offs, its interrupt safety is the interpreter's (a
-#: Ctrl-C lands between two bytecodes), and users may subclass and patch the public classes.
+#: on uvloop. The sync driver's own code and the public classes stay interpreted: the sync
+#: driver's time is in system calls and thread hand-offs, tests patch it, and users may
+#: subclass and patch the public classes. (What the sync driver inherits from the drivers'
+#: base runs compiled: a Ctrl-C lands there only where it calls back into Python, a subset of
+#: the places the pure package's per-line interrupt test covers.)
 COMPILED = (
     "redlock/_core.py",
     "redlock/_kinds.py",

@@ -162,7 +162,9 @@ class Driver(DriverBase["_Protocol"]):
                         interruption.add_note(f"redlock: rolling back the interrupted acquire failed: {failure!r}")
                 if cancels:
                     raise cancels[0] from interruption
-                raise
+                # (Named, not a bare raise: compiled, the exception being handled across the
+                # await above was what older mypyc got wrong, mypyc/mypyc#1177.)
+                raise interruption
             if cancels:
                 raise cancels[0]
             return result

@@ -202,33 +202,50 @@ class Lease:
     #: release is instead one every client's waiters hear of alike (a chain's end).
     handoff: Handoff | None = None
     release_to_all: bool = False
-    _extends: dict[int, _Extend] = field(default_factory=dict, repr=False)
+    _extends: dict[int, _Extend] = field(default_factory=dict, init=False, repr=False)
     #: Extends are numbered from 1, in the order they begin; the masters apply an extend
     #: only if it is newer than the last one they applied (see _scripts.EXTEND). The last
     #: number given (a plain int: every lease is made, few are extended).
-    _last_extend_id: int = field(default=0, repr=False)
+    _last_extend_id: int = field(default=0, init=False, repr=False)
     #: The renewer's thread and the user's may extend at once.
-    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     # (Written out, not generated: one is made per acquire, and mypyc runs a dataclass's
-    # generated __init__ as Python; see redlock._core.Command.)
+    # generated __init__ as Python; see redlock._core.Command. It takes every init field, so
+    # that dataclasses.replace works; the extends in flight and their guard are a new
+    # lease's own.)
     def __init__(
-        self, token: str, deadline: float, fencing_token: int | None = None, *, hold_until: float = math.inf
+        self,
+        token: str,
+        deadline: float,
+        fencing_token: int | None = None,
+        *,
+        lost: bool = False,
+        ended: bool = False,
+        release_unconfirmed: bool = False,
+        loss_reported: bool = False,
+        loss_noticed: bool = False,
+        loss_why: str = "",
+        release_rounds: tuple[Round, ...] = (),
+        hold_until: float = math.inf,
+        held_out: bool = False,
+        handoff: Handoff | None = None,
+        release_to_all: bool = False,
     ) -> None:
         self.token = token
         self.deadline = deadline
         self.fencing_token = fencing_token
-        self.lost = False
-        self.ended = False
-        self.release_unconfirmed = False
-        self.loss_reported = False
-        self.loss_noticed = False
-        self.loss_why = ""
-        self.release_rounds = ()
+        self.lost = lost
+        self.ended = ended
+        self.release_unconfirmed = release_unconfirmed
+        self.loss_reported = loss_reported
+        self.loss_noticed = loss_noticed
+        self.loss_why = loss_why
+        self.release_rounds = release_rounds
         self.hold_until = hold_until
-        self.held_out = False
-        self.handoff = None
-        self.release_to_all = False
+        self.held_out = held_out
+        self.handoff = handoff
+        self.release_to_all = release_to_all
         self._extends = {}
         self._last_extend_id = 0
         self._guard = threading.Lock()

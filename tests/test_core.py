@@ -581,3 +581,19 @@ def test_waiters_never_wake_more_than_one_per_release(steps: list[tuple[str, int
             waiters.released("a", str(token).encode())
             assert sum(event.flag for event in events) - before <= 1
         assert waiters.channels() <= {"a"}
+
+
+def test_a_lease_copied_with_replace_keeps_its_state_and_gets_its_own_guard() -> None:
+    """Lease writes its __init__ out (for mypyc); it still takes every init field, so that
+    dataclasses.replace copies the holder's state, while the extends in flight and their
+    lock belong to the new lease alone."""
+    lease = Lease("me", 10.0, 3, hold_until=20.0)
+    lease.lost = True
+    lease.loss_why = "gone"
+    number = lease.begin_extend(12.0)
+    copy = dataclasses.replace(lease, token="other")
+    assert (copy.token, copy.deadline, copy.fencing_token, copy.hold_until) == ("other", 10.0, 3, 20.0)
+    assert (copy.lost, copy.loss_why) == (True, "gone")
+    assert copy._guard is not lease._guard
+    assert copy._extends == {}
+    assert number in lease._extends

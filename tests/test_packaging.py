@@ -429,8 +429,8 @@ def test_what_is_compiled_is_the_pure_core_and_the_test_tier_checks_it() -> None
     modules = tuple(path.removesuffix(".py").replace("/", ".") for path in compiled)
     assert modules == _compiled.MODULES
     # Compiled code cannot be patched from Python: beside the sans-I/O core, only the
-    # drivers' base and the asyncio driver are compiled; the sync driver (which tests patch,
-    # and whose interrupt safety is the interpreter's) and the public classes are not.
+    # drivers' base and the asyncio driver are compiled; the sync driver (which tests patch)
+    # and the public classes are not.
     assert {module.removeprefix("redlock.") for module in modules} <= {*PURE, "_driver", "_aio"}
     assert "redlock._sync" not in modules
 
