@@ -80,10 +80,8 @@ class LockKind:
     @property
     def waits_in_line(self) -> bool:
         """Whether this client's blocking acquires of it take turns at the masters (see
-        :class:`~redlock._core.Line`): locks with one holder of one name, not semaphores
-        nor locks on several names (those kinds answer for themselves, with a constant:
-        every release asks)."""
-        return True
+        :class:`~redlock._core.Line`): locks with one holder of one name, not semaphores."""
+        return not self.names and not self.limit
 
     @property
     def hands_over(self) -> bool:
@@ -178,10 +176,6 @@ class MultiLock(LockKind):
     def names(self) -> tuple[str, ...]:
         return self.all_names
 
-    @property
-    def waits_in_line(self) -> bool:
-        return False
-
     def keys(self, key: str) -> tuple[str, ...]:
         return self.all_names
 
@@ -220,10 +214,6 @@ class Semaphore(LockKind):
     @property
     def limit(self) -> int:
         return self.permits
-
-    @property
-    def waits_in_line(self) -> bool:
-        return False
 
     def quorum(self, node_count: int) -> int:
         return semaphore_quorum(node_count, self.permits)

@@ -774,12 +774,11 @@ class LockState(Generic[ClusterT]):
                 )
             # Its own lock ran out (or was lost) without a release: trying again is fair.
             return Turn.AT_MASTERS
-        while self._busy:
+        while not self._free_turn(me):
             left = self._time_left(give_up_at)
             if not blocking or left == 0.0:
                 return Turn.REFUSED
             yield left
-        self._busy, self._owner = True, me
         return Turn.AT_MASTERS
 
     def _end_turn(self, me: object) -> None:
