@@ -382,6 +382,7 @@ class Waiters(Generic[EventT]):
         for event in self._waiting.get(channel, ()):
             handoff = self._handoffs.get(event)
             if handoff is not None and handoff.claim(expires_at):
+                handoff.wake = event.set
                 count, began = (0, now) if chain is None else chain
                 self._chains[channel] = (count + 1, began)
                 return handoff, False

@@ -315,6 +315,9 @@ class Round:
     #: Where the connection policy puts the seconds from sending to each master's reply
     #: (late ones too) when not None: redlock._telemetry sets it for the rounds it reports.
     latencies: Latencies | None = field(default=None, repr=False)
+    #: Called once, under the driver's lock, when the grants first make a majority, before
+    #: the round settles (a handover wakes its waiter there: see redlock._flows.release_flow).
+    on_majority: Callable[[], None] | None = field(default=None, repr=False)
 
     # (Written out rather than generated: mypyc runs a dataclass's generated __init__ as
     # Python, and a round is made for every command; see redlock._connection.InFlight.)
@@ -337,6 +340,7 @@ class Round:
         native_wires: dict[str, bytes] | None = None,
         waker: Callable[[], None] | None = None,
         latencies: Latencies | None = None,
+        on_majority: Callable[[], None] | None = None,
     ) -> None:
         self.command = command
         self.targets = targets
@@ -355,6 +359,7 @@ class Round:
         self.waker = waker
         self.granted = 0
         self.latencies = latencies
+        self.on_majority = on_majority
 
     def awaits(self, node: int) -> bool:
         """Whether ``node``'s outcome is still to be recorded in this round."""
@@ -372,6 +377,9 @@ class Round:
         self.replies[node] = reply
         if status is GRANTED:
             self.granted += 1
+            if self.on_majority is not None and self.granted + self.credited >= self.quorum:
+                reached, self.on_majority = self.on_majority, None
+                reached()
         if self.waker is not None and self.settled:
             waker, self.waker = self.waker, None
             waker()
@@ -489,7 +497,7 @@ class Handoff:
     DELIVERED: Final = 3
     ABANDONED: Final = 4
 
-    __slots__ = ("_guard", "expires_at", "new_token", "round", "started", "state", "token", "ttl_ms")
+    __slots__ = ("_guard", "expires_at", "new_token", "round", "started", "state", "token", "ttl_ms", "wake")
 
     def __init__(self, new_token: Callable[[], str], ttl_ms: int) -> None:
         #: Draws the waiter's token (and marks it outstanding: the acquire's Tokens).
@@ -505,6 +513,9 @@ class Handoff:
         self.started = 0.0
         #: Until when a claimed waiter waits for the swap's round.
         self.expires_at = 0.0
+        #: Wakes the waiter (set by the line that claimed it); called under the driver's
+        #: lock, by the swap's round once a majority swapped.
+        self.wake: Callable[[], None] | None = None
         # The releaser's thread delivers while the waiter's may give up on the claim: one
         # of the two wins, never both (a swap delivered after the waiter deleted its token
         # would make it hold nothing).

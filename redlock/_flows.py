@@ -630,8 +630,22 @@ def release_flow(
         credited=len(confirmed),
         patience=max(0.0, timeout - spec.node_timeout),
     )
+    delivered: list[bool] = []
+    if handoff is not None:
+        # The waiter holds once a majority swapped (its validity counts from the swap's start,
+        # as an acquire's from its send, and an acquire does not wait for the slowest masters
+        # either): it wakes then, while this release waits on for the others. Under a chain
+        # of handovers that overlaps one holder's round with the next one's.
+        offer = handoff
+
+        def deliver_early() -> None:
+            delivered.append(offer.deliver(release, started, offer.token))
+            if delivered[0] and offer.wake is not None:
+                offer.wake()
+
+        release.on_majority = deliver_early
     yield release
-    if handoff is not None and not handoff.deliver(release, started, handoff.token):
+    if handoff is not None and not (delivered[0] if delivered else handoff.deliver(release, started, handoff.token)):
         yield spec.round(spec.release_command(handoff.token, notify=notify), cleanup=True)
     denied = {node for node, outcome in release.outcomes.items() if outcome.status is NodeStatus.DENIED}
     ok = len(confirmed) + release.granted + len(denied & maybe_landed) >= spec.quorum

@@ -144,6 +144,48 @@ def test_a_release_to_a_waiter_that_left_deletes_the_waiter_token_and_announces_
     assert stop.value.value.ok  # our own release was confirmed by the swap
 
 
+def test_the_waiter_wakes_once_a_majority_swapped_while_the_release_waits_on() -> None:
+    handoff = Handoff(lambda: "new", 10_000)
+    woken: list[str | None] = []
+    handoff.wake = lambda: woken.append(handoff.round and handoff.token)
+    handoff.park()
+    assert handoff.claim(expires_at=5.0)
+    flow = release_flow(SPEC, "old", 1.0, handoff=handoff)
+    swap = next(flow)
+    assert isinstance(swap, Round)
+    swap.record(0, NodeStatus.GRANTED, reply=1)
+    assert woken == []  # one of three is no majority
+    swap.record(2, NodeStatus.GRANTED, reply=1)
+    assert woken == ["new"]  # delivered, and the waiter woken, before the slowest master answered
+    assert not swap.settled  # the release itself waits for every master
+    taken = handoff.take()
+    assert taken is swap
+    assert taken.majority_granted
+    assert handoff.started == 1.0  # the waiter's validity counts from the swap's start
+    swap.record(1, NodeStatus.DENIED, reply=0)
+    with pytest.raises(StopIteration) as stop:
+        flow.send(1.1)  # no second delivery, and nothing of the waiter's to delete
+    assert stop.value.value.ok
+    assert woken == ["new"]
+
+
+def test_a_waiter_gone_before_the_majority_swapped_is_not_woken_and_its_token_is_deleted() -> None:
+    handoff = Handoff(lambda: "new", 10_000)
+    woken: list[bool] = []
+    handoff.wake = lambda: woken.append(True)
+    handoff.park()
+    assert handoff.claim(expires_at=5.0)
+    flow = release_flow(SPEC, "old", 1.0, handoff=handoff)
+    swap = next(flow)
+    assert isinstance(swap, Round)
+    assert handoff.abandon()
+    _answered(swap, [NodeStatus.GRANTED] * 3)
+    assert woken == []
+    cleanup = flow.send(1.1)
+    assert isinstance(cleanup, Round)
+    assert "new" in cleanup.command.args
+
+
 class HandoffStates(RuleBasedStateMachine):
     """A waiter and a releaser on two threads' worth of interleavings: a swap is either
     delivered and taken once, or given up by the waiter and never delivered, never both."""
@@ -250,6 +292,38 @@ def test_a_release_hands_the_lock_to_a_waiter_of_the_same_client_in_one_round(
         ttls = [c.pttl(name) for c in clients]
     assert all(15_000 < ttl <= 20_000 for ttl in ttls), ttls
     assert waiter.validity > 15
+    waiter.release()
+
+
+def test_the_waiter_holds_once_a_majority_swapped_not_after_the_slowest_master(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    masters = fresh_masters(3)
+    # The release waits for every master up to node_timeout: long here, so that only the
+    # early handover can let the waiter in while the third master hangs.
+    rl = client(masters.urls, retry_delay=5.0, node_timeout=5.0)
+    name = unique()
+    holder = rl.lock(name, ttl=30)
+    assert holder.acquire(blocking=False)
+    waiter = rl.lock(name, ttl=30)
+    got: list[bool] = []
+    waiting = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=30)), daemon=True)
+    waiting.start()
+    assert eventually(lambda: parked(rl))
+    masters[2].pause()
+    try:
+        releasing = threading.Thread(target=holder.release, daemon=True)
+        releasing.start()
+        waiting.join(10)
+        assert got == [True]
+        assert releasing.is_alive()  # the release still waits for the hung master
+        assert waiter.validity > 20
+    finally:
+        masters[2].resume()
+    releasing.join(10)
+    assert not releasing.is_alive()
+    with raw_clients(masters.urls) as clients:
+        assert [c.get(name) for c in clients] == [waiter.token.encode()] * 3  # the late swap landed too
     waiter.release()
 
 
