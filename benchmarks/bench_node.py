@@ -27,7 +27,7 @@ from typing import Any
 
 import hiredis
 from _common import TOKEN_BYTES, UNLOCK
-from bench_scale import Refused, redlock_op_async, redlock_op_sync, scale_async, scale_sync
+from bench_scale import Refused, redlock_op_async, redlock_op_sync, scale_async, scale_sync, send_all_floor
 
 import redlock.asyncio
 from redlock import Redlock
@@ -42,7 +42,7 @@ HERE = Path(__file__).resolve().parent / "node"
 #: Our clients, beside node-redlock: asyncio on its own loop and on uvloop (uvicorn's), sync.
 CLIENTS = ("asyncio", "uvloop", "sync")
 #: What the event loop alone allows (:class:`EventLoopFloor`), on each loop.
-FLOORS = ("asyncio floor", "uvloop floor")
+FLOORS = ("asyncio floor", "uvloop floor", "sync floor")
 CONCURRENCY = (1, 10, 100, 1000)
 #: Threads beyond this add nothing on one interpreter (issue 9): the sync client stops here.
 SYNC_CONCURRENCY = (1, 10)
@@ -206,6 +206,10 @@ def node_section(cluster: LocalMasters, out: Path, seconds: float, warmup: float
         runs["asyncio floor"] = []
         if uvloop is not None:
             runs["uvloop floor"] = []
+        if concurrency == 1:
+            # One thread, one raw redis-py connection per master, the SETs all written and
+            # then every reply read: what a lone sync lock+unlock cannot go below.
+            runs["sync floor"] = []
         for _ in range(rounds):
             runs["node-redlock"].append(run_node(script, cluster, concurrency, seconds, warmup))
             runs["asyncio"].append(
@@ -244,6 +248,8 @@ def node_section(cluster: LocalMasters, out: Path, seconds: float, warmup: float
                         loop_factory=uvloop.new_event_loop,
                     )
                 )
+            if "sync floor" in runs:
+                runs["sync floor"].append(send_all_floor(cluster.urls, seconds, warmup))
             if "sync" in runs:
                 runs["sync"].append(
                     scale_sync(
