@@ -333,7 +333,8 @@ class Waiters(Generic[EventT]):
         every ``line.step`` until woken, first, or out of patience. An event already set (a
         release came while it tried) sends it at the masters again at once. Meanwhile a
         releasing Lock of this client may claim its ``handoff``: then it waits for the swap
-        (woken by :meth:`handed_over`), however long its patience, up to the claim's end."""
+        (woken once a majority swapped, or by :meth:`handed_over` when the swap's round ends
+        without one), however long its patience, up to the claim's end."""
         if line is not None:
             self.found(channel, line.held)
             if line.held is None and self.may_try(channel, event):
@@ -389,7 +390,11 @@ class Waiters(Generic[EventT]):
         return None, False
 
     def handed_over(self, handoff: Handoff) -> None:
-        """Wake the waiter ``handoff`` was claimed from: its swap was delivered (or not)."""
+        """Wake the waiter ``handoff`` was claimed from: its swap was delivered (or not).
+        Not one woken already when its swap reached a majority (see
+        redlock._flows.release_flow): it may be in line again, and would try once for nothing."""
+        if handoff.wake is None:
+            return
         for event, offered in self._handoffs.items():
             if offered is handoff:
                 event.set()

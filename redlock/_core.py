@@ -481,13 +481,15 @@ class Handoff:
     a majority swapped and the validity counted from the swap's start is left, exactly as
     if its own ``SET NX`` had been sent then (docs/algorithm.md, "Handing a lock over").
 
-    The acquire flow makes one per blocking acquire; the waiter's driver marks it
-    ``PARKED`` while the flow waits in a pause (only then may a releaser ``claim`` it); the
-    releaser's flow runs the swap and ``deliver``\ s the round; the waiter's flow ``take``\ s
-    it when it wakes. A waiter that leaves while claimed ``ABANDONED``\ s it: its token may
-    land, so whoever finds the abandonment deletes it. A claim not delivered by
-    ``expires_at`` (the releaser was interrupted) is given up by the waiter, which deletes
-    the token the swap may have written.
+    The acquire flow makes one per blocking acquire; the waiter's driver marks it ``PARKED``
+    while the flow waits in a pause (only then may a releaser ``claim`` it); the releaser's
+    flow runs the swap and ``deliver``\ s the round as soon as a majority swapped (the round
+    goes on recording the last replies), waking the waiter through ``wake``; the waiter's
+    flow ``take``\ s it when it wakes. A delivery names the token of the claim it answers: a
+    round that outlived its claim delivers nothing to a later one. A waiter that leaves
+    while claimed ``ABANDONED``\ s it: its token may land, so whoever finds the abandonment
+    deletes it. A claim not delivered by ``expires_at`` (the releaser was interrupted) is
+    given up by the waiter, which deletes the token the swap may have written.
     """
 
     # (Final ints, not an enum or a tuple unpacked: what mypyc compiles as class constants.)

@@ -250,7 +250,8 @@ class DriverBase(Generic[ConnectionT]):
             return self._policy.waiters.claim(channel, self._clock(), expires_at)
 
     def handed_over(self, handoff: Handoff) -> None:
-        """The swap for ``handoff`` is done: its waiter wakes and takes it."""
+        """The swap for ``handoff`` is done: its waiter wakes and takes it (unless it was woken
+        already, when the swap reached a majority)."""
         with self._guarded():
             self._policy.waiters.handed_over(handoff)
 

@@ -466,8 +466,11 @@ def _handed_over(
     if swap is not None:
         deadline = spec.deadline_after(handoff.started)
         if swap.majority_granted and deadline > now:
+            # (Counted from the outcomes taken, not swap.granted: a swap delivered on its
+            # majority may still be recording its last replies.)
             outcomes = swap.ordered_outcomes()
-            return Result(True, outcomes, swap.granted, deadline=deadline, attempts=attempts, token=token), now
+            granted = sum(1 for outcome in outcomes if outcome.status is NodeStatus.GRANTED)
+            return Result(True, outcomes, granted, deadline=deadline, attempts=attempts, token=token), now
         undo = [node for node in spec.all_nodes if swap.outcomes.get(node, _UNKNOWN).status is not NodeStatus.DENIED]
         if undo:
             now = yield spec.round(spec.release_command(token), undo, cleanup=True)
@@ -632,21 +635,27 @@ def release_flow(
     )
     delivered: list[bool] = []
     if handoff is not None:
+        # The token of OUR claim, read now: the offer's token is the latest claim's, and this
+        # round may outlive ours (an interrupted release leaves it in flight; a claim that ran
+        # out is given up, and the waiter may be claimed again, with a new token, by another
+        # release). Delivered or deleted, it must be the token this swap wrote.
+        offer, claimed = handoff, handoff.token
+
         # The waiter holds once a majority swapped (its validity counts from the swap's start,
         # as an acquire's from its send, and an acquire does not wait for the slowest masters
         # either): it wakes then, while this release waits on for the others. Under a chain
         # of handovers that overlaps one holder's round with the next one's.
-        offer = handoff
-
         def deliver_early() -> None:
-            delivered.append(offer.deliver(release, started, offer.token))
-            if delivered[0] and offer.wake is not None:
-                offer.wake()
+            delivered.append(offer.deliver(release, started, claimed))
+            if delivered[0]:  # (else the wake, if any, is a later claim's)
+                wake, offer.wake = offer.wake, None  # (woken: the release's end need not wake it again)
+                if wake is not None:
+                    wake()
 
         release.on_majority = deliver_early
     yield release
-    if handoff is not None and not (delivered[0] if delivered else handoff.deliver(release, started, handoff.token)):
-        yield spec.round(spec.release_command(handoff.token, notify=notify), cleanup=True)
+    if handoff is not None and not (delivered[0] if delivered else handoff.deliver(release, started, claimed)):
+        yield spec.round(spec.release_command(claimed, notify=notify), cleanup=True)
     denied = {node for node, outcome in release.outcomes.items() if outcome.status is NodeStatus.DENIED}
     ok = len(confirmed) + release.granted + len(denied & maybe_landed) >= spec.quorum
     gone = len(denied - maybe_landed) > len(spec.node_names) - spec.quorum

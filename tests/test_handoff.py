@@ -15,8 +15,8 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from redlock import LockLost
-from redlock._core import HANDOFF_CHAIN, Handoff, Pause, Result, Round
-from redlock._flows import LockSpec, Tokens, acquire_flow, release_flow
+from redlock._core import HANDOFF_CHAIN, Flow, Handoff, Pause, Result, Round
+from redlock._flows import LockSpec, Tokens, _handed_over, acquire_flow, release_flow
 from redlock.exceptions import NodeStatus
 from redlock.servers import LocalMasters
 
@@ -144,15 +144,21 @@ def test_a_release_to_a_waiter_that_left_deletes_the_waiter_token_and_announces_
     assert stop.value.value.ok  # our own release was confirmed by the swap
 
 
+def _swap_round(handoff: Handoff, releaser_token: str, started: float) -> tuple[Flow, Round]:
+    """A release that hands over to ``handoff``'s claim, run to its swap round."""
+    flow = release_flow(SPEC, releaser_token, started, handoff=handoff)
+    swap = next(flow)
+    assert isinstance(swap, Round)
+    return flow, swap
+
+
 def test_the_waiter_wakes_once_a_majority_swapped_while_the_release_waits_on() -> None:
     handoff = Handoff(lambda: "new", 10_000)
     woken: list[str | None] = []
     handoff.wake = lambda: woken.append(handoff.round and handoff.token)
     handoff.park()
     assert handoff.claim(expires_at=5.0)
-    flow = release_flow(SPEC, "old", 1.0, handoff=handoff)
-    swap = next(flow)
-    assert isinstance(swap, Round)
+    flow, swap = _swap_round(handoff, "old", 1.0)
     swap.record(0, NodeStatus.GRANTED, reply=1)
     assert woken == []  # one of three is no majority
     swap.record(2, NodeStatus.GRANTED, reply=1)
@@ -175,15 +181,50 @@ def test_a_waiter_gone_before_the_majority_swapped_is_not_woken_and_its_token_is
     handoff.wake = lambda: woken.append(True)
     handoff.park()
     assert handoff.claim(expires_at=5.0)
-    flow = release_flow(SPEC, "old", 1.0, handoff=handoff)
-    swap = next(flow)
-    assert isinstance(swap, Round)
+    flow, swap = _swap_round(handoff, "old", 1.0)
     assert handoff.abandon()
     _answered(swap, [NodeStatus.GRANTED] * 3)
     assert woken == []
     cleanup = flow.send(1.1)
     assert isinstance(cleanup, Round)
     assert "new" in cleanup.command.args
+
+
+def test_a_swap_round_that_outlived_its_claim_delivers_nothing_to_a_later_claim() -> None:
+    """A releaser interrupted mid-swap leaves its round in flight; its waiter gives the claim
+    up and parks again, and another Lock's release claims it with a new token. A late reply
+    that gives the old round its majority must not hand the waiter that round (it swapped
+    in the old token, counted from the old start), nor make the new release delete the
+    token the waiter would then believe it holds."""
+    tokens = Tokens(iter(f"t{i}" for i in range(100)).__next__)
+    handoff = Handoff(tokens.fresh, 10_000)
+    woken: list[int] = []
+    handoff.wake = lambda: woken.append(1)
+    handoff.park()
+    assert handoff.claim(expires_at=2.2)
+    first, old_swap = _swap_round(handoff, "A", 1.0)
+    old_swap.record(0, NodeStatus.GRANTED, reply=1)
+    old_swap.record(2, NodeStatus.DENIED, reply=0)
+    first.close()  # the releaser was interrupted; its round is still in flight
+    assert handoff.abandon()  # the claim ran out
+    assert handoff.take() is None
+    handoff.park()  # back in line
+    handoff.wake = lambda: woken.append(2)
+    assert handoff.claim(expires_at=20.0)
+    second, new_swap = _swap_round(handoff, "C", 10.0)
+    old_swap.record(1, NodeStatus.GRANTED, reply=1)  # the old round's late majority
+    assert woken == []
+    for node in (0, 1, 2):
+        new_swap.record(node, NodeStatus.GRANTED, reply=1)
+    assert woken == [2]
+    with pytest.raises(StopIteration):
+        second.send(10.02)  # delivered: nothing of the waiter's to delete
+    taking = _handed_over(SPEC, tokens, handoff, 10.01, 1)
+    with pytest.raises(StopIteration) as stop:
+        next(taking)
+    result, _ = stop.value.value
+    assert result.ok
+    assert result.deadline == SPEC.deadline_after(10.0)  # the new swap's start, not the old one's
 
 
 class HandoffStates(RuleBasedStateMachine):
