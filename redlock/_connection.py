@@ -390,15 +390,10 @@ class Waiters(Generic[EventT]):
         return None, False
 
     def handed_over(self, handoff: Handoff) -> None:
-        """Wake the waiter ``handoff`` was claimed from: its swap was delivered (or not).
-        Not one woken already when its swap reached a majority (see
+        """Wake the waiter ``handoff`` was claimed from: its swap's round ended (delivered or
+        not). Not one woken already when the swap reached a majority (see
         redlock._flows.release_flow): it may be in line again, and would try once for nothing."""
-        if handoff.wake is None:
-            return
-        for event, offered in self._handoffs.items():
-            if offered is handoff:
-                event.set()
-                return
+        handoff.wake_waiter()
 
     def may_try(self, channel: str, event: EventT) -> bool:
         """Whether a waiter in line whose own timer ran out tries at the masters now (see

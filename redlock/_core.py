@@ -553,6 +553,13 @@ class Handoff:
             self.round, self.started, self.state = round_, started, Handoff.DELIVERED
             return True
 
+    def wake_waiter(self) -> None:
+        """Under the driver's lock: wake the waiter of the current claim, once (a later
+        claim sets ``wake`` anew)."""
+        wake, self.wake = self.wake, None
+        if wake is not None:
+            wake()
+
     def abandon(self) -> bool:
         """The waiter gives up on a claim (or leaves the line): True if a swap was under way."""
         with self._guard:

@@ -648,9 +648,7 @@ def release_flow(
         def deliver_early() -> None:
             delivered.append(offer.deliver(release, started, claimed))
             if delivered[0]:  # (else the wake, if any, is a later claim's)
-                wake, offer.wake = offer.wake, None  # (woken: the release's end need not wake it again)
-                if wake is not None:
-                    wake()
+                offer.wake_waiter()
 
         release.on_majority = deliver_early
     yield release

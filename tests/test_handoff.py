@@ -337,9 +337,11 @@ def test_a_release_hands_the_lock_to_a_waiter_of_the_same_client_in_one_round(
 
 
 def test_the_waiter_holds_once_a_majority_swapped_not_after_the_slowest_master(
-    client: ClientFactory, fresh_masters: MastersFactory
+    client: ClientFactory, matrix_masters: MastersFactory
 ) -> None:
-    masters = fresh_masters(3)
+    """On every server of the matrix: the swap goes as a script on Redis, as `SET IFEQ`
+    (replying OK, not 1) on Valkey 9."""
+    masters = matrix_masters(3)
     # The release waits for every master up to node_timeout: long here, so that only the
     # early handover can let the waiter in while the third master hangs.
     rl = client(masters.urls, retry_delay=5.0, node_timeout=5.0)
