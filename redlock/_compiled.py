@@ -35,7 +35,7 @@ else:
 __all__ = ["MODULES", "PURE", "mypyc_attr", "prefer_sources_if_asked"]
 
 #: What setup.py compiles (tests/test_packaging.py checks they agree): the sans-I/O core,
-#: the drivers' shared base and the asyncio driver.
+#: the drivers' shared base and both drivers.
 MODULES = (
     "redlock._core",
     "redlock._kinds",
@@ -43,6 +43,7 @@ MODULES = (
     "redlock._connection",
     "redlock._driver",
     "redlock._aio",
+    "redlock._sync",
 )
 #: The environment variable that makes the sources run.
 PURE = "REDLOCK_PURE"

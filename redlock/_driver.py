@@ -85,7 +85,7 @@ class Connection(Protocol):
 ConnectionT = TypeVar("ConnectionT", bound=Connection)
 
 
-# (The sync driver, interpreted, derives from it: see setup.py for why it is not compiled.)
+# (Tests derive from the drivers to take a step out: see tests/test_resets.py.)
 @mypyc_attr(allow_interpreted_subclasses=True)
 class DriverBase(Generic[ConnectionT]):
     """What both drivers do alike, written once: the masters and settings, the policy, the

@@ -38,10 +38,12 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from redlock._compiled import mypyc_attr
 from redlock._config import DriverSettings
 from redlock._connection import Connect, Interrupted, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
 from redlock._driver import DriverBase, open_socket
+from redlock._held_weakly import ForkHook, Ticket
 
 T = TypeVar("T")
 
@@ -61,12 +63,6 @@ def _poller_of(fds: Iterable[int]) -> select.poll:
     for fd in fds:
         poller.register(fd, select.POLLIN)
     return poller
-
-
-class _Running:
-    """A flow under way, as :attr:`Driver._running` counts it."""
-
-    __slots__ = ("__weakref__",)
 
 
 class _Socket:
@@ -103,40 +99,25 @@ def _send(conn: _Socket, data: bytes | bytearray) -> int | OSError:
         return error
 
 
-class _ForkHook:
-    """What the at-fork hook knows of a driver: the driver owns this object, and the hook
-    holds it weakly, never the driver itself.
-
-    A weak reference to a driver is unsafe in a compiled build: the driver derives from the
-    compiled DriverBase, and mypyc's clear function for a class that Python may subclass
-    releases the weak-reference list as if it owned it, so a driver collected in a cycle
-    freed a weakref still in the hook's set (a segfault in the compiled wheel's smoke test,
-    at the next fork or garbage collection).
-    """
-
-    __slots__ = ("__weakref__", "driver")
-
-    def __init__(self, driver: Driver) -> None:
-        self.driver = driver
-
-
-_FORK_HOOKS: weakref.WeakSet[_ForkHook] = weakref.WeakSet()
+_FORK_HOOKS: weakref.WeakSet[ForkHook] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
     for hook in list(_FORK_HOOKS):
-        hook.driver.after_fork()
+        hook.after_fork()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# (Open to Python subclasses, compiled: tests/test_resets.py takes a step out in one.)
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Driver(DriverBase["_Socket"]):
     """Runs flows for one Redlock client over one connection per master; see the module."""
 
     def __init__(self, settings: DriverSettings) -> None:
         super().__init__(settings)
-        self._fork_hook = _ForkHook(self)
+        self._fork_hook = ForkHook(self.after_fork)
         _FORK_HOOKS.add(self._fork_hook)
 
     def _fresh_process_state(self) -> None:
@@ -149,7 +130,7 @@ class Driver(DriverBase["_Socket"]):
         #: Flows under way: close() lets them finish (their clean-ups) before hanging up.
         #: Weak: a flow whose run() a Ctrl-C left before it could say so is gone with it.
         #: (Its ticket, not the flow: a compiled flow's generator takes no weak reference.)
-        self._running: weakref.WeakSet[_Running] = weakref.WeakSet()
+        self._running: weakref.WeakSet[Ticket] = weakref.WeakSet()
         #: The waiting thread that reads the command sockets for everyone (by its event),
         #: and until when its claim holds: past that, a claim left by an interrupted thread
         #: is void.
@@ -195,7 +176,7 @@ class Driver(DriverBase["_Socket"]):
         goes on: on the same connections, so on each master it lands after what it undoes.
         """
         self._check_fork()
-        running = _Running()
+        running = Ticket()
         try:
             with self._lock:
                 self._running.add(running)

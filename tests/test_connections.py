@@ -221,11 +221,12 @@ def test_a_forked_child_never_reads_the_parents_replies(matrix_cluster: LocalMas
 
 
 def test_nothing_holds_a_weak_reference_to_a_driver(masters: LocalMasters) -> None:
-    """The sync driver derives from the compiled DriverBase, and a compiled build's clear
-    function released a driver's weak references as if it owned them: the weakref that the
-    at-fork hook once held was freed while still in its set, and the next fork or collection
-    crashed (seen in the compiled wheel's smoke test; a weakref's refcount fell by one when
-    its driver was collected). The hook holds a small object of the driver's instead."""
+    """The drivers derive from DriverBase, compiled and open to Python subclasses, and a
+    compiled build's clear function released a driver's weak references as if it owned
+    them: the weakref that the at-fork hook once held was freed while still in its set, and
+    the next fork or collection crashed (seen in the compiled wheel's smoke test; a
+    weakref's refcount fell by one when its driver was collected). The hook holds a small
+    interpreted object of the driver's instead (redlock/_held_weakly.py)."""
     with Redlock(masters.urls) as rl, rl.lock(unique("weakly"), ttl=5.0):
         assert weakref.getweakrefcount(rl._driver) == 0
 

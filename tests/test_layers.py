@@ -18,7 +18,17 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "redlock"
 #: Lowest first; a module may import only from its own layer or the ones before it. Within
 #: a layer, modules do not import each other (checked too).
 LAYERS: list[tuple[str, ...]] = [
-    ("exceptions", "_scripts", "_extras", "_version", "_lifeline", "_testing_tls", "_proc", "_compiled"),
+    (
+        "exceptions",
+        "_scripts",
+        "_extras",
+        "_version",
+        "_lifeline",
+        "_testing_tls",
+        "_proc",
+        "_compiled",
+        "_held_weakly",
+    ),
     ("_core",),  # the protocol's vocabulary: arithmetic, commands, rounds, results
     ("_kinds",),  # what each kind of lock sends, and its quorum
     ("_flows",),  # the lock flows and the lease
