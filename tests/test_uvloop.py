@@ -54,6 +54,14 @@ def test_unix_socket_masters(unix_masters: LocalMasters) -> None:
     assert extended
 
 
+def test_tls_masters(tls_masters: LocalMasters) -> None:
+    """uvloop's TLS transport, like asyncio's, reads into the connection's own buffer (the
+    protocol is a BufferedProtocol), the handshake's replies of several kilobytes too."""
+    got, extended, _ = on_uvloop(_cycle_and_handoff(tls_masters.urls))
+    assert got
+    assert extended
+
+
 async def _through_a_reset(masters: LocalMasters) -> None:
     async with redlock.asyncio.Redlock(masters.urls) as rl:
         lock = rl.lock(unique(), ttl=10)
