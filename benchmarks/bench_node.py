@@ -89,19 +89,28 @@ def run_node(script: Path, cluster: LocalMasters, concurrency: int, seconds: flo
     }
 
 
-class _FloorConnection(asyncio.Protocol):
-    """One master: replies go, in order, to the callbacks of the commands that asked."""
+class _FloorConnection(asyncio.BufferedProtocol):
+    """One master: replies go, in order, to the callbacks of the commands that asked.
+
+    It reads into a buffer of its own, as the library's connections do: a plain protocol's
+    transport reads into a new 256 KiB bytes object each time, and whether that costs three
+    system calls and a page fault per read depends on the process's malloc history (glibc's
+    threshold for mapping memory), which made this floor move from run to run."""
 
     def __init__(self) -> None:
         self.reader = hiredis.Reader()
+        self.buffer = memoryview(bytearray(65536))
         self.waiting: deque[Callable[[object], None]] = deque()
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # (uvloop's is not an asyncio.Transport)
 
-    def data_received(self, data: bytes) -> None:
-        self.reader.feed(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.reader.feed(self.buffer, 0, nbytes)
         while (reply := self.reader.gets()) is not False:
             self.waiting.popleft()(reply)
 
