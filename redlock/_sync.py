@@ -76,6 +76,9 @@ class _Socket:
         self.fileno = sock.fileno()
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.parser = reply_parser()
+        #: What a read takes the socket's bytes into: one buffer for the connection's life,
+        #: not a new bytes object of the read's size each time.
+        self.buffer = memoryview(bytearray(_READ_SIZE))
         #: Bytes not yet taken by the socket, in order.
         self.outbuf = bytearray()
         #: A calling thread is sending ``outbuf`` without the lock: nobody else sends on
@@ -527,11 +530,11 @@ class Driver(DriverBase["_Socket"]):
         failure: BaseException | None = None
         try:
             while True:
-                data = conn.sock.recv(_READ_SIZE)
-                if not data:
+                taken = conn.sock.recv_into(conn.buffer)
+                if not taken:
                     raise ConnectionResetError("the master closed the connection")
-                conn.parser.feed(data)
-                if len(data) < _READ_SIZE and not conn.tls:
+                conn.parser.feed(conn.buffer, 0, taken)  # (the parser copies what it keeps)
+                if taken < _READ_SIZE and not conn.tls:
                     break
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             pass
