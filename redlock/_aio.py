@@ -27,11 +27,13 @@ from redlock._driver import DriverBase, keep_alive
 T = TypeVar("T")
 
 
-#: The bytes one read may take, into the connection's own buffer. (A plain protocol's
-#: transport reads into a new 256 KiB bytes object each time: above glibc's threshold for
-#: mapping memory, so each read of a few bytes cost an mmap, an mremap and an munmap, with
-#: a page fault; on asyncio's loop at C = 1 that was a third of a lock+unlock's CPU.)
-_READ_SIZE = 65536
+#: The bytes one read may take, into the connection's own buffer: a TLS record's most,
+#: and far more than the replies to a turn's rounds; a longer reply takes more reads. (A
+#: plain protocol's transport reads into a new 256 KiB bytes object each time: above
+#: glibc's threshold for mapping memory, so each read of a few bytes could cost an mmap,
+#: an mremap and an munmap, with a page fault; on asyncio's loop at C = 1 that was up to a
+#: third of a lock+unlock's CPU.)
+_READ_SIZE = 16384
 
 
 class _Protocol(asyncio.BufferedProtocol):

@@ -47,7 +47,9 @@ from redlock._held_weakly import ForkHook, Ticket
 
 T = TypeVar("T")
 
-_READ_SIZE = 65536
+#: What one read takes at most, into the connection's own buffer (kept for its life, so
+#: small): a TLS record's most, and far more than the replies to a turn's rounds.
+_READ_SIZE = 16384
 #: How often the I/O thread looks at subscribers waiting to reconnect, with nothing to read.
 _HOUSEKEEPING = 0.5
 #: While a master is connecting, how often a leader looks for its new socket.

@@ -431,6 +431,36 @@ def test_mutual_tls_masters(client: ClientFactory, mutual_tls_masters: LocalMast
         assert lock.locked()
 
 
+def _woken_by_a_release_of_a_long_name(client: ClientFactory, masters: LocalMasters) -> None:
+    # A name of 150 kB: the waiter's SUBSCRIBE reply and the release's message each outgrow
+    # a connection's read buffer (16 KiB), so each arrives over several reads.
+    name = unique("long") + "x" * 150_000
+    holder = client(masters.urls).lock(name, ttl=10.0)
+    assert holder.acquire(blocking=False)
+    # Another client (no handover within one client), and a retry delay far beyond the
+    # wait: only the release's message, read whole, can wake the waiter in time.
+    waiter = client(masters.urls, retry_delay=10.0).lock(name, ttl=10.0)
+    got: list[bool] = []
+    thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=4.0)))
+    thread.start()
+    time.sleep(0.5)
+    holder.release()
+    thread.join()
+    assert got == [True]
+    waiter.release()
+    with redis.Redis.from_url(masters.urls[0]) as raw:
+        assert raw.exists(name) == 0
+
+
+def test_replies_longer_than_one_read(client: ClientFactory, masters: LocalMasters) -> None:
+    _woken_by_a_release_of_a_long_name(client, masters)
+
+
+def test_replies_longer_than_one_read_over_tls(client: ClientFactory, tls_masters: LocalMasters) -> None:
+    """A TLS record holds at most 16 kB: a long reply is many records, some read in part."""
+    _woken_by_a_release_of_a_long_name(client, tls_masters)
+
+
 def test_an_untrusted_certificate_fails_at_once_as_misconfigured(
     client: ClientFactory, tls_masters: LocalMasters
 ) -> None:
