@@ -168,7 +168,10 @@ def test_a_master_restarted_with_its_data_keeps_the_lock_and_takes_the_release(
 ) -> None:
     masters = fresh_masters(3, persistence="aof-always")
     raw = [redis.Redis.from_url(url, socket_timeout=5) for url in masters.urls]
-    rl = client(masters.urls, wake_on_release=False)
+    # The extend after the restarts goes on new connections, behind their handshakes, and
+    # each master fsyncs it before replying: 0.1 s was not always enough on a loaded machine
+    # (all three masters "no reply within 0.10s" once in CI's compiled tier).
+    rl = client(masters.urls, wake_on_release=False, node_timeout=0.5)
     lock = rl.lock(unique(), ttl=30.0)
     assert lock.acquire(blocking=False)
     # The acquire returns on a majority's replies: the third master may not have run its
