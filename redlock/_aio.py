@@ -22,18 +22,9 @@ from typing import Any, TypeVar, cast
 
 from redlock._connection import Connect, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
-from redlock._driver import DriverBase, keep_alive
+from redlock._driver import DriverBase, keep_alive, read_buffer
 
 T = TypeVar("T")
-
-
-#: The bytes one read may take, into the connection's own buffer: a TLS record's most,
-#: and far more than the replies to a turn's rounds; a longer reply takes more reads. (A
-#: plain protocol's transport reads into a new 256 KiB bytes object each time: above
-#: glibc's threshold for mapping memory, so each read of a few bytes could cost an mmap,
-#: an mremap and an munmap, with a page fault; on asyncio's loop at C = 1 that was up to a
-#: third of a lock+unlock's CPU.)
-_READ_SIZE = 16384
 
 
 class _Protocol(asyncio.BufferedProtocol):
@@ -44,9 +35,8 @@ class _Protocol(asyncio.BufferedProtocol):
         self.kind = kind
         self.node = node
         self.parser = reply_parser()
-        #: What the transport reads into: a view, since asyncio's TLS transport reads the
-        #: rest of a record into ``buffer[offset:]`` (a bytearray's slice would be a copy).
-        self.buffer = memoryview(bytearray(_READ_SIZE))
+        #: What the transport reads into.
+        self.buffer = read_buffer()
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
         #: Done once the socket is closed: aclose() returns only then, fds released.

@@ -34,6 +34,22 @@ KEEPALIVE_INTERVAL = 10
 KEEPALIVE_COUNT = 3
 
 
+#: The most one read takes off a connection, into that connection's own buffer
+#: (:func:`read_buffer`): a TLS record's most, and far more than the replies to a turn's
+#: rounds; a longer reply takes more reads.
+READ_SIZE = 16384
+
+
+def read_buffer() -> memoryview:
+    """A connection's buffer for reads, kept for its life, so that a read makes no object
+    of its own. (asyncio's plain protocols read into a new 256 KiB bytes object each time:
+    above glibc's threshold for mapping memory, so each read of a few bytes could cost an
+    mmap, an mremap and an munmap, with a page fault; on asyncio's loop at C = 1 that was
+    up to a third of a lock+unlock's CPU.) A view, since asyncio's TLS transport reads the
+    rest of a record into ``buffer[offset:]``, and a bytearray's slice would be a copy."""
+    return memoryview(bytearray(READ_SIZE))
+
+
 def keep_alive(sock: socket.socket) -> None:
     """Turn on TCP keepalive with the intervals above (where the platform has them)."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)

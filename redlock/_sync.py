@@ -42,14 +42,11 @@ from redlock._compiled import mypyc_attr
 from redlock._config import DriverSettings
 from redlock._connection import Connect, Interrupted, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
-from redlock._driver import DriverBase, open_socket
+from redlock._driver import READ_SIZE, DriverBase, open_socket, read_buffer
 from redlock._held_weakly import ForkHook, Ticket
 
 T = TypeVar("T")
 
-#: What one read takes at most, into the connection's own buffer (kept for its life, so
-#: small): a TLS record's most, and far more than the replies to a turn's rounds.
-_READ_SIZE = 16384
 #: How often the I/O thread looks at subscribers waiting to reconnect, with nothing to read.
 _HOUSEKEEPING = 0.5
 #: While a master is connecting, how often a leader looks for its new socket.
@@ -78,9 +75,8 @@ class _Socket:
         self.fileno = sock.fileno()
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.parser = reply_parser()
-        #: What a read takes the socket's bytes into: one buffer for the connection's life,
-        #: not a new bytes object of the read's size each time.
-        self.buffer = memoryview(bytearray(_READ_SIZE))
+        #: What a read takes the socket's bytes into.
+        self.buffer = read_buffer()
         #: Bytes not yet taken by the socket, in order.
         self.outbuf = bytearray()
         #: A calling thread is sending ``outbuf`` without the lock: nobody else sends on
@@ -536,7 +532,7 @@ class Driver(DriverBase["_Socket"]):
                 if not taken:
                     raise ConnectionResetError("the master closed the connection")
                 conn.parser.feed(conn.buffer, 0, taken)  # (the parser copies what it keeps)
-                if taken < _READ_SIZE and not conn.tls:
+                if taken < READ_SIZE and not conn.tls:
                     break
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             pass

@@ -443,13 +443,20 @@ def _woken_by_a_release_of_a_long_name(client: ClientFactory, masters: LocalMast
     got: list[bool] = []
     thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=4.0)))
     thread.start()
-    time.sleep(0.5)
-    holder.release()
-    thread.join()
-    assert got == [True]
-    waiter.release()
-    with redis.Redis.from_url(masters.urls[0]) as raw:
-        assert raw.exists(name) == 0
+    raw = [redis.Redis.from_url(url) for url in masters.urls]
+    try:
+        # Released only once the waiter was refused and listens on every master: its
+        # SUBSCRIBE reply was read whole, and only the message can let it in now.
+        channel = f"redlock:released:{name}"
+        assert eventually(lambda: all(master.pubsub_numsub(channel)[0][1] == 1 for master in raw))
+        holder.release()
+        thread.join()
+        assert got == [True]
+        waiter.release()
+        assert [master.exists(name) for master in raw] == [0] * len(raw)
+    finally:
+        for master in raw:
+            master.close()
 
 
 def test_replies_longer_than_one_read(client: ClientFactory, masters: LocalMasters) -> None:
