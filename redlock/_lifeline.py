@@ -13,7 +13,10 @@ group when that happens:
   end only ``redlock exec`` has. However ``redlock exec`` dies, the kernel closes that end;
   the guard reads end-of-file without the word ``done`` first, and SIGKILLs the command's
   whole process group, its children included. This is also the fallback where prctl does not
-  exist or the prctl came too late.
+  exist or the prctl came too late. The command's process tells the guard its group itself,
+  between fork and exec: were it ``redlock exec`` that told it once the command had started,
+  a ``redlock exec`` killed in between (by the command itself, say) would leave a guard that
+  knows of no group, and the command's children would live on.
 
 Limits: a process that leaves the group (``setsid``, a daemon) escapes both; the guard can
 itself be killed; and SIGKILL gives the command no chance to clean up (it was running
@@ -34,7 +37,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-__all__ = ["Guard", "die_with_parent"]
+__all__ = ["Guard"]
 
 PR_SET_PDEATHSIG = 1
 DONE = b"done\n"
@@ -57,28 +60,12 @@ def _load_prctl() -> Callable[..., int] | None:
 prctl_function = _load_prctl()
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get SIGKILL when this thread dies; None off Linux."""
-    if prctl_function is None:
-        return None
-    prctl = prctl_function
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0)
-        # The parent may have died before the prctl: then no signal would ever come.
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
-
-
 class Guard:
     """The guard process of one command's process group (see the module docstring)."""
 
     def __init__(self) -> None:
         # Started before the command, so that a failure to start it stops exec before
-        # the command runs; it learns the group once the command has started.
+        # the command runs.
         self._proc = subprocess.Popen(
             [sys.executable, "-I", "-S", __file__],
             stdin=subprocess.PIPE,
@@ -88,11 +75,34 @@ class Guard:
         )
         self.pid = self._proc.pid
 
-    def watch(self, pgid: int) -> None:
-        """From now on, ``pgid`` is SIGKILLed if this process dies before :meth:`done`."""
+    def preexec_fn(self) -> Callable[[], None]:
+        """The command's ``preexec_fn``, for a command that leads a process group of its own.
+
+        Between fork and exec it tells the guard its group (the write end of the guard's
+        pipe is still open in the child then; it closes on exec), and on Linux it makes the
+        kernel SIGKILL it when the thread that starts it dies. It raises if the guard is
+        gone: the command must not start unprotected.
+        """
         assert self._proc.stdin is not None
-        self._proc.stdin.write(f"{pgid}\n".encode())
-        self._proc.stdin.flush()
+        guard_fd = self._proc.stdin.fileno()
+        prctl = prctl_function
+        parent = os.getpid()
+
+        def preexec() -> None:
+            if prctl is not None:
+                prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0)
+            # The parent may have died before the prctl: then no signal would ever come.
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGKILL)
+            # One write of a few bytes to a pipe: atomic, and never interleaved with the
+            # parent's own ``done``, which comes only once the command has started. Popen has
+            # set SIGPIPE back to its default already: a gone guard must raise EPIPE here
+            # (which Popen reports), not kill the child silently as if the command had run.
+            signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+            os.write(guard_fd, b"%d\n" % os.getpid())
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+        return preexec
 
     def done(self, *, kill_group: bool = False) -> None:
         """Stop the guard; with ``kill_group`` it kills the group on its way out, as if we had died."""

@@ -33,7 +33,7 @@ from typing import Any
 
 from redlock import _proc
 from redlock._client import Lock
-from redlock._lifeline import Guard, die_with_parent
+from redlock._lifeline import Guard
 
 __all__ = ["CannotRun", "Interrupted", "Supervisor"]
 
@@ -204,18 +204,20 @@ class Supervisor:
                 # the command starts, and the command's job control stays its own. It dies with
                 # us (see redlock._lifeline): without us nothing extends the lock. The preexec_fn
                 # is safe beside the extension thread: it takes no lock, imports nothing and
-                # only makes system calls (prctl, getppid).
+                # only makes system calls (prctl, getppid, write).
                 child = subprocess.Popen(
                     argv,
                     env=env,
                     process_group=0,
-                    preexec_fn=die_with_parent(),  # noqa: PLW1509
+                    preexec_fn=guard.preexec_fn(),  # noqa: PLW1509
                 )
             except FileNotFoundError:
                 raise CannotRun(f"exec: {argv[0]}: command not found", not_found=True) from None
             except OSError as error:
                 raise CannotRun(f"exec: {argv[0]}: {error.strerror or error}") from None
-            guard.watch(child.pid)
+            except subprocess.SubprocessError:
+                # Only the preexec_fn raises it: its write found the guard gone.
+                raise CannotRun("exec: the guard process exited before the command could start") from None
             self.child = child
             while self._pending:
                 _signal_group(child, self._pending.pop(0))

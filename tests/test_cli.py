@@ -29,7 +29,7 @@ import pytest
 import redis
 
 import redlock
-from redlock import Redlock
+from redlock import Redlock, _lifeline, _supervisor
 from redlock.cli import ENV_MASTERS, ENV_SERVERS_PID, EXEC_ENVIRONMENT, EXIT_CODES, ExitCode, _build_parser, main
 from redlock.servers import ENV_VAR
 
@@ -1119,15 +1119,27 @@ def test_terminal_bg_then_reading_the_terminal_stops_the_job_until_fg(terminal: 
 
 
 def started_with_a_child(
-    script: pathlib.Path, name: str, tmp_path: pathlib.Path
+    script: pathlib.Path, name: str, tmp_path: pathlib.Path, *, then: str = ""
 ) -> tuple[subprocess.Popen[bytes], int, int]:
-    """`redlock exec NAME -- sh` whose sh starts a child of its own; (exec, sh's pid, its child's)."""
+    """`redlock exec NAME -- sh` whose sh starts a child of its own, runs ``then`` and waits;
+    (exec, sh's pid, its child's)."""
     pids = tmp_path / "pids"
-    command = f"sleep 600 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; wait"
+    command = f"sleep 600 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; {then} wait"
     proc = subprocess.Popen([script, "exec", name, "--ttl", "3", "--", "sh", "-c", command])
     wait_until(pids.exists, "the command started its child")
     command_pid, child_pid = map(int, pids.read_text().split())
     return proc, command_pid, child_pid
+
+
+def gone_with_exec(command_pid: int, child_pid: int) -> None:
+    wait_until(functools.partial(gone, command_pid), "the command dies with exec")
+    wait_until(functools.partial(gone, child_pid), "the command's child dies with exec")
+
+
+def kill_leftovers(*pids: int) -> None:
+    for pid in pids:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_script_exec_killed_takes_its_command_and_the_commands_children_along(
@@ -1138,12 +1150,9 @@ def test_script_exec_killed_takes_its_command_and_the_commands_children_along(
     try:
         proc.send_signal(signal.SIGKILL)  # nothing of exec runs any more: no cleanup of its own
         proc.wait(timeout=PATIENCE)
-        wait_until(functools.partial(gone, command_pid), "the command dies with exec")
-        wait_until(functools.partial(gone, child_pid), "the command's child dies with exec")
+        gone_with_exec(command_pid, child_pid)
     finally:
-        for pid in (command_pid, child_pid):
-            if not gone(pid):
-                os.kill(pid, signal.SIGKILL)
+        kill_leftovers(command_pid, child_pid)
     # Once the lock expires, a second exec gets it, and nothing of the first runs beside it.
     check = tmp_path / "check.py"
     check.write_text(
@@ -1178,9 +1187,37 @@ def test_script_exec_killed_without_its_guard_still_takes_its_command_along(
         wait_until(functools.partial(gone, command_pid), "the command dies with exec")
     finally:
         # Its own child outlives it here, without the guard: the limit docs/cli.md states.
-        for pid in (command_pid, child_pid):
-            if not gone(pid):
-                os.kill(pid, signal.SIGKILL)
+        kill_leftovers(command_pid, child_pid)
+
+
+def test_script_exec_killed_by_its_command_at_once_still_takes_the_commands_children_along(
+    script: pathlib.Path, urls: list[str], tmp_path: pathlib.Path
+) -> None:
+    # The command kills exec as its first act: exec may not have run a line of its own since
+    # the command started, yet the guard must already know the command's group (CI once saw
+    # the child outlive exec when exec told the guard only once Popen had returned).
+    proc, command_pid, child_pid = started_with_a_child(script, unique(), tmp_path, then="kill -9 $PPID;")
+    try:
+        assert proc.wait(timeout=PATIENCE) == -signal.SIGKILL
+        gone_with_exec(command_pid, child_pid)
+    finally:
+        kill_leftovers(command_pid, child_pid)
+
+
+def test_exec_does_not_start_its_command_once_its_guard_is_gone(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class _GuardKilledAtOnce(_lifeline.Guard):
+        def __init__(self) -> None:
+            super().__init__()
+            self._proc.kill()
+            self._proc.wait()
+
+    monkeypatch.setattr(_supervisor, "Guard", _GuardKilledAtOnce)
+    ran = tmp_path / "ran"
+    with pytest.raises(_supervisor.CannotRun, match="guard process exited"):
+        _supervisor.Supervisor(grace=1.0).run(["touch", str(ran)], dict(os.environ))
+    assert not ran.exists()
 
 
 def test_exec_leaves_no_guard_behind(urls: list[str], capsys: pytest.CaptureFixture[str]) -> None:
