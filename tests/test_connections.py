@@ -30,7 +30,7 @@ from chaos.proxy import ProxyLoop
 from redlock import MasterMisconfigured, QuorumUnavailable, Redlock
 from redlock.servers import LocalMasters
 
-from .conftest import ClientFactory, MastersFactory, eventually, in_threads, unique
+from .conftest import ClientFactory, MastersFactory, eventually, in_threads, raw_clients, unique
 
 
 def open_fds() -> int:
@@ -443,8 +443,7 @@ def _woken_by_a_release_of_a_long_name(client: ClientFactory, masters: LocalMast
     got: list[bool] = []
     thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=4.0)))
     thread.start()
-    raw = [redis.Redis.from_url(url) for url in masters.urls]
-    try:
+    with raw_clients(masters.urls) as raw:
         # Released only once the waiter was refused and listens on every master: its
         # SUBSCRIBE reply was read whole, and only the message can let it in now.
         channel = f"redlock:released:{name}"
@@ -454,13 +453,14 @@ def _woken_by_a_release_of_a_long_name(client: ClientFactory, masters: LocalMast
         assert got == [True]
         waiter.release()
         assert [master.exists(name) for master in raw] == [0] * len(raw)
-    finally:
-        for master in raw:
-            master.close()
 
 
 def test_replies_longer_than_one_read(client: ClientFactory, masters: LocalMasters) -> None:
     _woken_by_a_release_of_a_long_name(client, masters)
+
+
+def test_replies_longer_than_one_read_over_unix_sockets(client: ClientFactory, unix_masters: LocalMasters) -> None:
+    _woken_by_a_release_of_a_long_name(client, unix_masters)
 
 
 def test_replies_longer_than_one_read_over_tls(client: ClientFactory, tls_masters: LocalMasters) -> None:
