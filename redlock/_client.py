@@ -51,6 +51,28 @@ class Redlock(ClusterConfig):
     and credentials are used: this client makes its own connections, one per master, and
     bounds every request by ``node_timeout``).
 
+    A URL is read as redis-py 8.2's ``from_url`` reads it, the parts split as RFC 3986 and
+    Python's ``urllib.parse`` split them; this grammar is the library's reading, and
+    tests/test_urls.py holds both this parser and the installed redis-py to it:
+
+    * scheme: ``redis`` (TCP), ``rediss`` (TLS) or ``unix`` (a socket), in any case
+      (RFC 3986 §3.1: ``REDISS://`` is ``rediss://``), then ``://``;
+    * ``user:password@``, each percent-decoded once; an empty user is the server's default;
+    * the host and a port in 1..65535 (6379 if none; port 0 is refused, where redis-py takes
+      it for 6379), or, after ``unix://``, the socket's path (required);
+    * the database: ``/N``, or ``?db=N``, which wins over the path; a path that is not a
+      number is refused (redis-py drops it and uses database 0: two clients that meant one
+      database would use two, and exclude nobody);
+    * query parameters, each value percent-decoded once, the first of a repeated name kept,
+      an empty value dropped: ``db``, ``username``, ``password``, ``client_name``,
+      ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_cert_reqs`` and
+      ``ssl_check_hostname``; any other is refused, since this client would not use it;
+    * ``ssl_check_hostname`` is false for ``0``, ``f``, ``false``, ``n``, ``no``, ``off``
+      in any case, and true for any other text.
+
+    Where redis-py versions disagree, the newest reading is taken: redis-py up to 8.1 refused
+    ``REDIS://`` and read ``ssl_check_hostname=off`` as true; 8.2 follows the RFC and the word.
+
     Defaults, and what each protects against:
 
     * ``node_timeout=0.05``: the most one master may take to answer one request. A hung or

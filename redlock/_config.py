@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redlock._core import MAX_TTL, MIN_TTL, RESERVED_PREFIXES, semaphore_quorum, validity_left
-from redlock._urls import parse_url
+from redlock._urls import parse_url, read_bool, scheme_of
 
 #: What a caller's redis-py client may tell us beyond its address: who to be. Everything else
 #: (timeouts, retries, health checks, handshake extras) is ours to set, so a caller's defaults
@@ -258,13 +258,14 @@ def _address(index: int, master: object, client_types: Sequence[type], client_ki
             settings = parse_url(master)
         except ValueError as error:
             raise ValueError(f"{where} is not a valid Redis URL ({master!r}): {error}") from None
-        unix = master.startswith("unix://")
+        scheme = scheme_of(master)
+        unix = scheme == "unix"
         if not unix and not settings.get("host"):
             raise ValueError(f"{where} has no host: {master!r}")
         unknown = set(settings) - _IDENTITY_KEYS - _TLS_KEYS
         if unknown:
             raise ValueError(f"{where} has URL parameters this client does not use: {', '.join(sorted(unknown))}")
-        return _make_address(where, settings, tls=master.startswith("rediss://"), unix=unix)
+        return _make_address(where, settings, tls=scheme == "rediss", unix=unix)
     if isinstance(master, tuple(client_types)):
         # connection_pool, its connection_kwargs and connection_class, with these key names,
         # are alike from redis-py 4.6 to 8.x, sync and asyncio: the range of the [redis] extra.
@@ -310,7 +311,7 @@ def _tls_context(where: str, settings: dict[str, Any], host: str) -> tuple[ssl.S
         raise ValueError(f"{where}: ssl_cert_reqs must be required, optional or none, got {reqs!r}")
     check_hostname = settings.get("ssl_check_hostname", verify == ssl.CERT_REQUIRED)
     if isinstance(check_hostname, str):
-        check_hostname = check_hostname.lower() in ("1", "true", "yes", "on")
+        check_hostname = read_bool(check_hostname)
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     try:
         if settings.get("ssl_ca_certs"):

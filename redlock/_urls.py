@@ -1,11 +1,13 @@
 """Redis URLs read without redis-py: ``redis://``, ``rediss://`` and ``unix://``.
 
 Pure: a string in, the settings it names out, with no I/O (not even a name lookup). A URL
-means here what it means to redis-py's ``redis.connection.parse_url`` (redis-py 8.1), so
-that one URL names the same server, database and user to this client as to the redis-py
-clients of the same application; the settings carry redis-py's names (``host``, ``port``,
-``path``, ``db``, ``username``, ``password``, and each query parameter under its own name).
-tests/test_urls.py checks that agreement on generated URLs wherever redis-py is installed.
+means here what it means to redis-py's ``redis.connection.parse_url`` (redis-py 8.2, the
+first to read schemes in any case, as RFC 3986 §3.1 says, and ``off`` as false), so that
+one URL names the same server, database and user to this client as to the redis-py clients
+of the same application; the settings carry redis-py's names (``host``, ``port``, ``path``,
+``db``, ``username``, ``password``, and each query parameter under its own name). The
+grammar is written out for users in :class:`redlock.Redlock`'s docstring (docs/api.md);
+tests/test_urls.py checks this parser against that text and against the installed redis-py.
 
 Where redis-py reads a URL silently as something its writer cannot have meant, this parser
 raises ``ValueError`` instead:
@@ -24,19 +26,32 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, unquote, urlparse
 
-__all__ = ["SCHEMES", "parse_url"]
+__all__ = ["SCHEMES", "parse_url", "read_bool", "scheme_of"]
 
 SCHEMES = ("redis://", "rediss://", "unix://")
 
-#: What redis-py's ``to_bool`` reads as False (compared upper-cased); any other text is True.
-_FALSE_WORDS = frozenset({"0", "F", "FALSE", "N", "NO"})
+#: What redis-py's ``to_bool`` reads as False (compared upper-cased, 8.2 on); any other text is True.
+FALSE_WORDS = frozenset({"0", "F", "FALSE", "N", "NO", "OFF"})
+
+
+def scheme_of(url: str) -> str:
+    """``redis``, ``rediss`` or ``unix``: the scheme of ``url`` in lower case, as RFC 3986 says
+    schemes compare; ``ValueError`` for any other. Callers that pick TLS or a socket by the
+    scheme ask here, so that ``REDISS://`` can never mean plain TCP."""
+    if not url.lower().startswith(SCHEMES):
+        # redis-py's wording, which callers may already match on.
+        raise ValueError("Redis URL must specify one of the following schemes (redis://, rediss://, unix://)")
+    return url.partition("://")[0].lower()
+
+
+def read_bool(text: str) -> bool:
+    """A flag's text as redis-py reads it: false for the :data:`FALSE_WORDS`, true otherwise."""
+    return text.upper() not in FALSE_WORDS
 
 
 def parse_url(url: str) -> dict[str, object]:
     """The settings ``url`` names; ``ValueError`` saying what is wrong with a bad one."""
-    if not url.startswith(SCHEMES):
-        # redis-py's wording, which callers may already match on.
-        raise ValueError("Redis URL must specify one of the following schemes (redis://, rediss://, unix://)")
+    scheme = scheme_of(url)
     parts = urlparse(url)
     settings: dict[str, object] = {}
     # parse_qs decodes each value once and drops empty ones (`?db=`), as redis-py relies on.
@@ -47,7 +62,7 @@ def parse_url(url: str) -> dict[str, object]:
         settings["username"] = unquote(parts.username)
     if parts.password:
         settings["password"] = unquote(parts.password)
-    if parts.scheme == "unix":
+    if scheme == "unix":
         if not parts.path:
             raise ValueError("a unix:// URL needs the socket's path, as in unix:///run/redis/redis.sock")
         settings["path"] = unquote(parts.path)
@@ -73,7 +88,7 @@ def _query_value(name: str, text: str) -> object:
         except ValueError:
             raise ValueError(f"Invalid value for '{name}' in connection URL.") from None
     if name == "ssl_check_hostname":
-        return text.upper() not in _FALSE_WORDS
+        return read_bool(text)
     return text
 
 

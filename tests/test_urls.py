@@ -1,14 +1,22 @@
-"""Redis URLs: redlock._urls reads them as redis-py does, without redis-py.
+"""Redis URLs: redlock._urls reads them as its documented grammar says, and as redis-py does.
 
-Pure, no servers. The property tests compare with redis-py's own parse_url on generated
-URLs (redis-py is a dev dependency; a user's install may lack it, which is the point of
-redlock._urls); the example tests pin the edge cases and the few places where redlock
-refuses what redis-py reads silently as something else (redlock/_urls.py lists them).
+Pure, no servers. Two references, each compared on generated URLs:
+
+* the grammar as written for users in ``redlock.Redlock``'s docstring (docs/api.md): the
+  schemes and the false words are read from that text, so the docs cannot drift from the
+  parser unnoticed;
+* the installed redis-py's own ``parse_url`` (a dev dependency; a user's install may lack
+  it, which is the point of redlock._urls), with the few refusals the docstring lists.
+  Where a redis-py release reads a URL otherwise, the failure names that release and both
+  readings, so that a change of theirs shows up as a difference, not as a mystery.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 import string
+from importlib.metadata import version
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
@@ -17,9 +25,10 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import redlock
-from redlock._urls import parse_url
+from redlock._urls import FALSE_WORDS, SCHEMES, parse_url
 
 redis_connection = pytest.importorskip("redis.connection")
+REDIS_PY = version("redis")
 
 #: Query parameters redis-py converts (to numbers, lists, flags) that ours keeps as text: the
 #: caller refuses them as parameters it does not use, so they never mean anything here.
@@ -41,6 +50,90 @@ def ours(url: str) -> dict[str, Any] | str:
         return parse_url(url)
     except ValueError as error:
         return f"error: {error}"
+
+
+# --- the documented grammar ------------------------------------------------------------------------
+
+_GRAMMAR = inspect.getdoc(redlock.Redlock) or ""
+
+
+def _grammar_item(pattern: str) -> list[str]:
+    """The ````code```` words of the docstring's grammar item that ``pattern`` finds."""
+    found = re.search(pattern, _GRAMMAR, re.DOTALL)
+    assert found, f"Redlock's docstring no longer states its URL grammar ({pattern!r})"
+    return re.findall(r"``([^`]+)``", found.group(1))
+
+
+DOCUMENTED_SCHEMES = tuple(_grammar_item(r"\* scheme: (.*?), then")[:3])
+DOCUMENTED_FALSE_WORDS = frozenset(_grammar_item(r"``ssl_check_hostname`` is false for (.*?) in any case"))
+_SCHEME_ERROR = "error: Redis URL must specify one of the following schemes (redis://, rediss://, unix://)"
+
+
+def documented(url: str) -> dict[str, Any] | str:
+    """``url`` read by the grammar of Redlock's docstring, item by item (the query parameters
+    it does not list kept as text: refusing them is the client's part, tested below)."""
+    scheme, separator, _ = url.partition("://")
+    if not separator or scheme.lower() not in DOCUMENTED_SCHEMES:
+        return _SCHEME_ERROR
+    try:
+        parts = urlparse(url)
+        settings: dict[str, Any] = {}
+        for name, (value, *_) in parse_qs(parts.query).items():  # decoded once, first kept, empty dropped
+            if name == "db":
+                try:
+                    settings[name] = int(value)
+                except ValueError:
+                    return "error: Invalid value for 'db' in connection URL."
+            elif name == "ssl_check_hostname":
+                settings[name] = value.lower() not in DOCUMENTED_FALSE_WORDS
+            else:
+                settings[name] = value
+        if parts.username:
+            settings["username"] = unquote(parts.username)
+        if parts.password:
+            settings["password"] = unquote(parts.password)
+        if scheme.lower() == "unix":
+            if not parts.path:
+                return "error: a unix:// URL needs the socket's path, as in unix:///run/redis/redis.sock"
+            return {**settings, "path": unquote(parts.path)}
+        if parts.hostname:
+            settings["host"] = unquote(parts.hostname)
+        port = parts.port
+    except ValueError as error:  # urllib's own: a bad port or IPv6 literal
+        return f"error: {error}"
+    if port == 0:
+        return "error: port must be in 1..65535, got 0"
+    if port is not None:
+        settings["port"] = port
+    path = unquote(parts.path).replace("/", "")
+    if path and not _is_int(path):
+        return f"error: the path must be a database number, as in redis://host:6379/0, got {parts.path!r}"
+    if path and "db" not in settings:
+        settings["db"] = int(path)
+    return settings
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_the_docstring_states_the_grammar() -> None:
+    assert tuple(f"{scheme}://" for scheme in DOCUMENTED_SCHEMES) == SCHEMES
+    assert {word.lower() for word in FALSE_WORDS} == DOCUMENTED_FALSE_WORDS
+
+
+def assert_reads_as_documented_and_as_redis_py(url: str) -> None:
+    mine = ours(url)
+    assert mine == documented(url), f"redlock._urls and the grammar of Redlock's docstring disagree on {url!r}"
+    theirs = expected(url)
+    assert mine == theirs, (
+        f"redis-py {REDIS_PY} reads {url!r} as {theirs!r}; the documented grammar (Redlock's docstring, "
+        f"docs/api.md) reads it as {mine!r}: a new reading of redis-py's, to adopt (and document) or to refuse"
+    )
 
 
 # --- generated URLs --------------------------------------------------------------------------------
@@ -88,12 +181,15 @@ _QUERY = st.lists(st.tuples(_KEYS, _VALUE), max_size=4).map(
 )
 
 
+_CASES = st.sampled_from([str.lower, str.upper, str.title])
+
+
 @st.composite
 def redis_urls(draw: st.DrawFn) -> str:
-    scheme = draw(st.sampled_from(["redis", "rediss", "unix"]))
+    scheme = draw(_CASES)(draw(st.sampled_from(["redis", "rediss", "unix"])))
     user, password = draw(_USER), draw(st.one_of(st.none(), _USER))
     userinfo = "" if not user and password is None else (user if password is None else f"{user}:{password}") + "@"
-    if scheme == "unix":
+    if scheme.lower() == "unix":
         where = draw(st.sampled_from(["", "localhost"])) + draw(_PATH)
     else:
         where = draw(_HOST) + draw(_PORT) + draw(_PATH)
@@ -106,7 +202,7 @@ def expected(url: str) -> dict[str, Any] | str:
     if isinstance(theirs, str):
         return theirs
     parts = urlparse(url)
-    if parts.scheme == "unix":
+    if parts.scheme == "unix":  # urllib lower-cases the scheme
         return (
             theirs
             if "path" in theirs
@@ -132,17 +228,23 @@ def expected(url: str) -> dict[str, Any] | str:
 @example("redis://Host%2Dname:1")
 @example("rediss://h?ssl_check_hostname=no&ssl_cert_reqs=none")
 @example("redis://h?socket_timeout=1.5")
-def test_reads_urls_as_redis_py_does(url: str) -> None:
-    assert ours(url) == expected(url)
+@example("REDIS://h")
+@example("UnIx:///0?ssl_check_hostname=off")
+@example("rediss://h?ssl_check_hostname=OFF")
+def test_reads_urls_as_documented_and_as_redis_py_does(url: str) -> None:
+    assert_reads_as_documented_and_as_redis_py(url)
 
 
-@given(st.sampled_from(["redis://", "rediss://", "unix://", "http://", "", "REDIS://"]), st.text(max_size=40))
-def test_reads_any_text_as_redis_py_does(scheme: str, text: str) -> None:
+@given(
+    st.sampled_from(["redis://", "rediss://", "unix://", "http://", "", "REDIS://", "Rediss://", "UNIX://", "redis:"]),
+    st.text(max_size=40),
+)
+def test_reads_any_text_as_documented_and_as_redis_py_does(scheme: str, text: str) -> None:
     url = scheme + text
     theirs = expected(url)
     # A value redis-py fails to convert (`?socket_timeout=x`) is text to ours, refused by the caller.
     assume(not (isinstance(theirs, str) and theirs.startswith("error: Invalid value for") and "'db'" not in theirs))
-    assert ours(url) == theirs
+    assert_reads_as_documented_and_as_redis_py(url)
 
 
 # --- examples --------------------------------------------------------------------------------------
@@ -165,10 +267,10 @@ def test_reads_any_text_as_redis_py_does(scheme: str, text: str) -> None:
         ("redis://h?client_name=a%20b&client_name=c", {"host": "h", "client_name": "a b"}),
         ("redis://h?ssl_ca_certs=%2520", {"host": "h", "ssl_ca_certs": "%20"}),  # decoded once
         ("rediss://h?ssl_check_hostname=No", {"host": "h", "ssl_check_hostname": False}),
-        (
-            "rediss://h?ssl_check_hostname=off",
-            {"host": "h", "ssl_check_hostname": True},
-        ),  # as redis-py: not a false word
+        ("rediss://h?ssl_check_hostname=off", {"host": "h", "ssl_check_hostname": False}),
+        ("rediss://h?ssl_check_hostname=on", {"host": "h", "ssl_check_hostname": True}),
+        ("REDIS://H:1/2", {"host": "h", "port": 1, "db": 2}),
+        ("Unix:///s.sock", {"path": "/s.sock"}),
         ("unix:///run/redis%20x.sock?db=1", {"path": "/run/redis x.sock", "db": 1}),
         ("unix://u:p@/s.sock", {"path": "/s.sock", "username": "u", "password": "p"}),
         ("redis://h?socket_timeout=abc", {"host": "h", "socket_timeout": "abc"}),
@@ -182,6 +284,7 @@ def test_examples(url: str, settings: dict[str, object]) -> None:
     ("url", "message"),
     [
         ("http://h", r"^Redis URL must specify one of the following schemes \(redis://, rediss://, unix://\)$"),
+        ("redis:h", r"^Redis URL must specify one of the following schemes"),
         ("redis://h?db=x", r"^Invalid value for 'db' in connection URL\.$"),
         ("redis://h:x", "Port could not be cast to integer value"),
         ("redis://h:65536", "Port out of range"),
@@ -212,6 +315,15 @@ def test_bad_urls(url: str, message: str) -> None:
 def test_the_client_names_the_bad_master(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         redlock.Redlock([url])
+
+
+def test_the_scheme_in_any_case_picks_tls_and_sockets() -> None:
+    rl = redlock.Redlock(["REDISS://localhost:2?ssl_cert_reqs=none", "Redis://127.0.0.1:1", "UNIX:///tmp/x.sock"])
+    try:
+        tls, plain, unix = rl.masters
+        assert (tls.tls, plain.tls, plain.unix_socket, unix.unix_socket) == (True, False, False, True)
+    finally:
+        rl.close()
 
 
 def test_a_url_names_its_master() -> None:
