@@ -51,6 +51,7 @@ import sys
 if "redlock" not in sys.modules:
     os.environ.setdefault("REDLOCK_PURE", "1")
 
+from redlock._console import to_a_reader
 from redlock._extras import can_import, install_hint
 
 #: chaos.__main__'s exit status for an environment that lacks something (it cannot be
@@ -66,4 +67,4 @@ def main_entry() -> int:
         return _EXIT_ENVIRONMENT
     from .__main__ import main  # noqa: PLC0415  (imports redis-py)
 
-    return main()
+    return to_a_reader(main)

@@ -71,7 +71,7 @@ class Redlock(ClusterConfig):
       in any case, and true for any other text.
 
     Where redis-py versions disagree, the newest reading is taken: redis-py up to 8.1 refused
-    ``REDIS://`` and read ``ssl_check_hostname=off`` as true; 8.2 follows the RFC and the word.
+    ``REDIS://`` and read ``?ssl_check_hostname=off`` as true; 8.2 follows the RFC and the word.
 
     Defaults, and what each protects against:
 

@@ -37,6 +37,7 @@ from typing import IO, NamedTuple, NoReturn
 
 import redlock
 from redlock._client import Lock, Redlock
+from redlock._console import to_a_reader
 from redlock._election import backoff_after_loss
 from redlock._extras import redis_server_hint
 from redlock._flows import LockInfo, MasterInfo
@@ -237,15 +238,7 @@ def main_entry() -> NoReturn:
     handler.setFormatter(_OneLine())
     handler.addFilter(_warned)
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Whoever read our output stopped reading (`redlock status NAME | head -1`): that is
-        # theirs to decide, not a failure worth a traceback. Python would flush again at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = ExitCode.SIGNALLED + signal.SIGPIPE
-    sys.exit(code)
+    sys.exit(to_a_reader(main))
 
 
 # --- arguments --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ text that only looks like Python.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import importlib.util
@@ -576,3 +577,35 @@ def test_chaos_results_tell_the_writes_of_the_partitioned_scenarios_in_their_ord
     assert "c1 writes its increment first" in page
     assert "c1's increment is the one lost" in page
     assert "overwrites c2's increment" not in page
+
+
+def _default_out_directories(parser: argparse.ArgumentParser) -> set[str]:
+    """The default ``--out`` of ``parser`` and of each of its subcommands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        if "--out" in action.option_strings and isinstance(action.default, str):
+            found.add(action.default)
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                found |= _default_out_directories(subparser)
+    return found
+
+
+def test_every_default_output_directory_is_ignored_or_committed() -> None:
+    """`python -m chaos sim explore` run in the checkout leaves nothing for `git status` to show."""
+    from chaos.__main__ import _parser as chaos_parser  # noqa: PLC0415
+    from chaos.sim.cli import _parser as sim_parser  # noqa: PLC0415
+
+    ignored = {line.rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines() if line.endswith("/")}
+    committed = {path.parts[0] for path in map(pathlib.PurePath, _tracked_files())}
+    defaults = _default_out_directories(chaos_parser()) | _default_out_directories(sim_parser())
+    assert defaults, "the harness's commands have no --out default any more: update this test"
+    missing = sorted(defaults - ignored - committed)
+    assert not missing, f"add these to .gitignore: {missing}"
+
+
+def _tracked_files() -> list[str]:
+    done = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"not a git checkout: {done.stderr.strip()}")
+    return done.stdout.splitlines()

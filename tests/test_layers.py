@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
         "_proc",
         "_compiled",
         "_held_weakly",
+        "_console",
     ),
     ("_core",),  # the protocol's vocabulary: arithmetic, commands, rounds, results
     ("_kinds",),  # what each kind of lock sends, and its quorum

@@ -27,6 +27,7 @@ import pytest
 
 import redlock
 from redlock import _version
+from redlock._console import READER_GONE
 from redlock.servers import ENV_VAR, LocalMasters
 
 from .cli_helpers import PATIENCE, script, without_modules
@@ -157,6 +158,29 @@ def test_python_dash_m_chaos_from_the_checkout() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "restart-empty" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[sys.executable, "-m", "chaos", "list"], ["redlock-chaos", "list"], ["redlock", "--help"]],
+    ids=["python -m chaos list", "redlock-chaos list", "redlock --help"],
+)
+def test_a_list_whose_reader_left_ends_quietly(command: list[str]) -> None:
+    # `python -m chaos list | true`: the reader is gone before the first line is written.
+    argv = [command[0] if command[0] == sys.executable else script(command[0]), *command[1:]]
+    child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None
+    assert child.stderr is not None
+    child.stdout.close()
+    try:
+        errors = child.stderr.read().decode()
+        child.wait(timeout=PATIENCE)
+    finally:
+        child.kill()
+        child.wait()
+        child.stderr.close()
+    assert "Traceback" not in errors
+    assert child.returncode in (0, READER_GONE), errors
 
 
 @pytest.mark.slow

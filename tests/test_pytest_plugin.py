@@ -29,7 +29,9 @@ def _installed() -> bool:
 
 
 #: Loading the plugin twice (entry point and -p) would be an error: -p only where it is not installed.
-PLUGIN = () if _installed() else ("-p", "redlock.pytest_plugin")
+# The user's tests below run in their file's order (the second checks what the first saw):
+# pytest-randomly, which shuffles this project's own suite, stays out of theirs.
+PLUGIN = ("-p", "no:randomly") if _installed() else ("-p", "no:randomly", "-p", "redlock.pytest_plugin")
 
 USER_TESTS = """
 import redis
@@ -67,7 +69,7 @@ def test_the_entry_point_is_declared() -> None:
 @pytest.mark.servers
 def test_a_users_tests_get_masters_once_per_session(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS.format(count=3, server_check=""))
-    pytester.runpytest(*PLUGIN, "-p", "no:randomly").assert_outcomes(passed=2)
+    pytester.runpytest(*PLUGIN).assert_outcomes(passed=2)
 
 
 @pytest.mark.servers
