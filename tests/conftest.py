@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import threading
 import time
 import uuid
@@ -19,6 +21,14 @@ import redlock.asyncio
 from redlock.servers import LocalMasters
 
 T = TypeVar("T")
+
+# Every module is compiled once, not once per process: where PYTHONDONTWRITEBYTECODE is set
+# (as on this project's machines), each pytest worker rewrote the asserts of ~240 modules
+# again (4.4 s of CPU a process) and each `redlock` or `python -m chaos` the tests start
+# compiled the package again. The workers and subprocesses start after this line, with
+# this environment; __pycache__ is ignored by git.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 # --- small helpers shared by the test modules ------------------------------------------------
@@ -375,7 +385,6 @@ def master_urls(request: pytest.FixtureRequest) -> list[str]:
 
 import atexit  # noqa: E402  (appended section)
 import functools  # noqa: E402  (appended section)
-import os  # noqa: E402  (appended section)
 import pathlib  # noqa: E402  (appended section)
 import shutil  # noqa: E402  (appended section)
 import tempfile  # noqa: E402  (appended section)
@@ -545,9 +554,28 @@ def _built_without_tls(kind: str) -> str | None:
         return None
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # An xdist worker hands its reasons to the controller, which prints the summary.
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["deselected"] = dict(_deselected)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    # Every worker collects the whole suite, so one worker's counts are the run's.
+    _deselected.update(getattr(node, "workeroutput", {}).get("deselected", {}))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     for reason, count in _deselected.items():
         terminalreporter.write_line(f"deselected {count}: {reason}")
+    # The order is random (pytest-randomly) unless -p no:randomly: say how to repeat it.
+    seed = getattr(config.option, "randomly_seed", None)
+    if config.pluginmanager.has_plugin("randomly") and isinstance(seed, int):
+        terminalreporter.write_line(
+            f"tests ran in random order: --randomly-seed={seed} repeats it, -p no:randomly runs them in file order"
+        )
 
 
 def _binary_of(kind: str) -> str:

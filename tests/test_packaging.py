@@ -112,6 +112,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
 
 
 @pytest.mark.slow
+@pytest.mark.slow  # builds the wheel with pip: 3-6 s
 def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile) -> None:
     top_level = {name.split("/")[0] for name in wheel.namelist()}
     assert {name for name in top_level if not name.endswith(".dist-info")} == {"redlock", "redlock_chaos"}
@@ -132,6 +133,7 @@ def wheel_metadata(wheel: zipfile.ZipFile) -> email.message.Message:
     return email.parser.Parser().parsestr(wheel.read(name).decode())
 
 
+@pytest.mark.slow  # builds the wheel with pip: 3-6 s
 def test_the_wheel_declares_what_it_needs(wheel: zipfile.ZipFile) -> None:
     metadata = wheel_metadata(wheel)
     requires = metadata.get_all("Requires-Dist") or []

@@ -137,7 +137,18 @@ def test_nothing_started():
 def test_this_projects_own_suite_still_collects_with_the_plugin() -> None:
     """The plugin's fixture and option names do not clash with tests/conftest.py's."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", *PLUGIN, "--co", "-q", "tests/test_layers.py", "tests/test_election.py"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *PLUGIN,
+            "-n",
+            "0",
+            "--co",
+            "-q",
+            "tests/test_layers.py",
+            "tests/test_election.py",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

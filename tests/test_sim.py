@@ -323,6 +323,7 @@ def test_cli_exhaust(capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
 
 
+@pytest.mark.slow  # a LocalCluster of processes: 1.5-3 s
 def test_a_dask_cluster_gives_the_same_numbers() -> None:
     distributed = pytest.importorskip("distributed")  # the [sim] extra, in [dev]
     with distributed.LocalCluster(
