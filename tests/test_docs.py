@@ -323,7 +323,8 @@ ACTIVATED = "with the venv activated"
 #: Commands the suite does not run, and where they are run or checked instead.
 NOT_RUN_HERE = {
     "python3 -m venv .venv": "CI's set-up: .ci/run runs it before the tests",
-    ".venv/bin/pip install -q -e '.[dev]'": "CI's set-up: .ci/run runs it before the tests",
+    ".venv/bin/pip install -q -c constraints.txt -e '.[dev]'": "CI's set-up: .ci/run runs it before the tests",
+    ".ci/refresh-constraints": "reaches the package index for the newest releases; .ci/run's last step installs them",
     ".venv/bin/python -m pytest -q": "CI's test command: .ci/run runs it, and it runs this very test",
     "REDLOCK_TEST_DOCKER=1 .venv/bin/python -m pytest -q": "this very suite again, on masters in containers",
     "docker compose up -d": "needs a Docker engine and ports 7001-7005; tests/test_compose.py checks the file",
@@ -331,7 +332,7 @@ NOT_RUN_HERE = {
 }
 #: `pip install` of an extra would change the environment the tests run in: they are checked
 #: to name extras that pyproject.toml declares, and [dev], which the tests run with, has them all.
-_PIP_INSTALL = re.compile(r"^\.venv/bin/pip install (?:-q )?-e '\.\[([\w,]+)\]'$")
+_PIP_INSTALL = re.compile(r"^\.venv/bin/pip install (?:-q )?(?:-c constraints\.txt )?-e '\.\[([\w,]+)\]'$")
 
 #: Commands too long for the default run, run in the chaos tier (`-m chaos` or REDLOCK_CHAOS=1).
 SLOW = {

@@ -77,7 +77,29 @@ def test_an_extra_per_job_and_dev_has_them_all() -> None:
     for extra in EXTRAS.keys() - {"recipes"}:
         assert requirement_names(extra) <= requirement_names("dev"), extra
     ci = (ROOT / ".ci" / "run").read_text()
-    assert ".venv/bin/pip install -q -e '.[recipes]'" in ci
+    assert ".venv/bin/pip install -q -c constraints.txt -e '.[recipes]'" in ci
+
+
+def test_constraints_pin_every_requirement_within_its_range() -> None:
+    """constraints.txt (README: Development) pins what .ci/run installs, each pin inside the
+    range pyproject.toml declares: a requirement added or raised without re-running
+    .ci/refresh-constraints fails here rather than in a fresh CI install."""
+    from packaging.requirements import Requirement  # noqa: PLC0415  (pytest's own dependency)
+    from packaging.utils import canonicalize_name  # noqa: PLC0415
+
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, pinned = line.partition("==")
+            assert pinned, f"constraints.txt: {line!r} is not name==version"
+            pins[canonicalize_name(name)] = pinned
+    for text in [*PYPROJECT["project"]["dependencies"], *EXTRAS["dev"], *EXTRAS["recipes"]]:
+        requirement = Requirement(text)
+        pinned = pins.get(canonicalize_name(requirement.name))
+        assert pinned is not None, f"{requirement.name} is not in constraints.txt: run .ci/refresh-constraints"
+        assert requirement.specifier.contains(pinned, prereleases=True), (
+            f"constraints.txt pins {requirement.name}=={pinned}, outside {text!r}: run .ci/refresh-constraints"
+        )
 
 
 def test_readme_says_which_extra_for_which_job() -> None:
