@@ -165,10 +165,11 @@ class EventLoopFloor:
                 self._connected = asyncio.ensure_future(self._connect())
             await asyncio.shield(self._connected)
         token = secrets.token_hex(TOKEN_BYTES)
-        acquire: tuple[str | int, ...] = ("SET", name, token, "NX", "PX", 10_000)
+        # Text only: hiredis.pack_command makes an int text in a way a signal can crash.
+        acquire = ("SET", name, token, "NX", "PX", "10000")
         if await self._to_all(hiredis.pack_command(acquire)) != len(self.conns):  # type: ignore[arg-type]
             raise Refused("SET NX refused")
-        release: tuple[str | int, ...] = ("EVALSHA", self.sha, 1, name, token)
+        release = ("EVALSHA", self.sha, "1", name, token)
         if await self._to_all(hiredis.pack_command(release)) != len(self.conns):  # type: ignore[arg-type]
             raise Refused("compare-and-delete deleted nothing")
 

@@ -155,9 +155,23 @@ _MISCONFIGURED_PREFIXES = (
 
 
 def encode(args: Sequence[str | bytes | int]) -> bytes:
-    """One command in RESP, as every Redis server reads it (hiredis's C encoder)."""
-    packed: bytes = hiredis.pack_command(tuple(args))  # type: ignore[arg-type]  # (its stub types a 1-tuple)
+    """One command in RESP, as every Redis server reads it (hiredis's C encoder).
+
+    Numbers are made text here, in Python, and hiredis gets only ``bytes`` and ``str``:
+    ``hiredis.pack_command`` (3.5) turns an ``int`` into text with ``PyObject_Repr``, which
+    runs pending signal handlers, and uses the NULL that a raising handler (Ctrl-C's
+    ``KeyboardInterrupt``) leaves without checking it: the process died with SIGSEGV. Here
+    the handler's exception is an exception like any other."""
+    packed: bytes = hiredis.pack_command(tuple(_as_text(arg) for arg in args))  # type: ignore[arg-type]
     return packed
+
+
+def _as_text(arg: str | bytes | int) -> str | bytes:
+    if isinstance(arg, (str, bytes)):
+        return arg
+    if isinstance(arg, int):
+        return b"%d" % arg
+    raise TypeError(f"a command argument must be str, bytes or int, got {type(arg).__name__}")
 
 
 _PING = encode(("PING",))
