@@ -23,6 +23,7 @@ from typing import Any, TypeVar, cast
 from redlock._connection import Connect, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
 from redlock._driver import DriverBase, keep_alive, read_buffer
+from redlock._flows import rollback_note
 
 T = TypeVar("T")
 
@@ -162,9 +163,11 @@ class Driver(DriverBase["_Protocol"]):
             except BaseException as interruption:
                 if rollback is not None:
                     try:
-                        await self._drive(rollback(), [])
+                        note = rollback_note(await self._drive(rollback(), []))
                     except Exception as failure:  # the interruption is what the caller must see
-                        interruption.add_note(f"redlock: rolling back the interrupted acquire failed: {failure!r}")
+                        note = f"redlock: rolling back the interrupted acquire failed: {failure!r}"
+                    if note is not None:
+                        interruption.add_note(note)
                 if cancels:
                     raise cancels[0] from interruption
                 # (Named, not a bare raise: compiled, the exception being handled across the

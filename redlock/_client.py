@@ -21,7 +21,7 @@ from redlock._election import (
     Wait,
     stopped_by_sigterm,
 )
-from redlock._flows import Lease, LockInfo, LockSpec, force_release_flow, inspect_flow, lock_info
+from redlock._flows import Lease, LockInfo, LockSpec, Tokens, force_release_flow, inspect_flow, lock_info, rollback_note
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
@@ -431,19 +431,37 @@ class Lock(LockState[Redlock]):
         """
         give_up_at = self._acquire_deadline(blocking, timeout)
         me = threading.current_thread()
+        tokens: Tokens | None = None
         try:
-            with self._gate:
-                free = self._free_turn(me)
-            if not free:
-                turn = self._waited(self._turn(me, blocking, give_up_at))
-                if turn is not Turn.AT_MASTERS:
-                    return turn is Turn.NESTED
-            tokens, flow = self._acquire_flow(blocking, give_up_at)
-            # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
-            # landed: ours are taken back before the interruption goes on.
-            return self._cluster._driver.run(flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens))
-        finally:
-            self._end_turn(me)
+            try:
+                with self._gate:
+                    free = self._free_turn(me)
+                if not free:
+                    turn = self._waited(self._turn(me, blocking, give_up_at))
+                    if turn is not Turn.AT_MASTERS:
+                        return turn is Turn.NESTED
+                tokens, flow = self._acquire_flow(blocking, give_up_at)
+                # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
+                # landed: ours are taken back before the interruption goes on.
+                return self._cluster._driver.run(
+                    flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens)
+                )
+            finally:
+                self._end_turn(me)
+        except BaseException as interruption:
+            # Interrupted after the lease was recorded: the caller, who gets no True, must
+            # not be left holding the lock, nor the masters its keys.
+            undo = self._undo_flow(tokens)
+            if undo is not None:
+                try:
+                    note = self._cluster._driver.run(undo, rollback_note)
+                except Exception as failure:
+                    note = f"redlock: rolling back the interrupted acquire failed: {failure!r}"
+                finally:
+                    self._end_turn(me)
+                if note is not None:
+                    interruption.add_note(note)
+            raise
 
     def release(self) -> None:
         """Delete our token on every master; LockLost if a majority answered it was gone.
@@ -458,12 +476,33 @@ class Lock(LockState[Redlock]):
         with self._gate:
             if self._counted_down(threading.current_thread()):
                 return
-        lease, flow = self._release_flow()
-        self._stop_renewer()
+        held = self._lease
         try:
+            lease, flow = self._release_flow()
+        except BaseException as interruption:
+            if held is not None and self._finish_release(held, interruption):
+                self._leave()
+            raise
+        try:
+            self._stop_renewer()
             self._cluster._driver.run(flow, lambda result: self._released(lease, result))
+        except BaseException as interruption:
+            self._finish_release(lease, interruption)
+            raise
         finally:
             self._leave()
+
+    def _finish_release(self, lease: Lease, interruption: BaseException) -> bool:
+        """After ``interruption`` of a release of ``lease``: the deletes finished before it
+        goes on, as an interrupted acquire's rollback is, where that is due; whether they were."""
+        if not self._release_to_finish(lease, interruption):
+            return False
+        try:
+            again, flow = self._release_flow()
+            self._cluster._driver.run(flow, lambda result: self._released(again, result))
+        except Exception as failure:
+            interruption.add_note(f"redlock: finishing the interrupted release failed: {failure!r}")
+        return True
 
     def _wake_local(self) -> None:
         with self._gate:

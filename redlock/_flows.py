@@ -283,13 +283,18 @@ class Lease:
         wrong.
         """
         with self._guard:
-            extend = self._extends.pop(extend_id)
-            if self.lost:
+            # Forgotten last, and once: a flow interrupted in here (Ctrl-C) accounts for the
+            # extend again from its clean-up, as one that may have landed, which can only
+            # lower the deadline to the extend's own.
+            extend = self._extends.get(extend_id)
+            if extend is None:
                 return
-            if ok:
-                self.deadline = extend.floor
-            elif may_have_landed:
-                self.deadline = min(self.deadline, extend.candidate)
+            if not self.lost:
+                if ok:
+                    self.deadline = extend.floor
+                elif may_have_landed:
+                    self.deadline = min(self.deadline, extend.candidate)
+            del self._extends[extend_id]
 
 
 class Tokens:
@@ -673,13 +678,34 @@ _NO_NODES: frozenset[int] = frozenset()
 
 
 def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:
-    """Delete the tokens of an interrupted acquire everywhere (each round waits for all)."""
+    """Delete the tokens of an interrupted acquire everywhere (each round waits for all).
+
+    The result's outcomes are the last round's, but for a master that did not answer an
+    earlier round: that one is kept, since a key may have stayed there."""
     last = Result(True, (), 0)
+    silent: dict[str, NodeOutcome] = {}
     for token in tokens:
         rollback = spec.round(spec.release_command(token), cleanup=True)
         yield rollback
-        last = Result(rollback.majority_granted, rollback.ordered_outcomes(), rollback.granted)
+        outcomes = rollback.ordered_outcomes()
+        for outcome in outcomes:
+            if not outcome.status.answered:
+                silent.setdefault(outcome.node, outcome)
+        outcomes = tuple(silent.get(outcome.node, outcome) for outcome in outcomes)
+        last = Result(rollback.majority_granted, outcomes, rollback.granted)
     return last
+
+
+def rollback_note(result: Result) -> str | None:
+    """The note an interruption carries when its rollback left keys it could not confirm
+    gone: which masters did not answer (their keys expire with the ttl); None if all did."""
+    silent = [str(outcome) for outcome in result.outcomes if not outcome.status.answered]
+    if not silent:
+        return None
+    return (
+        "redlock: the interrupted acquire was rolled back, but these masters did not answer in time "
+        f"and may keep its key until it expires: {', '.join(silent)}"
+    )
 
 
 def hold_start(spec: LockSpec, deadline: float) -> float:

@@ -947,8 +947,18 @@ class LockState(Generic[ClusterT]):
         lease = self._lease
         if lease is not None and lease.token in tokens.outstanding:
             lease.ended = True
-            self._lease = None
+            self._lease, self._holds = None, 0
         return rollback_flow(self._spec, list(tokens.outstanding))
+
+    def _undo_flow(self, tokens: Tokens | None) -> Flow | None:
+        """For an acquire interrupted after its lease was recorded (in the driver's clean-up
+        after the commit, or while handing the object back), which its caller will take for
+        one that holds nothing: the rollback, the lease dropped first. None when no lease of
+        this acquire is recorded: interrupted earlier, the driver has rolled back already."""
+        lease = self._lease
+        if tokens is None or lease is None or lease.token not in tokens.outstanding:
+            return None
+        return self._rollback_flow(tokens)
 
     def _release_flow(self) -> tuple[Lease, Flow]:
         lease = self._held_lease("release")
@@ -965,6 +975,15 @@ class LockState(Generic[ClusterT]):
             self._spec, lease.token, now, earlier=lease.release_rounds, timeout=timeout, handoff=lease.handoff
         )
         return lease, self._observed("release", flow)
+
+    def _release_to_finish(self, lease: Lease, interruption: BaseException) -> bool:
+        """Whether a release of ``lease`` was interrupted (Ctrl-C, a signal handler's
+        exception) before the masters' answers were accounted for, and is to be finished
+        before the interruption goes on: its caller would otherwise find the Lock released
+        (``locked()`` is False from the release's start) while the keys stay. Not when the
+        release gave its own verdict (a RedlockError), nor when it was handing the lock
+        over to a waiter here: that claim settles when it expires."""
+        return self._lease is lease and lease.handoff is None and not isinstance(interruption, RedlockError)
 
     def _released(self, lease: Lease, result: Result) -> None:
         handoff, lease.handoff = lease.handoff, None

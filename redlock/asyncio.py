@@ -23,7 +23,17 @@ from typing import Any, ParamSpec, TypeVar
 from redlock._aio import Driver
 from redlock._core import Result
 from redlock._election import UNCHANGED, Campaign, Elected, ElectionState, Resign, Runner, Step, Wait
-from redlock._flows import Lease, LockInfo, LockSpec, MasterInfo, force_release_flow, inspect_flow, lock_info
+from redlock._flows import (
+    Lease,
+    LockInfo,
+    LockSpec,
+    MasterInfo,
+    Tokens,
+    force_release_flow,
+    inspect_flow,
+    lock_info,
+    rollback_note,
+)
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
@@ -325,19 +335,35 @@ class Lock(LockState[Redlock]):
         """See :meth:`redlock.Lock.acquire`. If cancelled, rolls back before re-raising."""
         give_up_at = self._acquire_deadline(blocking, timeout)
         me = asyncio.current_task()
+        tokens: Tokens | None = None
         try:
-            if not self._free_turn(me):
-                turn = await self._waited(self._turn(me, blocking, give_up_at))
-                if turn is not Turn.AT_MASTERS:
-                    return turn is Turn.NESTED
-            tokens, flow = self._acquire_flow(blocking, give_up_at)
-            # Interrupted (cancelled) before the lease is recorded, with SETs possibly landed:
-            # ours are taken back, whatever comes next.
-            return await self._cluster._driver.run(
-                flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens)
-            )
-        finally:
-            self._end_turn(me)
+            try:
+                if not self._free_turn(me):
+                    turn = await self._waited(self._turn(me, blocking, give_up_at))
+                    if turn is not Turn.AT_MASTERS:
+                        return turn is Turn.NESTED
+                tokens, flow = self._acquire_flow(blocking, give_up_at)
+                # Interrupted (cancelled) before the lease is recorded, with SETs possibly landed:
+                # ours are taken back, whatever comes next.
+                return await self._cluster._driver.run(
+                    flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens)
+                )
+            finally:
+                self._end_turn(me)
+        except BaseException as interruption:
+            # Interrupted after the lease was recorded (a signal handler's exception, which,
+            # unlike a cancellation, needs no await to arrive): as the sync Lock does.
+            undo = self._undo_flow(tokens)
+            if undo is not None:
+                try:
+                    note = await self._cluster._driver.run(undo, rollback_note, shielded=True)
+                except Exception as failure:
+                    note = f"redlock: rolling back the interrupted acquire failed: {failure!r}"
+                finally:
+                    self._end_turn(me)
+                if note is not None:
+                    interruption.add_note(note)
+            raise
 
     def _wake_local(self) -> None:
         freed, self._freed = self._freed, None
@@ -369,17 +395,37 @@ class Lock(LockState[Redlock]):
         """See :meth:`redlock.Lock.release`. A cancelled release still completes first."""
         if self._counted_down(asyncio.current_task()):
             return
-        lease, flow = self._release_flow()
-        renewer, self._renewer = self._renewer, None
-        if renewer is not None and renewer is not asyncio.current_task():
-            renewer.cancel()
-
+        held = self._lease
+        try:
+            lease, flow = self._release_flow()
+        except BaseException as interruption:
+            if held is not None and await self._finish_release(held, interruption):
+                self._leave()
+            raise
         # Shielded: a cancelled caller still ends up with the token forgotten exactly when
         # the release is done, not before.
         try:
+            renewer, self._renewer = self._renewer, None
+            if renewer is not None and renewer is not asyncio.current_task():
+                renewer.cancel()
             await self._cluster._driver.run(flow, lambda result: self._released(lease, result), shielded=True)
+        except BaseException as interruption:
+            await self._finish_release(lease, interruption)
+            raise
         finally:
             self._leave()
+
+    async def _finish_release(self, lease: Lease, interruption: BaseException) -> bool:
+        """See :meth:`redlock.Lock._finish_release`: for what a cancellation does not cover
+        (a signal handler's exception raised in the release's own code)."""
+        if isinstance(interruption, asyncio.CancelledError) or not self._release_to_finish(lease, interruption):
+            return False  # (a cancellation: the shielded release ran to its end and was accounted for)
+        try:
+            again, flow = self._release_flow()
+            await self._cluster._driver.run(flow, lambda result: self._released(again, result), shielded=True)
+        except Exception as failure:
+            interruption.add_note(f"redlock: finishing the interrupted release failed: {failure!r}")
+        return True
 
     async def extend(self, ttl: float | None = None, *, add: float | None = None) -> float:
         """See :meth:`redlock.Lock.extend`."""

@@ -10,10 +10,25 @@ on every instruction of it; the child must end on its own, having been interrupt
 
 from __future__ import annotations
 
+import contextlib
+import pathlib
+import random
+import signal
 import subprocess
 import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+import pytest
+import redis
+
+import redlock
+from redlock.servers import LocalMasters
 
 from .cli_helpers import PATIENCE
+from .conftest import eventually, raw_clients, unique
 
 STORM = """
 import signal, sys, time
@@ -54,3 +69,119 @@ def test_a_storm_of_raising_signal_handlers_in_the_encoding_never_crashes() -> N
     interrupted, encoded = map(int, done.stdout.split())
     assert interrupted >= 100, "the storm hardly landed: the test proves nothing"
     assert encoded >= 1000
+
+
+# --- interruptions of lock calls: the Lock and the masters agree afterwards -------------------
+
+
+class Interrupt(BaseException):
+    """What a Ctrl-C handler raises: a BaseException, as KeyboardInterrupt is."""
+
+
+LIBRARY = str(pathlib.Path(redlock.__file__).parent)
+
+
+@contextlib.contextmanager
+def interruptions() -> Iterator[Callable[[float], contextlib.AbstractContextManager[None]]]:
+    """``within(delay)``: a context in which one SIGALRM, ``delay`` seconds in, raises
+    :class:`Interrupt` if it lands in the library's code (or in a C call it made), and
+    nowhere else, so that whatever escapes comes out of the call under test."""
+    armed = False
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if armed and frame is not None and frame.f_code.co_filename.startswith(LIBRARY):
+            raise Interrupt
+
+    @contextlib.contextmanager
+    def within(delay: float) -> Iterator[None]:
+        nonlocal armed
+        armed = True
+        signal.setitimer(signal.ITIMER_REAL, delay)
+        try:
+            yield
+        finally:
+            armed = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        yield within
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def holders(raw: list[redis.Redis], name: str, token: str) -> list[int]:
+    """The masters whose key ``name`` holds ``token``."""
+    return [i for i, client in enumerate(raw) if client.get(name) == token.encode()]
+
+
+def where(interruption: BaseException) -> str:
+    """Where the interruption struck, innermost frame first."""
+    frames = reversed(traceback.extract_tb(interruption.__traceback__))
+    return " <- ".join(f"{frame.name}:{frame.lineno}" for frame in frames)
+
+
+def disagreement(lock: redlock.Lock, token: str, raw: list[redis.Redis], call: str) -> str | None:
+    """How the Lock and the masters disagree after an interrupted ``call``, or None.
+
+    Held, the Lock must be right that a majority keeps its token at least as long as it
+    believes (its deadline); not held, no master may keep its token: the deletes were sent
+    (a loaded master may answer after the round's bound, so they are waited for)."""
+    if lock.locked():
+        left = lock.deadline - time.monotonic()
+        kept = [i for i in holders(raw, lock.name, token) if raw[i].pttl(lock.name) >= left * 1000]
+        if len(kept) < lock.quorum:
+            return f"{call}() raised, the Lock holds for {left:.3f}s more, but only masters {kept} keep its key as long"
+        return None
+    if not eventually(lambda: not holders(raw, lock.name, token), within=5.0):
+        return f"{call}() raised, the Lock holds nothing, yet masters {holders(raw, lock.name, token)} keep its token"
+    return None
+
+
+def interrupted_calls(masters: LocalMasters, call: str, tries: int, seed: int) -> tuple[int, list[str]]:
+    """``tries`` calls of ``call`` (acquire, extend or release), each interrupted at a random
+    moment of its first millisecond (one takes about 0.5); how many were interrupted, and
+    every way the Lock and the masters disagreed afterwards."""
+    rng = random.Random(seed)
+    interrupted, violations = 0, []
+    rl = redlock.Redlock(masters.urls, node_timeout=0.1)
+    try:
+        with interruptions() as within, raw_clients(masters.urls) as raw:
+            rl.lock(unique(), ttl=10.0).acquire(blocking=False)  # connected: the storm hits rounds
+            for _ in range(tries):
+                lock = rl.lock(unique(), ttl=10.0)
+                if call != "acquire":
+                    assert lock.acquire(blocking=False)
+                try:
+                    with within(rng.uniform(0.00001, 0.001)):
+                        getattr(lock, call)(**({"blocking": False} if call == "acquire" else {}))
+                except Interrupt as interruption:
+                    interrupted += 1
+                    # An acquire's token is the Lock's only if it holds: any key is then its.
+                    token = lock.token or next((v.decode() for v in (c.get(lock.name) for c in raw) if v), "")
+                    found = disagreement(lock, token, raw, call) if token else None
+                    if lock.locked() and call == "acquire":
+                        found = f"acquire() raised, yet locked() is True ({found or 'its keys agree'})"
+                    if found is not None:
+                        violations.append(f"{lock.name}: {found}; struck at {where(interruption)}")
+                if lock.locked():
+                    lock.release()
+    finally:
+        rl.close()
+    return interrupted, violations
+
+
+@pytest.mark.parametrize("call", ["acquire", "extend", "release"])
+def test_an_interrupted_call_leaves_the_lock_and_the_masters_agreeing(masters: LocalMasters, call: str) -> None:
+    interrupted, violations = interrupted_calls(masters, call, tries=150, seed=1)
+    assert not violations, violations
+    assert interrupted >= 30, f"only {interrupted} of 150 calls were interrupted: the test proves little"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("call", ["acquire", "extend", "release"])
+def test_a_thousand_interrupted_calls_leave_the_lock_and_the_masters_agreeing(masters: LocalMasters, call: str) -> None:
+    interrupted, violations = interrupted_calls(masters, call, tries=1500, seed=2)
+    assert not violations, violations
+    assert interrupted >= 500, f"only {interrupted} of 1500 calls were interrupted"
