@@ -1015,21 +1015,21 @@ class LockState(Generic[ClusterT]):
                 LockLost,
                 f"lock {self.name!r} was lost while held "
                 f"({lease.loss_why or 'auto-extension could not renew it in time'})"
-                + ("; its release was not confirmed by a majority either" if unconfirmed else "")
+                + (f"; its release was not confirmed by {self._needed} either" if unconfirmed else "")
                 + retry,
                 result,
             )
         if unconfirmed:
             raise self._error(
                 ReleaseUnconfirmed,
-                f"release of {self.name!r} was not confirmed by a majority of masters in time: our token "
+                f"release of {self.name!r} was not confirmed by {self._needed} in time: our token "
                 f"may still hold the lock on some of them until it expires{retry}",
                 result,
             )
         if not result.ok:
             raise self._error(
                 LockLost,
-                f"release of {self.name!r} found our token gone from a majority of masters: "
+                f"release of {self.name!r} found our token gone from {self._needed}: "
                 "the lock expired or was taken, so the work under it may have run unprotected",
                 result,
             )
@@ -1160,6 +1160,15 @@ class LockState(Generic[ClusterT]):
             resource=self.name,
             quorum=self._spec.quorum,
         )
+
+    @property
+    def _needed(self) -> str:
+        """How many masters a round of this lock needs, in words: a majority, or the larger
+        quorum of a semaphore (4 of 5 for a limit of 3)."""
+        masters = len(self._spec.node_names)
+        if self._spec.quorum == masters // 2 + 1:
+            return "a majority of masters"
+        return f"{self._spec.quorum} of {masters} masters (the semaphore's quorum)"
 
     def _error(self, kind: type[RedlockError], message: str, result: Result) -> RedlockError:
         return kind(

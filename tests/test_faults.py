@@ -149,6 +149,21 @@ def test_a_late_extend_never_undoes_a_newer_one(matrix_masters: MastersFactory) 
     assert master.exists(name, order_key(name)) == 0
 
 
+def test_a_semaphore_release_too_few_confirmed_names_its_quorum(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    """A semaphore of limit 3 on 5 masters needs 4 of them, not a majority: with 2 masters
+    killed, 3 confirm the release, which is too few, and the error says how many were needed."""
+    masters = fresh_masters(5)
+    rl = client(masters.urls, wake_on_release=False)
+    semaphore = rl.semaphore(unique(), 3, ttl=30.0)
+    assert semaphore.acquire(blocking=False)
+    masters[0].kill()
+    masters[1].kill()
+    with pytest.raises(ReleaseUnconfirmed, match=r"not confirmed by 4 of 5 masters \(the semaphore's quorum\)"):
+        semaphore.release()
+
+
 def test_a_release_no_majority_answered_keeps_the_token_for_a_retry(
     client: ClientFactory, matrix_masters: MastersFactory
 ) -> None:

@@ -115,7 +115,9 @@ def ports(cluster: LocalMasters) -> list[int]:
 def test_an_acquire_extend_and_release_are_measured_and_traced(
     client: ClientFactory, masters: LocalMasters, otel: Telemetry
 ) -> None:
-    rl = client(masters.urls, **otel.providers)
+    # node_timeout 1 s: every master is to answer every round, also one that a loaded
+    # machine (four test workers on two cores) keeps waiting past the usual 0.1 s.
+    rl = client(masters.urls, node_timeout=1.0, **otel.providers)
     lock = rl.lock(unique(), ttl=10.0)
     assert lock.acquire(blocking=False)
     assert otel.count("redlock.lock.held") == 1
