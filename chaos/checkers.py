@@ -572,8 +572,10 @@ def check_stale_writes(history: History | Iterable[Event]) -> list[StaleWrite]:
 
 @dataclass(frozen=True)
 class LateExtend:
-    """An extend returned OK at ``revived.start``, after ``lapsed`` had run out: the client
-    held a lock that had expired and may have been taken and released by someone else."""
+    """An extend invoked after ``lapsed`` had run out returned OK at ``revived.start``: the
+    client held a lock that had expired and may have been taken and released by someone
+    else. (An extend invoked in time and answered late is no such thing: the keys' ttl was
+    reset before they expired, and the new validity counts from its start.)"""
 
     lapsed: Tenure
     revived: Tenure
@@ -587,7 +589,7 @@ class LateExtend:
 
 
 def check_extends(history: History | Iterable[Event]) -> list[LateExtend]:
-    """Every extend that succeeded after its holder's deadline had passed."""
+    """Every extend invoked after its holder's deadline had passed that succeeded."""
     tenures = _history(history).tenures()
     found: list[LateExtend] = []
     last: dict[tuple[str, str, str | None, int], Tenure] = {}

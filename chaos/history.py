@@ -579,9 +579,12 @@ class History:
         """Every holder interval, ordered by start.
 
         Replays acquires, extends and releases per ``(client, name, token)``. An extend
-        that returns OK before the current deadline moves it; one that returns OK after it
-        closes the lapsed tenure and opens a new one (``via="extend"``), since the holder
-        goes on as if it held the lock. A release ends the tenure when it is *invoked*:
+        *invoked* before the current deadline that returns OK moves it, even if it returns
+        after it: its new validity counts from its start, and its keys' ttl was reset before
+        they expired (a key gone by then makes the extend fail), so the holding never lapsed
+        on the masters. One invoked after the deadline that returns OK closes the lapsed
+        tenure and opens a new one (``via="extend"``), since the holder goes on as if it
+        held the lock. A release ends the tenure when it is *invoked*:
         from then on the client no longer relies on the lock, whatever the masters answer.
         A force-release ends the tenure of the token it removed, whoever held it: the
         holder is not told, so what it does after is judged as if its lock had expired.
@@ -593,6 +596,7 @@ class History:
     def _replay_tenures(self) -> list[Tenure]:
         acquire_invoked: dict[tuple[str, int], float] = {}
         extend_token: dict[tuple[str, int], str | None] = {}
+        extend_invoked: dict[tuple[str, int], float] = {}
         open_: dict[tuple[str, str, str | None], _OpenTenure] = {}
         done: list[Tenure] = []
 
@@ -624,12 +628,14 @@ class History:
                         tenure.revoked = event.time
             elif isinstance(event, ExtendInvoked):
                 extend_token[(event.client, event.op)] = event.token
+                extend_invoked[(event.client, event.op)] = event.time
             elif isinstance(event, ExtendReturned) and event.ok:
                 token = extend_token.get((event.client, event.op))
                 tenure = find(event.client, event.name, token)
                 if tenure is None or tenure.released is not None:
                     continue
-                if tenure.deadline is None or event.time <= tenure.deadline:
+                invoked = extend_invoked.get((event.client, event.op), event.time)
+                if tenure.deadline is None or invoked <= tenure.deadline:
                     tenure.deadline = event.deadline
                     continue
                 done.append(tenure.close())

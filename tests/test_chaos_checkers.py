@@ -289,6 +289,30 @@ def test_extends_move_the_deadline_and_a_late_one_revives_the_lock() -> None:
     assert check_all(history).kinds == ["late-extend"]
 
 
+def test_an_extend_invoked_in_time_and_answered_late_keeps_the_holding() -> None:
+    """Invoked at 4, before the deadline 5, answered at 6 (the holder paused, or its replies
+    were held): the keys' ttl was reset before they expired, and the new validity counts
+    from the extend's start, so the holding never lapsed: one tenure, no late extend. The
+    same extend invoked at 5.5 revives a lapsed lock."""
+
+    def history(invoked: float) -> History:
+        return History(
+            [
+                AcquireInvoked(time=0, client="c1", name="n", op=1),
+                AcquireReturned(time=1, client="c1", name="n", op=1, ok=True, token="t", deadline=5),
+                ExtendInvoked(time=invoked, client="c1", name="n", op=2, token="t"),
+                ExtendReturned(time=6, client="c1", name="n", op=2, ok=True, deadline=invoked + 4),
+            ]
+        )
+
+    in_time = history(invoked=4)
+    assert [(t.start, t.end, t.via) for t in in_time.tenures()] == [(1, 8, "acquire")]
+    assert check_extends(in_time) == []
+    lapsed = history(invoked=5.5)
+    assert [(t.start, t.end, t.via) for t in lapsed.tenures()] == [(1, 5, "acquire"), (6, 9.5, "extend")]
+    assert check_all(lapsed).kinds == ["late-extend"]
+
+
 def test_a_force_release_ends_the_tenure_of_the_token_it_removed() -> None:
     """The operator takes c1's lock at 2 (scenario 25): c1 is not told and writes at 6, so its
     write is late like a paused holder's, not a second holder's: a lost update, no overlap."""

@@ -216,6 +216,12 @@ class _Worker:
         if self.rng.random() < self.trial.settings.extend_share:
             rec = self.trial.recorder
             op = rec.extend_invoked(client.name, spec.key, token=lease.token, ttl=spec.ttl)
+            if lease.deadline <= client.local():
+                # Lock.extend() refuses a lease whose validity ran out before it began
+                # (LockLost, nothing sent: LockState._notice_lapse), as this client does.
+                rec.extend_returned(client.name, spec.key, op, ok=False, deadline=None, voters=None)
+                self.write(spec, lease, read, valid)
+                return
 
             def extended(result: Result) -> None:
                 rec.extend_returned(
