@@ -197,14 +197,22 @@ def test_half_open_write_gets_reset(link: Rig) -> None:
     master = masters[0]
     with inside(client.namespace):
         sock = _connect(master.host, master.port)
-        assert _ask(sock, b"PING\r\n") == b"+PONG\r\n"
-    network.apply("c1", "f", "blackhole", master.host, master.port)
-    master.restart(wipe=True)
-    network.remove("c1", "f")
-    with inside(client.namespace):
-        # The restarted master never heard of this connection: its answer is RST.
-        with pytest.raises(ConnectionResetError):
-            _ask(sock, b"PING\r\n")
+    try:
+        with inside(client.namespace):
+            assert _ask(sock, b"PING\r\n") == b"+PONG\r\n"
+        network.apply("c1", "f", "blackhole", master.host, master.port)
+        master.restart(wipe=True)
+        network.remove("c1", "f")
+        with inside(client.namespace):
+            # The restarted master never heard of this connection: its kernel answers RST.
+            # Unless the killed master's FIN, held by the blackhole and retransmitted, comes
+            # first (a loaded machine, once in CI): then an end of file. Dead either way.
+            try:
+                answer = _ask(sock, b"PING\r\n")
+            except ConnectionResetError:
+                answer = None
+            assert answer in (None, b""), answer
+    finally:
         sock.close()
 
 
