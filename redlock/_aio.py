@@ -23,7 +23,7 @@ from typing import Any, TypeVar, cast
 from redlock._connection import Connect, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
 from redlock._driver import DriverBase, keep_alive, read_buffer
-from redlock._flows import rollback_note
+from redlock._flows import rollback_failed, rollback_note
 
 T = TypeVar("T")
 
@@ -165,7 +165,7 @@ class Driver(DriverBase["_Protocol"]):
                     try:
                         note = rollback_note(await self._drive(rollback(), []))
                     except Exception as failure:  # the interruption is what the caller must see
-                        note = f"redlock: rolling back the interrupted acquire failed: {failure!r}"
+                        note = rollback_failed(failure)
                     if note is not None:
                         interruption.add_note(note)
                 if cancels:

@@ -21,7 +21,17 @@ from redlock._election import (
     Wait,
     stopped_by_sigterm,
 )
-from redlock._flows import Lease, LockInfo, LockSpec, Tokens, force_release_flow, inspect_flow, lock_info, rollback_note
+from redlock._flows import (
+    Lease,
+    LockInfo,
+    LockSpec,
+    Tokens,
+    force_release_flow,
+    inspect_flow,
+    lock_info,
+    rollback_failed,
+    rollback_note,
+)
 from redlock._lock import (
     DEFAULT_TTL,
     ClusterConfig,
@@ -456,7 +466,7 @@ class Lock(LockState[Redlock]):
                 try:
                     note = self._cluster._driver.run(undo, rollback_note)
                 except Exception as failure:
-                    note = f"redlock: rolling back the interrupted acquire failed: {failure!r}"
+                    note = rollback_failed(failure)
                 finally:
                     self._end_turn(me)
                 if note is not None:

@@ -696,6 +696,11 @@ def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:
     return last
 
 
+def rollback_failed(failure: Exception) -> str:
+    """The note an interruption carries when its rollback itself failed."""
+    return f"redlock: rolling back the interrupted acquire failed: {failure!r}"
+
+
 def rollback_note(result: Result) -> str | None:
     """The note an interruption carries when its rollback left keys it could not confirm
     gone: which masters did not answer (their keys expire with the ttl); None if all did."""

@@ -43,7 +43,7 @@ from redlock._config import DriverSettings
 from redlock._connection import Connect, Interrupted, Kind, Write, reply_parser
 from redlock._core import Flow, Pause, Result, Round, release_channel
 from redlock._driver import READ_SIZE, DriverBase, open_socket, read_buffer
-from redlock._flows import rollback_note
+from redlock._flows import rollback_failed, rollback_note
 from redlock._held_weakly import ForkHook, Ticket
 
 T = TypeVar("T")
@@ -191,7 +191,7 @@ class Driver(DriverBase["_Socket"]):
                     try:
                         note = rollback_note(self._drive(rollback(), None))
                     except Exception as failure:  # the interruption is what the caller must see
-                        note = f"redlock: rolling back the interrupted acquire failed: {failure!r}"
+                        note = rollback_failed(failure)
                     if note is not None:
                         interruption.add_note(note)
                 raise

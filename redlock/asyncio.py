@@ -32,6 +32,7 @@ from redlock._flows import (
     force_release_flow,
     inspect_flow,
     lock_info,
+    rollback_failed,
     rollback_note,
 )
 from redlock._lock import (
@@ -358,7 +359,7 @@ class Lock(LockState[Redlock]):
                 try:
                     note = await self._cluster._driver.run(undo, rollback_note, shielded=True)
                 except Exception as failure:
-                    note = f"redlock: rolling back the interrupted acquire failed: {failure!r}"
+                    note = rollback_failed(failure)
                 finally:
                     self._end_turn(me)
                 if note is not None:
