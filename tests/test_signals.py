@@ -10,6 +10,7 @@ on every instruction of it; the child must end on its own, having been interrupt
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import pathlib
 import random
@@ -26,6 +27,7 @@ import pytest
 import redis
 
 import redlock
+import redlock.asyncio
 from redlock.servers import LocalMasters
 
 from .cli_helpers import PATIENCE
@@ -244,3 +246,61 @@ def test_six_hundred_interrupted_calls_leave_the_lock_and_the_masters_agreeing(
     interrupted, violations = interrupted_calls(masters, call, wanted=600, seed=2)
     assert not violations, violations
     assert interrupted == 600, f"only {interrupted} calls of 30,000 were interrupted"
+
+
+def cancelled_calls(masters: LocalMasters, call: str, wanted: int, seed: int) -> tuple[int, list[str]]:
+    """As :func:`interrupted_calls`, for the asyncio API: each call runs as a task that is
+    cancelled at a random moment of its first 0.6 ms, until ``wanted`` were cancelled (one
+    that came after the call had finished is not counted)."""
+    rng = random.Random(seed)
+
+    async def storm() -> tuple[int, list[str]]:
+        cancelled, violations = 0, []
+        rl = redlock.asyncio.Redlock(masters.urls, node_timeout=0.1)
+        loop = asyncio.get_running_loop()
+        try:
+            await rl.lock(unique(), ttl=10.0).acquire(blocking=False)  # connected
+            with raw_clients(masters.urls) as raw:
+                for _ in range(50 * wanted):
+                    if cancelled >= wanted:
+                        break
+                    lock = rl.lock(unique(), ttl=10.0)
+                    if call != "acquire":
+                        assert await lock.acquire(blocking=False)
+                    arguments = {"blocking": False} if call == "acquire" else {}
+                    task = asyncio.ensure_future(getattr(lock, call)(**arguments))
+                    loop.call_later(rng.uniform(0.00001, 0.0006), task.cancel)
+                    try:
+                        await task
+                    except asyncio.CancelledError:
+                        cancelled += 1
+                        token = lock.token or next((v.decode() for v in (c.get(lock.name) for c in raw) if v), "")
+                        # In a thread: the loop must run on meanwhile, to finish what the
+                        # cancelled call left to finish (a release's deletes).
+                        found = await asyncio.to_thread(disagreement, lock, token, raw, call) if token else None  # type: ignore[arg-type]
+                        if lock.locked() and call == "acquire":
+                            found = f"acquire() was cancelled, yet locked() is True ({found or 'its keys agree'})"
+                        if found is not None:
+                            violations.append(f"{lock.name}: {found}")
+                    if lock.locked():
+                        await lock.release()
+        finally:
+            await rl.aclose()
+        return cancelled, violations
+
+    return asyncio.run(storm())
+
+
+@pytest.mark.parametrize("call", ["acquire", "extend", "release"])
+def test_a_cancelled_task_leaves_the_lock_and_the_masters_agreeing(masters: LocalMasters, call: str) -> None:
+    cancelled, violations = cancelled_calls(masters, call, wanted=40, seed=4)
+    assert not violations, violations
+    assert cancelled == 40, f"only {cancelled} calls of 2,000 were cancelled midway: the test proves little"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("call", ["acquire", "extend", "release"])
+def test_six_hundred_cancelled_tasks_leave_the_lock_and_the_masters_agreeing(masters: LocalMasters, call: str) -> None:
+    cancelled, violations = cancelled_calls(masters, call, wanted=600, seed=5)
+    assert not violations, violations
+    assert cancelled == 600, f"only {cancelled} calls of 30,000 were cancelled midway"
