@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
+import hypothesis
 import pytest
 import redis
 import redis.asyncio
@@ -21,6 +22,11 @@ import redlock.asyncio
 from redlock.servers import LocalMasters
 
 T = TypeVar("T")
+
+# Property tests judge outcomes, never speed: hypothesis's 200 ms deadline per example failed
+# a model test (269 ms once, 16 ms on its replay) with four workers on two loaded cores.
+hypothesis.settings.register_profile("suite", deadline=None)
+hypothesis.settings.load_profile("suite")
 
 # Every module is compiled once, not once per process: where PYTHONDONTWRITEBYTECODE is set
 # (as on this project's machines), each pytest worker rewrote the asserts of ~240 modules
