@@ -373,7 +373,9 @@ def _final_values(cluster: Cluster) -> dict[str, int]:
 
 
 def _lock_keys(client: redis.Redis) -> list[str]:
-    return sorted(k.decode() for k in client.scan_iter() if not k.startswith(b"redlock:fence:"))
+    return sorted(
+        k.decode() for k in client.scan_iter() if not k.startswith((b"redlock-quorum:fence:", b"redlock:fence:"))
+    )
 
 
 def leftover_keys(cluster: Cluster) -> dict[str, list[str]]:

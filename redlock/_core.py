@@ -659,18 +659,31 @@ class Result:
         self.rounds = rounds
 
 
-FENCE_PREFIX = "redlock:fence:"
-ORDER_PREFIX = "redlock:order:"
-READERS_PREFIX = "redlock:readers:"
-INTENT_PREFIX = "redlock:intent:"
+#: Where every key this library keeps beside a lock's own lives (see
+#: :data:`redlock._scripts.NAMESPACE`, and "keys of others" there).
+NAMESPACE = _scripts.NAMESPACE
+FENCE_PREFIX = NAMESPACE + "fence:"
+ORDER_PREFIX = NAMESPACE + "order:"
+READERS_PREFIX = NAMESPACE + "readers:"
+INTENT_PREFIX = NAMESPACE + "intent:"
+#: Where 0.1.0 and earlier kept the fencing counters (pottery's namespace, see
+#: :data:`NAMESPACE`). A fenced acquire still reads the counter there, never writes it, so
+#: that fencing tokens keep growing across an upgrade (docs/migration.md).
+LEGACY_FENCE_PREFIX = "redlock:fence:"
 #: Lock names may not start with these: such a lock's key would be another lock's
-#: bookkeeping key, which that lock's scripts overwrite and delete without asking.
-RESERVED_PREFIXES = (FENCE_PREFIX, ORDER_PREFIX, READERS_PREFIX, INTENT_PREFIX)
+#: bookkeeping key.
+RESERVED_PREFIXES = (NAMESPACE,)
+READERS_MARK = _scripts.READERS_MARK
 
 
 def fence_key(key: str) -> str:
     """Where each master keeps the highest fencing token it has seen for ``key``."""
     return FENCE_PREFIX + key
+
+
+def legacy_fence_key(key: str) -> str:
+    """Where 0.1.0 and earlier kept ``key``'s fencing counter: read, never written."""
+    return LEGACY_FENCE_PREFIX + key
 
 
 def order_key(key: str) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from redlock import _scripts
 from redlock._core import (
     EXPIRY_PRECISION,
+    READERS_MARK,
     WOKEN_MARGIN,
     Command,
     Flow,
@@ -987,6 +988,8 @@ def lock_info(spec: LockSpec, result: Result) -> LockInfo:
             (_text(token), max(0, int(left)) / 1000) for token, left in zip(scored[::2], scored[1::2], strict=True)
         )
         token, ttl = _held(value, pttl)
+        if token == READERS_MARK:  # readers hold the name: they are listed, no writer is
+            token, ttl = None, None
         intent_token, intent_ttl = _held(intent, intent_pttl)
         masters.append(
             MasterInfo(outcome.node, True, token, ttl, readers=readers, intent=intent_token, intent_ttl=intent_ttl)

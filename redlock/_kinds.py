@@ -36,6 +36,7 @@ from redlock._core import (
     Round,
     fence_key,
     intent_key,
+    legacy_fence_key,
     order_key,
     quorum_size,
     readers_key,
@@ -154,7 +155,8 @@ class FencedLock(LockKind):
         return False
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
-        return Command.run_script(_scripts.FENCED_ACQUIRE, [key, fence_key(key)], [token, ttl_ms])
+        keys = [key, fence_key(key), legacy_fence_key(key)]
+        return Command.run_script(_scripts.FENCED_ACQUIRE, keys, [token, ttl_ms])
 
     def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
         """As the plain lock's, and the master's lost counter raised back to our fencing token."""
@@ -249,7 +251,8 @@ class ReadLock(LockKind):
     """A reader of a read-write lock on one name: any number of readers at once, never with
     a writer (docs/algorithm.md, "Read-write lock"). Each reader is a token in a sorted set
     per master, expiring on its own, as a semaphore's permit does: its extend is the
-    semaphore's script on that set, its release the semaphore's but for when it announces."""
+    semaphore's script on that set, its release the semaphore's but for when it announces;
+    both also keep the readers' mark in the name's own key (see _scripts, "a read-write lock")."""
 
     @property
     def mode(self) -> str:
@@ -267,7 +270,7 @@ class ReadLock(LockKind):
     def extend(self, key: str, token: str, ttl_ms: int, extend_id: int, *, adopt: bool = False) -> Command:
         readers = readers_key(key)
         args = _extend_args(token, ttl_ms, extend_id, adopt)
-        return Command.run_script(_scripts.SEMAPHORE_EXTEND, [readers, order_key(readers)], args)
+        return Command.run_script(_scripts.RW_READ_EXTEND, [readers, order_key(readers), key], args)
 
     def restore(self, key: str, token: str, ttl_ms: int, fencing_token: int | None) -> Command:
         """Our reader back only where no writer holds the name or waits: the acquire itself."""
@@ -277,7 +280,7 @@ class ReadLock(LockKind):
         # Announced on the name's own channel, where a writer waiting for readers listens.
         channel = [release_channel(key)] if notify else []
         readers = readers_key(key)
-        return Command.run_script(_scripts.RW_READ_RELEASE, [readers, order_key(readers)], [token, *channel])
+        return Command.run_script(_scripts.RW_READ_RELEASE, [readers, order_key(readers), key], [token, *channel])
 
     def wake_key(self, key: str, acquire: Round) -> str:
         """Readers wait for the writer (or its intent) to go: announced on the readers' own
@@ -353,6 +356,7 @@ ALL_STEPS: Mapping[str, str] = {
     _scripts.SEMAPHORE_EXTEND.sha: "extend",
     _scripts.SEMAPHORE_RELEASE.sha: "release",
     _scripts.RW_READ_ACQUIRE.sha: "acquire",
+    _scripts.RW_READ_EXTEND.sha: "extend",
     _scripts.RW_READ_RELEASE.sha: "release",
     _scripts.RW_WRITE_ACQUIRE.sha: "acquire",
     _scripts.RW_WRITE_RELEASE.sha: "release",

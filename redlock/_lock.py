@@ -38,12 +38,14 @@ from redlock._flows import (
     rollback_flow,
 )
 from redlock._kinds import kind_of
+from redlock._scripts import FOREIGN_KEY
 from redlock._topology import TopologyReport, check_flow, topology_report
 from redlock._version import __version__
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,
     ExtendUnconfirmed,
+    KeyConflict,
     LockAlreadyHeld,
     LockLost,
     LockNotAcquired,
@@ -848,6 +850,16 @@ class LockState(Generic[ClusterT]):
                 MasterMisconfigured,
                 f"no majority is possible for {self.name!r}: too many masters refuse our credentials, "
                 "permissions or TLS, or are unfit for Redlock (see each master's reason)",
+                result,
+            )
+        if result.quorum_unreachable and any(
+            outcome.detail.startswith(FOREIGN_KEY) for outcome in result.outcomes if outcome.detail
+        ):
+            raise self._error(
+                KeyConflict,
+                f"{self.name!r} cannot be granted here: masters hold keys this library did not write where "
+                "this lock keeps its own (another kind of lock on this name, or another program's keys; "
+                "each master's reply names the key)",
                 result,
             )
         if result.quorum_unreachable:

@@ -5,6 +5,9 @@
     RedlockError                      base of everything below
     ├── LockNotAcquired               acquire could not get a majority in time
     │   ├── QuorumUnavailable         fewer than a majority of masters could be reached at all
+    │   ├── KeyConflict               a key where this lock keeps its own holds what this
+    │                                 library did not write there (another kind of lock on
+    │                                 the name, another program's key): left as it is
     │   └── AcquireTimeout            also a TimeoutError: a blocking acquire ran out of time
     ├── MasterMisconfigured           so many masters refuse us (credentials, ACL permissions,
     │                                 TLS) or are unfit for Redlock (a replica, a cluster
@@ -109,6 +112,14 @@ class LockNotAcquired(RedlockError):
 
 class QuorumUnavailable(LockNotAcquired):
     """Fewer than a majority of masters could be reached, so no one can hold the lock."""
+
+
+class KeyConflict(LockNotAcquired):
+    """So many masters hold, where this lock keeps a key, something this library did not
+    write there that no majority could grant it: another kind of lock on the same name (a
+    semaphore where a lock was asked for, or the other way round), or another program's
+    key. Nothing of it was touched; each master's reply in :attr:`outcomes` names the key
+    and what it holds (``FOREIGNKEY <key> holds ...``)."""
 
 
 class AcquireTimeout(LockNotAcquired, TimeoutError):

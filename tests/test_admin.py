@@ -269,7 +269,7 @@ def test_inspect_and_force_release_see_a_read_write_locks_readers_and_waiting_wr
     removed = operator.force_release(name)
     assert removed.readers == tokens
     assert removed.intent == marked.intent
-    readers_key, intent_key = f"redlock:readers:{name}", f"redlock:intent:{name}"
+    readers_key, intent_key = f"redlock-quorum:readers:{name}", f"redlock-quorum:intent:{name}"
     waiting.join(30)
     assert got == [True]  # woken by the forced release, well before its 10 s retry
     assert eventually(lambda: operator.inspect(name).holder == writer.token)

@@ -75,8 +75,8 @@ def test_each_api_takes_only_its_own_kind_of_redis_client() -> None:
     [
         ((42,), {}, TypeError, "name"),
         (("",), {}, ValueError, "name"),
-        (("redlock:order:jobs",), {}, ValueError, "name must not start with 'redlock:order:'"),
-        (("redlock:fence:jobs",), {}, ValueError, "name must not start with 'redlock:fence:'"),
+        (("redlock-quorum:order:jobs",), {}, ValueError, "name must not start with 'redlock-quorum:'"),
+        (("redlock-quorum:jobs",), {}, ValueError, "name must not start with 'redlock-quorum:'"),
         (("x",), {"ttl": 0}, ValueError, "ttl"),
         (("x",), {"ttl": -5}, ValueError, "ttl"),
         (("x",), {"ttl": "10s"}, TypeError, "ttl"),
@@ -198,8 +198,8 @@ def test_a_cached_spec_still_checks_the_name_and_a_semaphores_limit(make: Any) -
     rl = make(NOWHERE)
     rl.lock("x", ttl=5)
     rl.semaphore("s", limit=1)
-    with pytest.raises(ValueError, match="name must not start with 'redlock:order:'"):
-        rl.lock("redlock:order:x", ttl=5)
+    with pytest.raises(ValueError, match="name must not start with 'redlock-quorum:'"):
+        rl.lock("redlock-quorum:order:x", ttl=5)
     with pytest.raises(ValueError, match="UTF-8"):
         rl.lock("\udcff", ttl=5)
     with pytest.raises(TypeError, match="limit"):

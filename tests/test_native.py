@@ -563,7 +563,7 @@ def _left(urls: list[str], name: str) -> list[int]:
     counts = []
     for url in urls:
         with redis.Redis.from_url(url) as admin:
-            counts.append(admin.exists(name, f"redlock:order:{name}"))
+            counts.append(admin.exists(name, f"redlock-quorum:order:{name}"))
     return counts
 
 

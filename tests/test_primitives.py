@@ -342,7 +342,7 @@ def test_overlapping_multi_locks_from_eight_threads(
         (["a", b"b"], TypeError, "names"),
         (["a", ""], ValueError, "name"),
         ({"a", "b"}, TypeError, "name"),
-        (["a", "redlock:order:x"], ValueError, "reserved"),
+        (["a", "redlock-quorum:order:x"], ValueError, "reserved"),
     ],
 )
 def test_multi_lock_bad_names_are_refused_before_any_traffic(names: object, error: type[Exception], match: str) -> None:

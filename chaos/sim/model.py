@@ -16,11 +16,12 @@ script is an error reply, never a silent guess.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from redlock import _scripts
-from redlock._core import Command, ErrorReply
+from redlock._core import READERS_MARK, Command, ErrorReply
 
 from .compiled import mypyc_attr
 
@@ -132,10 +133,29 @@ class Keyspace:
 Model = Callable[[Keyspace, list[str], list[str], float], Reply]
 
 
+def _foreign(ks: Keyspace, key: str, now: float, wanted: type, shape: str = "") -> ErrorReply | None:
+    """The scripts' refusal to touch a key that holds what we never write there (see
+    redlock._scripts, "keys of others"): ``wanted`` str or dict, ``shape`` a regex a string
+    must match."""
+    value = ks.get(key, now)
+    if value is None or (isinstance(value, wanted) and (not shape or re.search(shape, str(value)))):
+        return None
+    return ErrorReply(f"{_scripts.FOREIGN_KEY} {key} holds {value!r}")
+
+
+def _ours(ks: Keyspace, key: str, token: str, now: float) -> bool:
+    """Whether ``key`` is our holding's extend-order mark: deleted only then."""
+    found = ks.holder(key, now)
+    return found is not None and found.startswith(token + ":")
+
+
+_MARK, _COUNTER = r":\d+$", r"^\d+$"
+
+
 def _release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
     if ks.holder(keys[0], now) != argv[0]:
         return 0
-    if len(keys) > 1:
+    if len(keys) > 1 and _ours(ks, keys[1], argv[0], now):
         ks.delete(keys[1])
     return ks.delete(keys[0])
 
@@ -154,9 +174,12 @@ def _extend_order_applied(ks: Keyspace, order: str, token: str, number: int, now
 
 def _extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
     token, ttl, number = argv[0], int(argv[1]), int(argv[2])
-    holder = ks.holder(keys[0], now)
-    if holder is None:
+    refusal = _foreign(ks, keys[1], now, str, _MARK)
+    if refusal is not None:
+        return refusal
+    if ks.get(keys[0], now) is None:
         return None
+    holder = ks.holder(keys[0], now)
     if holder != token:
         return 0
     if not _adopting(argv) and _extend_order_applied(ks, keys[1], token, number, now):
@@ -166,14 +189,23 @@ def _extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply
 
 
 def _fenced_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    refusal = _foreign(ks, keys[1], now, str, _COUNTER)
+    if refusal is not None:
+        return refusal
     if ks.get(keys[0], now) is not None:
         return 0
     ks.set(keys[0], argv[0], now, int(argv[1]))
-    counter = ks.holder(keys[1], now)
-    return [1, int(counter or 0)]
+    counter = int(ks.holder(keys[1], now) or 0)
+    before = ks.holder(keys[2], now) if len(keys) > 2 else None
+    if before is not None and before.isdigit():
+        counter = max(counter, int(before))
+    return [1, counter]
 
 
 def _fenced_restore(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    refusal = _foreign(ks, keys[1], now, str, _COUNTER)
+    if refusal is not None:
+        return refusal
     set_ = ks.get(keys[0], now) is None
     if set_:
         ks.set(keys[0], argv[0], now, int(argv[1]))
@@ -182,6 +214,9 @@ def _fenced_restore(ks: Keyspace, keys: list[str], argv: list[str], now: float) 
 
 
 def _fence_raise(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    refusal = _foreign(ks, keys[0], now, str, _COUNTER)
+    if refusal is not None:
+        return refusal
     if int(ks.holder(keys[0], now) or 0) < int(argv[0]):
         ks.set(keys[0], argv[0], now)
     return 1
@@ -203,8 +238,12 @@ def _inspect(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Repl
 
 def _force_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
     reply = _inspect(ks, keys, argv, now)
-    for key in keys:
-        ks.delete(key)
+    ks.delete(keys[0])
+    kept: list[tuple[str, type, str]] = [(keys[1], str, _MARK), (keys[2], dict, ""), (keys[3], dict, "")]
+    kept.append((keys[4], str, ""))
+    for key, wanted, shape in kept:
+        if _foreign(ks, key, now, wanted, shape) is None:
+            ks.delete(key)
     return reply
 
 
@@ -220,7 +259,7 @@ def _multi_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -
 
 def _multi_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
     names = keys[:-1]
-    if ks.holder(names[0], now) == argv[0]:
+    if ks.holder(names[0], now) == argv[0] and _ours(ks, keys[-1], argv[0], now):
         ks.delete(keys[-1])
     held = 0
     for name in names:
@@ -232,6 +271,9 @@ def _multi_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -
 
 def _multi_extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
     names, token, ttl, number = keys[:-1], argv[0], int(argv[1]), int(argv[2])
+    refusal = _foreign(ks, keys[-1], now, str, _MARK)
+    if refusal is not None:
+        return refusal
     if all(ks.get(name, now) is None for name in names):
         return None
     if any(ks.holder(name, now) != token for name in names):
@@ -256,7 +298,14 @@ def _keep(ks: Keyspace, keys: list[str], sets: tuple[dict[str, float], dict[str,
         ks.set(key, value, now, backstop)
 
 
+def _semaphore_refusal(ks: Keyspace, keys: list[str], now: float) -> ErrorReply | None:
+    return _foreign(ks, keys[0], now, dict) or _foreign(ks, keys[1], now, dict)
+
+
 def _semaphore_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    refusal = _semaphore_refusal(ks, keys, now)
+    if refusal is not None:
+        return refusal
     ms = math.floor(now * 1000)
     pool, order = _permits(ks, keys[0], now), _permits(ks, keys[1], now)
     limit = int(argv[2])
@@ -272,6 +321,9 @@ def _semaphore_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: floa
 
 
 def _semaphore_extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    refusal = _semaphore_refusal(ks, keys, now)
+    if refusal is not None:
+        return refusal
     ms = math.floor(now * 1000)
     pool, order = _permits(ks, keys[0], now), _permits(ks, keys[1], now)
     token, ttl, number = argv[0], int(argv[1]), int(argv[2])
@@ -297,6 +349,35 @@ def _semaphore_release(ks: Keyspace, keys: list[str], argv: list[str], now: floa
     return int(score >= ms)
 
 
+def _readers_marked(ks: Keyspace, name: str, now: float) -> bool:
+    """Whether the name's key is the readers' mark (see _scripts, "a read-write lock")."""
+    return ks.holder(name, now) == READERS_MARK
+
+
+def _mark_readers(ks: Keyspace, keys: list[str], now: float) -> None:
+    """The readers' mark in the name's key ``keys[0]``, as long-lived as the readers ``keys[2]``."""
+    ks.set(keys[0], READERS_MARK, now, ks.pttl(keys[2], now))
+
+
+def _rw_refusal(ks: Keyspace, keys: list[str], now: float) -> ErrorReply | None:
+    return _foreign(ks, keys[1], now, str) or _foreign(ks, keys[2], now, dict) or _foreign(ks, keys[3], now, dict)
+
+
+def _rw_read_extend(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    reply = _semaphore_extend(ks, keys[:2], argv, now)
+    if reply == 1 and (ks.get(keys[2], now) is None or _readers_marked(ks, keys[2], now)):
+        ks.set(keys[2], READERS_MARK, now, ks.pttl(keys[0], now))
+    return reply
+
+
+def _rw_read_release(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
+    reply = _semaphore_release(ks, keys[:2], argv, now)
+    ms = math.floor(now * 1000)
+    if not any(score >= ms for score in _permits(ks, keys[0], now).values()) and _readers_marked(ks, keys[2], now):
+        ks.delete(keys[2])
+    return reply
+
+
 def _drop_expired_readers(ks: Keyspace, keys: list[str], now: float) -> tuple[dict[str, float], dict[str, float]]:
     """A read-write lock's readers and their extend-order hash, expired readers dropped."""
     ms = math.floor(now * 1000)
@@ -308,16 +389,24 @@ def _drop_expired_readers(ks: Keyspace, keys: list[str], now: float) -> tuple[di
 
 
 def _rw_read_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
-    if ks.get(keys[0], now) is not None or ks.get(keys[1], now) is not None:
+    refusal = _rw_refusal(ks, keys, now)
+    if refusal is not None:
+        return refusal
+    name_held = ks.get(keys[0], now) is not None and not _readers_marked(ks, keys[0], now)
+    if name_held or ks.get(keys[1], now) is not None:
         return 0
     readers, order = _drop_expired_readers(ks, keys, now)
     readers[argv[0]] = math.floor(now * 1000) + int(argv[1])
     _keep(ks, keys[2:], (readers, order), int(argv[1]), now)
+    _mark_readers(ks, keys, now)
     return 1
 
 
 def _rw_write_acquire(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Reply:
-    held = ks.get(keys[0], now) is not None
+    refusal = _rw_refusal(ks, keys, now)
+    if refusal is not None:
+        return refusal
+    held = ks.get(keys[0], now) is not None and not _readers_marked(ks, keys[0], now)
     if not held:
         readers, order = _drop_expired_readers(ks, keys, now)
         if readers:
@@ -338,7 +427,8 @@ def _handoff(ks: Keyspace, keys: list[str], argv: list[str], now: float) -> Repl
     if ks.holder(keys[0], now) != argv[0]:
         return 0
     ks.set(keys[0], argv[1], now, int(argv[2]))
-    ks.delete(keys[1])
+    if _ours(ks, keys[1], argv[0], now):
+        ks.delete(keys[1])
     return 1
 
 
@@ -364,7 +454,8 @@ MODELLED: dict[str, Model] = {
     _scripts.SEMAPHORE_EXTEND.sha: _semaphore_extend,
     _scripts.SEMAPHORE_RELEASE.sha: _semaphore_release,
     _scripts.RW_READ_ACQUIRE.sha: _rw_read_acquire,
-    _scripts.RW_READ_RELEASE.sha: _semaphore_release,  # (differs only in what it announces)
+    _scripts.RW_READ_EXTEND.sha: _rw_read_extend,
+    _scripts.RW_READ_RELEASE.sha: _rw_read_release,
     _scripts.RW_WRITE_ACQUIRE.sha: _rw_write_acquire,
     _scripts.RW_WRITE_RELEASE.sha: _rw_write_release,
     _scripts.HANDOFF.sha: _handoff,
