@@ -281,8 +281,8 @@ def test_the_oldest_python_is_declared_alike_everywhere() -> None:
     assert f"Python {floor}" in (ROOT / "docs" / "release.md").read_text()
 
 
-#: Everything that runs on the declared Python: the packages, and the tests and benchmark too.
-VERMIN_PATHS = ("redlock", "chaos", "tests", "benchmarks")
+#: Everything that runs on the declared Python: the packages, the peer workers, and the tests and benchmark too.
+VERMIN_PATHS = ("redlock", "chaos", "peers", "tests", "benchmarks")
 
 
 @pytest.mark.slow

@@ -1,0 +1,194 @@
+// A peer worker: node-redlock (@sesamecare-oss/redlock on ioredis) behind the JSON-lines
+// protocol of docs/peers.md, as peers/python_worker.py serves the Python clients.
+//
+//   NODE_PATH=DIR/node-redlock/node_modules node peers/node/worker.js --client node-redlock --masters HOST:PORT,...
+//
+// (DIR: peers/install.py's cache directory, where `npm ci` installed package-lock.json's
+// exact versions.) One request a line on stdin, one answer a line on stdout, in order; the
+// first line is a greeting with the client's name, version and claims.
+//
+// What node-redlock 1.4.0 claims, read from its src/index.ts and src/scripts.ts:
+// - acquire: a Lua script on every master at once ("if any key exists return 0, else SET
+//   key value PX duration"), counted for as soon as a majority said yes, against as soon
+//   as a majority said no; the Lock it returns expires at start + duration - drift with
+//   drift = round(duration * 0.01) + 2 ms, all on the WALL clock (Date.now). It does NOT
+//   check that this validity is still positive when it returns. A refused acquire is
+//   retried (retryCount 10, 200 ms +- 100 ms jitter) and then rolled back on every master
+//   with the release script; the adapter sets retryCount 0 and repeats until the timeout.
+// - extend: refused without any traffic when the Lock's expiration (wall clock) has passed;
+//   otherwise a script that compares the value on every key and then SETs it with the new
+//   PX; a key that is gone compares unequal, so it is never re-created.
+// - release: compare-and-delete on every master (the script runs SELECT db first: db 0
+//   here, as for every other client); counted with a majority.
+// - keys: the resource is the key. The value is 16 random bytes in hex (crypto.randomBytes).
+"use strict";
+
+const readline = require("readline");
+
+const OPS = ["acquire", "release", "extend", "incr", "quit"];
+
+function now() {
+  // process.hrtime reads CLOCK_MONOTONIC on Linux (libuv), the clock of the Python workers'
+  // time.monotonic_ns: the harness orders every worker's events on one time line.
+  return Number(process.hrtime.bigint());
+}
+
+function parseArgs(argv) {
+  const args = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    args[argv[i].replace(/^--/, "")] = argv[i + 1];
+  }
+  if (args.client !== "node-redlock" || !args.masters) {
+    throw new Error("usage: worker.js --client node-redlock --masters HOST:PORT,...");
+  }
+  return args;
+}
+
+class Refused extends Error {}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const { Redlock, ExecutionError } = require("@sesamecare-oss/redlock");
+  const Redis = require("ioredis");
+  const addresses = args.masters.split(",").map((address) => {
+    const at = address.lastIndexOf(":");
+    return { host: address.slice(0, at), port: Number(address.slice(at + 1)) };
+  });
+  // No retries inside ioredis: a master that is down answers an error at once, as it does
+  // for the other clients, instead of queueing the command until it comes back.
+  const clients = addresses.map(
+    ({ host, port }) => new Redis({ host, port, maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true }),
+  );
+  await Promise.all(clients.map((client) => client.connect()));
+  const redlock = new Redlock(clients, { retryCount: 0 });
+  redlock.on("error", () => {}); // (a refusal is reported by the answer, not as an event)
+  const held = new Map();
+  const resources = new Map();
+
+  async function acquire(name, ttlMs, blocking, timeoutS) {
+    const deadline = Date.now() + (blocking ? timeoutS * 1000 : 0);
+    for (;;) {
+      try {
+        const lock = await redlock.acquire([name], Math.round(ttlMs));
+        held.set(name, lock);
+        return { token: lock.value, validity_ms: lock.expiration - Date.now() };
+      } catch (error) {
+        if (!(error instanceof ExecutionError)) throw error;
+        if (Date.now() >= deadline) throw new Refused("not acquired");
+      }
+      // node-redlock's own pause between attempts: retryDelay 200 ms +- retryJitter 100 ms.
+      await sleep(Math.max(0, 200 + Math.floor((Math.random() * 2 - 1) * 100)));
+    }
+  }
+
+  function take(name) {
+    if (!held.has(name)) throw new Error(`'${name}' is not held by this worker`);
+    return held.get(name);
+  }
+
+  async function release(name) {
+    const lock = take(name);
+    held.delete(name);
+    try {
+      await redlock.release(lock);
+    } catch (error) {
+      if (error instanceof ExecutionError) throw new Refused(error.message);
+      throw error;
+    }
+    return {};
+  }
+
+  async function extend(name, ttlMs) {
+    try {
+      const extended = await redlock.extend(take(name), Math.round(ttlMs));
+      held.set(name, extended);
+      return { validity_ms: extended.expiration - Date.now() };
+    } catch (error) {
+      if (error instanceof ExecutionError) throw new Refused(error.message);
+      throw error;
+    }
+  }
+
+  async function incr(request) {
+    let counter = resources.get(request.resource);
+    if (!counter) {
+      const at = request.resource.lastIndexOf(":");
+      counter = new Redis({ host: request.resource.slice(0, at), port: Number(request.resource.slice(at + 1)) });
+      resources.set(request.resource, counter);
+    }
+    const granted = await acquire(request.name, request.ttl_ms, true, request.timeout_s ?? 30);
+    const acquired = now();
+    const read = await counter.get(request.counter);
+    await sleep(request.hold_ms ?? 1);
+    const value = Number(read ?? 0) + 1;
+    await counter.set(request.counter, String(value));
+    const releasing = now();
+    await release(request.name);
+    return { token: granted.token, value, acquired_ns: acquired, releasing_ns: releasing };
+  }
+
+  async function handle(request) {
+    switch (request.op) {
+      case "acquire":
+        return acquire(request.name, request.ttl_ms, Boolean(request.blocking), request.timeout_s ?? 10);
+      case "release":
+        return release(request.name);
+      case "extend":
+        return extend(request.name, request.ttl_ms);
+      case "incr":
+        return incr(request);
+      default:
+        throw new Error(`unknown op ${JSON.stringify(request.op)}; the ops are ${OPS.join(", ")}`);
+    }
+  }
+
+  const write = (object) => process.stdout.write(JSON.stringify(object) + "\n");
+  write({
+    hello: "node-redlock",
+    version: require("@sesamecare-oss/redlock/package.json").version,
+    language: "node",
+    supports: ["acquire", "release", "extend", "incr"],
+    claims: {
+      drift: "round(duration * 0.01) + 2 ms",
+      clock: "Date.now (wall clock)",
+      validity: "granted with a majority; validity > 0 NOT checked at acquire",
+      rollback: "release script on every master after the last refused attempt",
+      extend: "refused locally once expired (wall clock); compare then SET PX; never re-creates a key",
+      keys: "the resource is the key",
+    },
+    clock: "CLOCK_MONOTONIC ns",
+  });
+
+  const lines = readline.createInterface({ input: process.stdin, terminal: false });
+  for await (const line of lines) {
+    if (!line.trim()) continue;
+    const t0 = now();
+    let request = {};
+    let answer;
+    try {
+      request = JSON.parse(line);
+      answer = request.op === "quit" ? { ok: true } : { ok: true, ...(await handle(request)) };
+    } catch (error) {
+      answer =
+        error instanceof Refused
+          ? { ok: false, refused: true, error: error.message }
+          : { ok: false, error: `${error.name}: ${error.message}` };
+    }
+    answer.t0 = t0;
+    answer.t1 = now();
+    if (request && request.id !== undefined) answer.id = request.id;
+    write(answer);
+    if (request && request.op === "quit") break;
+  }
+  await Promise.all([...clients, ...resources.values()].map((client) => client.quit().catch(() => {})));
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    process.stderr.write(`${error.stack || error}\n`);
+    process.exit(1);
+  },
+);
