@@ -329,6 +329,7 @@ NOT_RUN_HERE = {
     "REDLOCK_TEST_DOCKER=1 .venv/bin/python -m pytest -q": "this very suite again, on masters in containers",
     "docker compose up -d": "needs a Docker engine and ports 7001-7005; tests/test_compose.py checks the file",
     ".venv/bin/python tests/wheel_smoke.py --dist dist": "CI: .ci/run runs it after the tests (test_packaging.py too)",
+    ".venv/bin/python -m peers install": "reaches the package registries; CI: .ci/run runs it before the tests",
 }
 #: `pip install` of an extra would change the environment the tests run in: they are checked
 #: to name extras that pyproject.toml declares, and [dev], which the tests run with, has them all.
