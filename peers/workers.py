@@ -83,6 +83,8 @@ class Worker:
         assert self.process.stdout is not None
         self._out = self.process.stdout.fileno()
         self._pending = b""
+        #: Requests sent whose answers were not received yet.
+        self.outstanding = 0
         self.greeting = self.receive()
         if self.greeting.get("hello") != client:
             self.close()
@@ -92,6 +94,7 @@ class Worker:
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
+        self.outstanding += 1
 
     def ready(self, wait: float = 0.0) -> bool:
         """Whether an answer can be read now (or within ``wait`` seconds)."""
@@ -116,6 +119,7 @@ class Worker:
         line, newline, self._pending = self._pending.partition(b"\n")
         if not newline:
             raise WorkerError(f"{self.client}: the worker exited ({self.process.wait()}){self._stderr()}")
+        self.outstanding -= 1
         try:
             answer = json.loads(line)
         except ValueError as exc:

@@ -72,6 +72,14 @@ class Pool:
                 pytest.skip(reason)
         return self.started[(client, index)]
 
+    def settle(self) -> None:
+        """Stop the workers a test left with answers due (it failed midway): a later test
+        would read them as its own."""
+        for key, worker in list(self.started.items()):
+            if worker.outstanding or worker.process.poll() is not None:
+                worker.close()
+                del self.started[key]
+
     def close(self) -> None:
         for worker in self.started.values():
             worker.close()
@@ -87,9 +95,15 @@ def pool_on(cluster: LocalMasters) -> Iterator[Pool]:
 
 
 @pytest.fixture(scope="module")
-def pool(masters: LocalMasters) -> Iterator[Pool]:
+def module_pool(masters: LocalMasters) -> Iterator[Pool]:
     with pool_on(masters) as started:
         yield started
+
+
+@pytest.fixture
+def pool(module_pool: Pool) -> Iterator[Pool]:
+    yield module_pool
+    module_pool.settle()
 
 
 def on_masters(raw: list[redis.Redis], key: str) -> list[bytes | None]:
@@ -254,6 +268,37 @@ def test_peers_install_outside_the_project_environment() -> None:
         assert all("==" in requirement for requirement in requirements), client
 
 
+class Careless:
+    """A Redlock client that never compares, in this process, for the checks' own test: its
+    acquire overwrites (no NX) and its release and extend are a plain DEL and PEXPIRE. It
+    answers as a worker does, so the checks above run on it unchanged."""
+
+    client = "careless"
+
+    def __init__(self, raw: list[redis.Redis]) -> None:
+        self.raw = raw
+
+    def call(self, request: dict[str, object]) -> dict[str, object]:
+        key, quorum = str(request["name"]), len(self.raw) // 2 + 1
+        if request["op"] == "acquire":
+            token = uuid.uuid4().hex
+            granted = sum(bool(client.set(key, token, px=int(request["ttl_ms"]))) for client in self.raw)  # type: ignore[call-overload]
+            return {"ok": granted >= quorum, "token": token}
+        if request["op"] == "extend":
+            return {"ok": sum(bool(client.pexpire(key, int(request["ttl_ms"]))) for client in self.raw) >= quorum}  # type: ignore[call-overload]
+        return {"ok": sum(int(client.delete(key)) for client in self.raw) >= quorum}
+
+
+@pytest.mark.parametrize("check", ["refuses-while-held", "lapsed-holder-leaves-next-key"])
+def test_the_checks_catch_a_client_that_never_compares(pool: Pool, raw: list[redis.Redis], check: str) -> None:
+    """The checks can fail: against a client that overwrites a held key (a), or extends and
+    deletes the next holder's key after its own lapsed (c), each fails."""
+    careless = Careless(raw)
+    holder, contender = (pool.get(OURS), careless) if check == "refuses-while-held" else (careless, pool.get(OURS))
+    with pytest.raises(AssertionError, match=r"was granted|lapsed extend succeeded"):
+        CHECKS[check](holder, contender, raw)  # type: ignore[arg-type]
+
+
 # --- the slow tier: rounds, three workers a side, and Valkey ---------------------------------
 
 ROUNDS = 3
@@ -269,9 +314,15 @@ def _cluster_of(server: str) -> LocalMasters:
 
 
 @pytest.fixture(scope="module", params=["redis", "valkey"])
-def server_pool(request: pytest.FixtureRequest) -> Iterator[tuple[Pool, list[redis.Redis]]]:
+def server_cluster(request: pytest.FixtureRequest) -> Iterator[tuple[Pool, list[redis.Redis]]]:
     with _cluster_of(request.param) as cluster, pool_on(cluster) as started, raw_clients(cluster.urls) as clients:
         yield started, clients
+
+
+@pytest.fixture
+def server_pool(server_cluster: tuple[Pool, list[redis.Redis]]) -> Iterator[tuple[Pool, list[redis.Redis]]]:
+    yield server_cluster
+    server_cluster[0].settle()
 
 
 @pytest.mark.slow
