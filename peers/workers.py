@@ -83,12 +83,15 @@ class Worker:
         assert self.process.stdout is not None
         self._out = self.process.stdout.fileno()
         self._pending = b""
-        #: Requests sent whose answers were not received yet.
-        self.outstanding = 0
-        self.greeting = self.receive()
-        if self.greeting.get("hello") != client:
+        #: Requests sent whose answers were not received yet; first, the greeting.
+        self.outstanding = 1
+        try:
+            self.greeting = self.receive()
+            if self.greeting.get("hello") != client:
+                raise WorkerError(f"{client}: the worker greeted with {self.greeting!r}{self._stderr()}")
+        except BaseException:
             self.close()
-            raise WorkerError(f"{client}: the worker greeted with {self.greeting!r}")
+            raise
 
     def send(self, request: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -142,10 +145,15 @@ class Worker:
         return f"; its stderr: {written}" if written else ""
 
     def close(self) -> None:
-        """Ask the worker to quit (it closes its connections), then make sure it is gone."""
+        """Ask the worker to quit (it closes its connections), then make sure it is gone.
+        A worker still busy with a request (a blocking acquire) is killed at once: it would
+        read the quit only after that request; what it holds expires with its ttl."""
         if self.process.poll() is None:
-            with contextlib.suppress(OSError, ValueError, WorkerError):
-                self.call({"op": "quit"}, timeout=10.0)
+            if self.outstanding:
+                self.process.kill()
+            else:
+                with contextlib.suppress(OSError, ValueError, WorkerError):
+                    self.call({"op": "quit"}, timeout=10.0)
         try:
             self.process.wait(timeout=10.0)
         except subprocess.TimeoutExpired:
