@@ -202,7 +202,8 @@ class Pottery(Adapter):
         try:
             lock.release()
         except self.pottery.ReleaseUnlockedLock as exc:
-            raise Refused(repr(exc)) from exc
+            # (Its repr lists every master's connection settings: the type and key say it.)
+            raise Refused(f"ReleaseUnlockedLock({lock.key!r})") from exc
         return {}
 
     def extend(self, name: str, ttl_ms: int) -> dict[str, Any]:
@@ -211,7 +212,7 @@ class Pottery(Adapter):
         try:
             lock.extend()
         except self.pottery.ExtendUnlockedLock as exc:
-            raise Refused(repr(exc)) from exc
+            raise Refused(f"ExtendUnlockedLock({lock.key!r})") from exc
         return {}
 
     def close(self) -> None:

@@ -5,7 +5,8 @@ Every client runs as a worker process of the protocol of docs/peers.md (peers/),
 library too, so each check drives both sides alike:
 (a) each refuses while the other holds; (b) a blocking acquire wins only after the other's
 release; (c) a lapsed holder's extend and release leave the next holder's key alone on every
-master; (d) workers of both incrementing one counter under the lock lose no update.
+master; (c') a lapsed holder cannot extend after another's whole tenure; (d) workers of
+both incrementing one counter under the lock lose no update.
 The masters are read directly (redis-py) for what the clients say. A peer is skipped only
 where it cannot be installed (the skip says why); ``python -m peers install`` installs them
 all into a cache outside the venv once, and the tests install lazily into the same cache.
@@ -185,6 +186,25 @@ def check_lapsed_holder_leaves_next_key(
     ok(contender.call({"op": "release", "name": name}), "the next holder's release")
 
 
+def check_lapsed_holder_cannot_extend_after_another(
+    holder: workers.Worker, contender: workers.Worker, raw: list[redis.Redis]
+) -> None:
+    """The holder's lock lapses, the other acquires the name and releases it: the first
+    holder's extend must fail and write nothing. Granted, it would tell its holder the lock
+    was held all along, across another holder's whole tenure."""
+    name = name_for()
+    held = ok(holder.call({"op": "acquire", "name": name, "ttl_ms": LAPSE_MS, "blocking": False}), "holder's acquire")
+    assert eventually(lambda: on_masters(raw, name) == [None] * len(raw)), "the holder's keys never expired"
+    ok(contender.call({"op": "acquire", "name": name, "ttl_ms": LONG_MS, "blocking": False}), "the other's acquire")
+    ok(contender.call({"op": "release", "name": name}), "the other's release")
+    assert eventually(lambda: on_masters(raw, name) == [None] * len(raw))
+    extended = holder.call({"op": "extend", "name": name, "ttl_ms": EXTEND_MS})
+    revived = on_masters(raw, name).count(str(held["token"]).encode())
+    holder.call({"op": "release", "name": name})
+    assert extended["ok"] is False, f"{holder.client}'s extend after another's tenure succeeded ({revived} keys)"
+    assert revived == 0, f"{holder.client}'s refused extend re-created its key on {revived} masters"
+
+
 def check_counter(pool: Pool, peer: str, each: int, increments: int, raw: list[redis.Redis]) -> None:
     """``each`` workers of ours and of ``peer``, ``increments`` each, on one counter."""
     name, counter = name_for(), f"counter-{uuid.uuid4().hex}"
@@ -221,15 +241,35 @@ CHECKS: dict[str, Callable[[workers.Worker, workers.Worker, list[redis.Redis]], 
     "refuses-while-held": check_refuses_while_held,
     "blocking-waits-for-release": check_blocking_waits_for_release,
     "lapsed-holder-leaves-next-key": check_lapsed_holder_leaves_next_key,
+    "lapsed-holder-cannot-extend-after-another": check_lapsed_holder_cannot_extend_after_another,
 }
+
+#: What a peer is known to get wrong, from its source; each is an expected failure (strict:
+#: a release that fixes it shows), in the default run only.
+KNOWN: dict[tuple[str, str, str], str] = {
+    ("aioredlock", "lapsed-holder-cannot-extend-after-another", "peer-holds"): (
+        "aioredlock 0.7.3's extend is its acquire script, SET if absent or ours (aioredlock/redis.py,"
+        " SET_LOCK_SCRIPT): it re-creates an expired key and reports the extend done"
+    ),
+    # redlock-py has no extend: its answer is a refusal, which the check counts as right.
+}
+
+
+def mixed_params() -> list[object]:
+    return [
+        pytest.param(peer, check, direction, marks=pytest.mark.xfail(strict=True, reason=KNOWN[peer, check, direction]))
+        if (peer, check, direction) in KNOWN
+        else pytest.param(peer, check, direction)
+        for peer in PEERS
+        for check in CHECKS
+        for direction in DIRECTIONS
+    ]
 
 
 # --- the default run: one round each, on the session's masters ------------------------------
 
 
-@pytest.mark.parametrize("direction", DIRECTIONS)
-@pytest.mark.parametrize("check", list(CHECKS))
-@pytest.mark.parametrize("peer", PEERS)
+@pytest.mark.parametrize(("peer", "check", "direction"), mixed_params())
 def test_mixed(pool: Pool, raw: list[redis.Redis], peer: str, check: str, direction: str) -> None:
     holder, contender = pair(pool, peer, direction)
     CHECKS[check](holder, contender, raw)
@@ -331,6 +371,8 @@ def server_pool(server_cluster: tuple[Pool, list[redis.Redis]]) -> Iterator[tupl
 def test_mixed_rounds(server_pool: tuple[Pool, list[redis.Redis]], peer: str) -> None:
     pool, raw = server_pool
     for _, (check, direction) in itertools.product(range(ROUNDS), itertools.product(CHECKS, DIRECTIONS)):
+        if (peer, check, direction) in KNOWN:
+            continue  # (the default run shows it, as an expected failure)
         holder, contender = pair(pool, peer, direction)
         CHECKS[check](holder, contender, raw)
 
