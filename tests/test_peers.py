@@ -280,13 +280,14 @@ def test_counter_loses_no_update(pool: Pool, raw: list[redis.Redis], peer: str) 
     check_counter(pool, peer, each=2, increments=5, raw=raw)
 
 
-@pytest.mark.xfail(strict=True, reason="aux keys in pottery's namespace, issue 32 §4")
-def test_our_lock_leaves_potterys_lock_on_its_aux_key_alone(pool: Pool, raw: list[redis.Redis]) -> None:
-    """Our lock "X" keeps keys of its own beside it; pottery's Redlock(key="order:X") lives at
-    redlock:order:X. Our acquire, extend and release of X must leave pottery's key alone."""
+@pytest.mark.parametrize("prefix", ["order", "fence", "readers", "intent"])
+def test_our_lock_leaves_potterys_lock_on_its_aux_key_alone(pool: Pool, raw: list[redis.Redis], prefix: str) -> None:
+    """Our lock "X" keeps keys of its own beside it; 0.1.0 kept them where pottery's
+    Redlock(key="order:X") lives, redlock:order:X, and deleted pottery's held lock there on
+    5 of 5 masters. Our acquire, extend and release of X leave pottery's key alone."""
     ours, theirs = pool.get(OURS), pool.get("pottery")
     plain = f"peers-{uuid.uuid4().hex}"
-    potterys = f"redlock:order:{plain}"
+    potterys = f"redlock:{prefix}:{plain}"
     held = ok(theirs.call({"op": "acquire", "name": potterys, "ttl_ms": LONG_MS, "blocking": False}), "pottery")
     token = str(held["token"]).encode()
     assert eventually(lambda: on_masters(raw, potterys) == [token] * len(raw))
