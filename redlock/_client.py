@@ -76,9 +76,17 @@ class Redlock(ClusterConfig):
     * query parameters, each value percent-decoded once, the first of a repeated name kept,
       an empty value dropped: ``db``, ``username``, ``password``, ``client_name``,
       ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_cert_reqs`` and
-      ``ssl_check_hostname``; any other is refused, since this client would not use it;
+      ``ssl_check_hostname``; any other is refused, since this client would not use it, and
+      so are the five ``ssl_*`` on a ``redis://`` or ``unix://`` URL, which is never TLS
+      (use ``rediss://``): ignored, they would send the password and tokens in clear;
     * ``ssl_check_hostname`` is false for ``0``, ``f``, ``false``, ``n``, ``no``, ``off``
       in any case, and true for any other text.
+
+    TLS checks the server's certificate (``ssl_cert_reqs=required``, the default) and the
+    host name in it. ``ssl_cert_reqs=optional`` checks as much (Python's ``ssl`` reads it as
+    ``required`` for a client), the host name included, as redis-py does: only
+    ``ssl_check_hostname=false`` turns the host name check off, and ``ssl_cert_reqs=none``
+    every check.
 
     Where redis-py versions disagree, the newest reading is taken: redis-py up to 8.1 refused
     ``REDIS://`` and read ``?ssl_check_hostname=off`` as true; 8.2 follows the RFC and the word.

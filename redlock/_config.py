@@ -265,7 +265,15 @@ def _address(index: int, master: object, client_types: Sequence[type], client_ki
         unknown = set(settings) - _IDENTITY_KEYS - _TLS_KEYS
         if unknown:
             raise ValueError(f"{where} has URL parameters this client does not use: {', '.join(sorted(unknown))}")
-        return _make_address(where, settings, tls=scheme == "rediss", unix=unix)
+        tls = scheme == "rediss"
+        plain = sorted(key for key in settings if key in _TLS_KEYS)
+        if plain and not tls:
+            # Ignored, they would leave a user who meant TLS sending AUTH and tokens in clear.
+            raise ValueError(
+                f"{where} has TLS parameters ({', '.join(plain)}) on a {scheme}:// URL, which is never TLS:"
+                " use rediss:// for TLS"
+            )
+        return _make_address(where, settings, tls=tls, unix=unix)
     if isinstance(master, tuple(client_types)):
         # connection_pool, its connection_kwargs and connection_class, with these key names,
         # are alike from redis-py 4.6 to 8.x, sync and asyncio: the range of the [redis] extra.
@@ -309,7 +317,10 @@ def _tls_context(where: str, settings: dict[str, Any], host: str) -> tuple[ssl.S
     )
     if verify not in (ssl.CERT_REQUIRED, ssl.CERT_OPTIONAL, ssl.CERT_NONE):
         raise ValueError(f"{where}: ssl_cert_reqs must be required, optional or none, got {reqs!r}")
-    check_hostname = settings.get("ssl_check_hostname", verify == ssl.CERT_REQUIRED)
+    # The host name is checked whenever the certificate is (``optional`` too, as redis-py
+    # does), unless the caller turns it off by name: a certificate for any other name would
+    # otherwise do.
+    check_hostname = settings.get("ssl_check_hostname", verify != ssl.CERT_NONE)
     if isinstance(check_hostname, str):
         check_hostname = read_bool(check_hostname)
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)

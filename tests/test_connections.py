@@ -489,6 +489,17 @@ def test_an_untrusted_certificate_fails_at_once_as_misconfigured(
     assert time.monotonic() - started < 10
 
 
+def test_optional_certificates_still_check_the_host_name(client: ClientFactory, tls_masters: LocalMasters) -> None:
+    # 127.1 reaches the masters (127.0.0.1) under a name their certificate does not carry.
+    urls = [master.url.replace("127.0.0.1", "127.1") + "&ssl_cert_reqs=optional" for master in tls_masters]
+    rl = client(urls, unavailable_timeout=30.0)
+    with pytest.raises(MasterMisconfigured, match=r"TLS: .*Hostname mismatch"):
+        rl.lock(unique()).acquire(blocking=True)
+    # Turned off by name, the same certificate (from the trusted CA) is accepted.
+    with client([url + "&ssl_check_hostname=false" for url in urls]).lock(unique(), ttl=5.0) as lock:
+        assert lock.locked()
+
+
 def test_mutual_tls_without_a_client_certificate_is_not_held(
     client: ClientFactory, mutual_tls_masters: LocalMasters
 ) -> None:

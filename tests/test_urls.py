@@ -310,6 +310,13 @@ def test_bad_urls(url: str, message: str) -> None:
         ("redis://h?socket_timeout=1", r"masters\[0\] has URL parameters this client does not use: socket_timeout"),
         ("redis://h?connection_class=x", r"masters\[0\] has URL parameters this client does not use: connection_class"),
         ("redis://h?db=-1", r"masters\[0\]: db must be a whole number of zero or more"),
+        # TLS parameters on a URL that is never TLS: the password and tokens would go in clear.
+        ("redis://h?ssl_cert_reqs=required", r"masters\[0\] has TLS parameters \(ssl_cert_reqs\) on a redis:// URL"),
+        (
+            "REDIS://h?ssl_ca_certs=/ca.pem&ssl_check_hostname=yes",
+            r"\(ssl_ca_certs, ssl_check_hostname\).*use rediss://",
+        ),
+        ("unix:///tmp/x.sock?ssl_certfile=c.pem", r"on a unix:// URL, which is never TLS: use rediss://"),
     ],
 )
 def test_the_client_names_the_bad_master(url: str, message: str) -> None:
@@ -322,6 +329,32 @@ def test_the_scheme_in_any_case_picks_tls_and_sockets() -> None:
     try:
         tls, plain, unix = rl.masters
         assert (tls.tls, plain.tls, plain.unix_socket, unix.unix_socket) == (True, False, False, True)
+    finally:
+        rl.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "checks_hostname"),
+    [
+        ("", True),
+        ("?ssl_cert_reqs=required", True),
+        # redis-py keeps the host name check for optional too: only its own flag turns it off.
+        ("?ssl_cert_reqs=optional", True),
+        ("?ssl_cert_reqs=optional&ssl_check_hostname=false", False),
+        ("?ssl_cert_reqs=required&ssl_check_hostname=off", False),
+        ("?ssl_cert_reqs=none", False),
+    ],
+)
+def test_the_host_name_is_checked_unless_turned_off_by_name(query: str, checks_hostname: bool) -> None:
+    rl = redlock.Redlock([f"rediss://localhost:2{query}"])
+    try:
+        context = rl.masters[0].ssl_context
+        assert context is not None
+        assert context.check_hostname is checks_hostname
+        settings = redis_connection.parse_url(f"rediss://localhost:2{query}")
+        settings.pop("connection_class")
+        theirs = redis_connection.SSLConnection(**settings)
+        assert theirs.check_hostname is checks_hostname, f"redis-py {REDIS_PY} reads {query!r} otherwise"
     finally:
         rl.close()
 
