@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from redlock._connection import Connect, Kind, Write, reply_parser
+from redlock._connection import Connect, Kind, ProtocolViolation, ReplyTooLarge, Write
 from redlock._core import Flow, Pause, Result, Round, release_channel
 from redlock._driver import DriverBase, keep_alive, read_buffer
 from redlock._flows import rollback_failed, rollback_note
@@ -35,7 +35,7 @@ class _Protocol(asyncio.BufferedProtocol):
         self.driver = driver
         self.kind = kind
         self.node = node
-        self.parser = reply_parser()
+        self.parser = driver._reply_parser()
         #: What the transport reads into.
         self.buffer = read_buffer()
         self.transport: asyncio.Transport | None = None
@@ -58,7 +58,13 @@ class _Protocol(asyncio.BufferedProtocol):
         return self.buffer
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.parser.feed(self.buffer, 0, nbytes)  # (the parser copies what it keeps)
+        try:
+            self.parser.feed(self.buffer, 0, nbytes)  # (the parser copies what it keeps)
+        except (ReplyTooLarge, ProtocolViolation) as refused:
+            # Not raised into the event loop (which would log it as our bug): the whole
+            # replies before it count, then the connection is lost with the reason.
+            self.driver.received(self, refused)
+            return
         self.driver.received(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -339,9 +345,11 @@ class Driver(DriverBase["_Protocol"]):
         if self._conns.get((protocol.kind, protocol.node)) is protocol:  # (else: an old connection)
             self._lose(protocol.kind, protocol.node, error)
 
-    def received(self, protocol: _Protocol) -> None:
+    def received(self, protocol: _Protocol, failure: BaseException | None = None) -> None:
         if self._conns.get((protocol.kind, protocol.node)) is protocol:
-            self._replies_arrived(protocol)
+            self._replies_arrived(protocol, failure)
+        elif failure is not None and protocol.transport is not None:
+            protocol.transport.abort()  # (an old connection: nobody reads it any more)
 
     def _subscribe(self) -> None:
         for action in self._policy.subscriptions(self._wake_on_release, self._clock()):

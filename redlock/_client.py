@@ -82,11 +82,11 @@ class Redlock(ClusterConfig):
     * ``ssl_check_hostname`` is false for ``0``, ``f``, ``false``, ``n``, ``no``, ``off``
       in any case, and true for any other text.
 
-    TLS checks the server's certificate (``ssl_cert_reqs=required``, the default) and the
-    host name in it. ``ssl_cert_reqs=optional`` checks as much (Python's ``ssl`` reads it as
-    ``required`` for a client), the host name included, as redis-py does: only
-    ``ssl_check_hostname=false`` turns the host name check off, and ``ssl_cert_reqs=none``
-    every check.
+    TLS checks the server's certificate (``?ssl_cert_reqs=required``, the default) and the
+    host name in it. ``?ssl_cert_reqs=optional`` checks as much (Python's ``ssl`` reads it
+    as ``required`` for a client), the host name included, as redis-py does: only
+    ``?ssl_check_hostname=false`` turns the host name check off, and
+    ``?ssl_cert_reqs=none`` every check.
 
     Where redis-py versions disagree, the newest reading is taken: redis-py up to 8.1 refused
     ``REDIS://`` and read ``?ssl_check_hostname=off`` as true; 8.2 follows the RFC and the word.
@@ -121,6 +121,17 @@ class Redlock(ClusterConfig):
       replica, or the same server under a second address; risks (replicas attached, an
       evicting ``maxmemory-policy``, fencing without an append-only file) are logged as
       warnings. ``strict=True`` refuses those too. See :meth:`check`.
+    * ``max_reply_bytes=524288`` (512 KiB), ``max_reply_elements=4096``: the most one reply
+      of a master may take on the wire, and in array elements at every level of nesting. A
+      lock's replies are a token, a count or a short list; the longest are a master's
+      ``INFO`` at the handshake (a few kB) and :meth:`inspect` of a read-write lock (two
+      elements per reader). A reply past either limit (a broken or hostile server streaming
+      an endless string, or announcing an array of 2**31 elements) is never read whole:
+      that master's connection is closed and it counts as an error (``NodeStatus.ERROR``,
+      the outcome naming the limit) for the calls waiting on it, which still succeed on the
+      other masters; the next call connects again. So memory stays bounded, whatever a
+      master sends. At least 65536 and 256 (a ``ValueError`` below, a ``TypeError`` for
+      anything but an int).
     """
 
     _client_class = "redis.Redis"

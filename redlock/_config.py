@@ -338,6 +338,24 @@ def _tls_context(where: str, settings: dict[str, Any], host: str) -> tuple[ssl.S
     return context, host if context.check_hostname or verify != ssl.CERT_NONE else None
 
 
+#: The most bytes one reply may take (each string in it too): a lock's replies are a token,
+#: a count or a short list; the longest a master sends us is its INFO at the handshake (a
+#: few kB), or an inspect of a read-write lock's readers.
+DEFAULT_MAX_REPLY_BYTES = 512 * 1024
+#: The most array elements one reply may have, nested arrays included: an inspect of a
+#: read-write lock lists two for each reader.
+DEFAULT_MAX_REPLY_ELEMENTS = 4096
+
+
+def check_reply_limit(name: str, value: object, least: int) -> int:
+    """A size limit: an int of at least ``least``, and below 2**31 (hiredis's own bounds)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not least <= value < 2**31:
+        raise ValueError(f"{name} must be in {least}..{2**31 - 1}, got {value}")
+    return value
+
+
 Clock = Callable[[], float]
 
 
@@ -354,3 +372,6 @@ class DriverSettings:
     health_check_interval: float = math.inf
     #: Every warning about a master is a refusal (see redlock._topology).
     strict: bool = False
+    #: The most one reply may take (see redlock._connection.ReplyReader).
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    max_reply_elements: int = DEFAULT_MAX_REPLY_ELEMENTS

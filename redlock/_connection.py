@@ -87,7 +87,7 @@ from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 import hiredis
 
 from redlock import _scripts
-from redlock._config import Credentials
+from redlock._config import DEFAULT_MAX_REPLY_BYTES, DEFAULT_MAX_REPLY_ELEMENTS, Credentials
 from redlock._core import (
     DENIED,
     GRANTED,
@@ -234,6 +234,9 @@ def failure_status(error: BaseException) -> tuple[NodeStatus, str]:
         return NodeStatus.MISCONFIGURED, f"TLS: {detail}"
     if isinstance(error, ProtocolViolation):
         return NodeStatus.MISCONFIGURED, detail
+    if isinstance(error, ReplyTooLarge):
+        # For this call only: a value or list that outgrew the limits may shrink again.
+        return NodeStatus.ERROR, f"{detail}; its connection was closed"
     if isinstance(error, TimeoutError):
         return NodeStatus.TIMEOUT, detail
     if isinstance(error, ConnectionError | OSError | EOFError | Interrupted):
@@ -251,9 +254,222 @@ class ProtocolViolation(Exception):
     """The peer's bytes are not RESP: not a Redis server, or a TLS port spoken to in clear."""
 
 
-def reply_parser() -> Any:
+class ReplyTooLarge(Exception):
+    """A master's reply went past the client's limits (``max_reply_bytes``,
+    ``max_reply_elements``): its connection is closed before the reply is read, and the
+    calls waiting for that master count it as an error (:attr:`~redlock.NodeStatus.ERROR`),
+    with this reason. The next call connects again."""
+
+
+def reply_parser(
+    max_bytes: int = DEFAULT_MAX_REPLY_BYTES, max_elements: int = DEFAULT_MAX_REPLY_ELEMENTS
+) -> ReplyReader:
     """An incremental RESP parser: feed bytes, take replies; error replies come as ErrorReply."""
-    return hiredis.Reader(replyError=ErrorReply, protocolError=ProtocolViolation)
+    return ReplyReader(max_bytes, max_elements)
+
+
+_CRLF = b"\r\n"
+_BULK = ord("$")
+_ARRAY = ord("*")
+#: RESP2's one-line replies: a status, an error, an integer.
+_LINES = frozenset(b"+-:")
+
+
+class ReplyReader:
+    """hiredis's RESP reader behind a check of each reply's size, made as the bytes arrive.
+
+    hiredis hands a reply over only once it is whole, however long its header says it is,
+    and makes an array's list as soon as it reads the array's header: a master (or anything
+    answering at its address) that streams an endless string would grow our memory without
+    end, and a header ``*2147483647`` has hiredis ask for 16 GiB at once. So what hiredis is
+    fed is checked first, and a reply whose headers, or bytes so far, go past a limit raises
+    :class:`ReplyTooLarge` before any of it reaches hiredis; the whole replies before it in
+    the same read are still fed, and count. The limits hold for one reply as a whole, nested
+    arrays included: ``max_bytes`` of it on the wire (so each string in it), and
+    ``max_elements`` array elements at every level (what hiredis allocates ahead).
+
+    Most reads are a lock's short replies (``+OK``, ``:1``, a token), and they go straight to
+    hiredis: a read that holds no aggregate header's first byte cannot make hiredis allocate
+    ahead, and only its length counts while it may still be part of a reply under way (the
+    reads since hiredis last took every byte whole, with no aggregate under way: a reply's
+    boundary). A read with such a byte, or enough bytes to outgrow ``max_bytes``, is
+    scanned header by header (lengths read, bodies skipped) with those earlier ones, from
+    that boundary; the scan stays on until it finds the next boundary. Only RESP2's five
+    types pass the scan: this client never asks for RESP3.
+    """
+
+    __slots__ = (
+        "_behind",
+        "_behind_size",
+        "_elements",
+        "_line",
+        "_max_bytes",
+        "_max_elements",
+        "_open",
+        "_reader",
+        "_scanning",
+        "_size",
+        "_skip",
+        "gets",
+    )
+
+    def __init__(self, max_bytes: int, max_elements: int) -> None:
+        self._reader = hiredis.Reader(replyError=ErrorReply, protocolError=ProtocolViolation)
+        #: hiredis's own: False until a whole reply is in (called once per reply).
+        self.gets: Callable[[], Any] = self._reader.gets
+        self._max_bytes = max_bytes
+        self._max_elements = max_elements
+        #: The reads fed unscanned since the scan last stood at a reply's boundary.
+        self._behind: list[bytes] = []
+        self._behind_size = 0
+        # Where the scan stands, after the last byte it scanned:
+        #: a line begun whose CRLF has not come yet (hiredis has it too);
+        self._line = b""
+        #: how many bytes of a string's body, and its CRLF, are still to come;
+        self._skip = 0
+        #: for each array under way, outermost first, how many of its elements are to come;
+        self._open: list[int] = []
+        #: and the reply under way: its bytes (a string's whole length counted at its
+        #: header) and its array elements.
+        self._size = 0
+        self._elements = 0
+        #: The scan is under way: it stands inside a reply (or past the read it refused).
+        self._scanning = False
+
+    def feed(self, data: bytes | bytearray | memoryview, offset: int = 0, length: int = -1) -> None:
+        """Take ``length`` bytes of ``data`` from ``offset`` (all of it, by default)."""
+        chunk = bytes(data[offset:] if length < 0 else data[offset : offset + length])
+        behind = self._behind
+        if behind and behind[-1][-1:] == b"\n" and not self._reader.has_data():
+            # hiredis took every byte, the last one ending a line or a string (it takes an
+            # item's type byte before the rest has come), and no aggregate could be under
+            # way: every reply in the reads behind is whole, and they are done with.
+            behind.clear()
+            self._behind_size = 0
+        size = self._behind_size + len(chunk)
+        if (
+            size <= self._max_bytes
+            and not self._scanning
+            # The first byte of each aggregate hiredis reads (RESP2's array; RESP3's map,
+            # set, push and attribute, which it reads asked for or not): the only headers
+            # that make it allocate ahead, and the only way to nest. (Five memchr()s: a
+            # regular expression's class took ten times as long.)
+            and b"*" not in chunk
+            and b"%" not in chunk
+            and b"~" not in chunk
+            and b">" not in chunk
+            and b"|" not in chunk
+        ):
+            behind.append(chunk)
+            self._behind_size = size
+            self._reader.feed(chunk)
+            return
+        refused = self._scan(b"".join(behind), chunk)
+        behind.clear()
+        self._behind_size = 0
+        if refused is not None:
+            # The replies before the one refused are read, and count; that one never is.
+            self._reader.feed(chunk, 0, refused.fed)
+            raise refused.error
+        self._reader.feed(chunk)
+
+    def _scan(self, fed: bytes, chunk: bytes) -> _Refused | None:
+        """Walk the headers of ``fed`` (fed to hiredis already) and ``chunk``, on from where
+        the scan stands."""
+        carried = self._line + fed
+        data = carried + chunk if carried else chunk
+        self._line = b""
+        end = len(data)
+        pos = 0
+        #: Where the reply under way began in ``data`` (at 0: in an earlier read, or not yet).
+        start = 0
+        skip, size, elements, opened = self._skip, self._size, self._elements, self._open
+        max_bytes = self._max_bytes
+        try:
+            while True:
+                if skip:
+                    taken = min(skip, end - pos)
+                    pos += taken
+                    skip -= taken
+                    if skip:
+                        break  # the read ends inside a string
+                    _element_done(opened)
+                if pos >= end:
+                    break
+                if not opened:
+                    start, size, elements = pos, 0, 0  # a new reply
+                newline = data.find(_CRLF, pos)
+                if newline < 0:
+                    if size + end - pos > max_bytes:
+                        raise ReplyTooLarge(f"a line of over {max_bytes} bytes (max_reply_bytes) without its end")
+                    self._line = data[pos:]
+                    break
+                size += newline + 2 - pos
+                kind = data[pos]
+                if kind in _LINES:
+                    if size > max_bytes:
+                        raise ReplyTooLarge(f"a reply of over {max_bytes} bytes (max_reply_bytes)")
+                    _element_done(opened)
+                elif kind == _BULK:
+                    length = _header_length(data, pos, newline)
+                    if length < 0:
+                        _element_done(opened)
+                    else:
+                        size += length + 2
+                        if size > max_bytes:
+                            raise ReplyTooLarge(
+                                f"a reply of over {max_bytes} bytes (max_reply_bytes): a string of {length} bytes"
+                            )
+                        skip = length + 2
+                elif kind == _ARRAY:
+                    count = _header_length(data, pos, newline)
+                    if count > 0:
+                        elements += count
+                        if elements > self._max_elements:
+                            raise ReplyTooLarge(
+                                f"a reply of over {self._max_elements} array elements (max_reply_elements):"
+                                f" an array of {count}"
+                            )
+                        opened.append(count)
+                    else:
+                        _element_done(opened)
+                else:
+                    raise ProtocolViolation(f"not a RESP2 reply: it begins {data[pos : pos + 16]!r}")
+                pos = newline + 2
+        except (ReplyTooLarge, ProtocolViolation) as error:
+            self._scanning = True  # (nothing more gets through)
+            return _Refused(error, max(0, start - len(carried)))
+        self._skip, self._size, self._elements = skip, size, elements
+        self._scanning = bool(skip or opened or self._line)
+        return None
+
+
+def _element_done(opened: list[int]) -> None:
+    """One element ended: so do the arrays it was the last element of."""
+    while opened:
+        opened[-1] -= 1
+        if opened[-1]:
+            return
+        opened.pop()
+
+
+def _header_length(data: bytes, pos: int, newline: int) -> int:
+    """The length a ``$`` or ``*`` header line says (-1: none, a nil)."""
+    try:
+        length = int(data[pos + 1 : newline])
+    except ValueError:
+        length = -2
+    if length < -1:
+        raise ProtocolViolation(f"a reply header with no length: {bytes(data[pos : min(newline, pos + 32)])!r}")
+    return length
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """A reply refused while scanning: why, and how much of the read came before it."""
+
+    error: ReplyTooLarge | ProtocolViolation
+    fed: int
 
 
 # --- who waits for which release ------------------------------------------------------
@@ -808,6 +1024,8 @@ class Link:
         One that never finished its handshake backs off, and so does a misconfigured one.
         """
         status, detail = (NodeStatus.UNREACHABLE, error) if isinstance(error, str) else failure_status(error)
+        if isinstance(error, ReplyTooLarge):
+            self._report(status, detail)  # (the operator's one sign of it: nothing else breaks)
         handshaking = any(entry.step is not None and entry.step is not PROBE for entry in self.in_flight)
         closed = isinstance(error, ClientClosed) or error == CLOSED
         if handshaking or closed or status is NodeStatus.MISCONFIGURED:

@@ -14,11 +14,11 @@ import socket
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from redlock._compiled import mypyc_attr
 from redlock._config import DriverSettings, MasterAddress
-from redlock._connection import CLOSED, Connect, Connections, Kind, Write
+from redlock._connection import CLOSED, Connect, Connections, Kind, ReplyReader, Write, reply_parser
 from redlock._core import Handoff, Round, release_channel
 from redlock._facts import MasterFacts
 from redlock._topology import Finding
@@ -95,7 +95,7 @@ class Connection(Protocol):
 
     kind: Kind
     node: int
-    parser: Any
+    parser: ReplyReader
 
 
 ConnectionT = TypeVar("ConnectionT", bound=Connection)
@@ -116,6 +116,7 @@ class DriverBase(Generic[ConnectionT]):
         self._connect_timeout = settings.connect_timeout
         self._clock = settings.clock
         self._wake_on_release = settings.wake_on_release
+        self._reply_limits = (settings.max_reply_bytes, settings.max_reply_elements)
         self._policy = Connections(
             [m.name for m in self._masters],
             [m.credentials for m in self._masters],
@@ -134,6 +135,10 @@ class DriverBase(Generic[ConnectionT]):
         """What belongs to one process (connections, threads): a fork's child starts anew."""
         self._pid = os.getpid()
         self._conns: dict[tuple[Kind, int], ConnectionT] = {}
+
+    def _reply_parser(self) -> ReplyReader:
+        """A new connection's parser, within the client's limits on a reply's size."""
+        return reply_parser(*self._reply_limits)
 
     # --- what a subclass provides -------------------------------------------------------------
 

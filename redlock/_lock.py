@@ -165,6 +165,8 @@ class ClusterConfig:
         meter_provider: MeterProvider | None = None,
         tracer_provider: TracerProvider | None = None,
         strict: bool = False,
+        max_reply_bytes: int = _config.DEFAULT_MAX_REPLY_BYTES,
+        max_reply_elements: int = _config.DEFAULT_MAX_REPLY_ELEMENTS,
     ) -> None:
         self.node_timeout = _config.check_seconds("node_timeout", node_timeout)
         self.clock_drift_factor = _config.check_drift_factor(clock_drift_factor)
@@ -178,6 +180,9 @@ class ClusterConfig:
         )
         self.wake_on_release = _config.check_flag("wake_on_release", wake_on_release)
         self.strict = _config.check_flag("strict", strict)
+        # (At least what a master's INFO and the largest of our own replies take.)
+        self.max_reply_bytes = _config.check_reply_limit("max_reply_bytes", max_reply_bytes, 64 * 1024)
+        self.max_reply_elements = _config.check_reply_limit("max_reply_elements", max_reply_elements, 256)
         _config.check_callable("clock", clock)
         accepted = loaded_class(self._client_class)
         self.masters = _config.parse_masters(masters, () if accepted is None else (accepted,), self._client_kind)
@@ -217,6 +222,8 @@ class ClusterConfig:
                 self.wake_on_release,
                 self.health_check_interval,
                 self.strict,
+                self.max_reply_bytes,
+                self.max_reply_elements,
             )
         )
 

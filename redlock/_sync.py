@@ -40,7 +40,7 @@ from typing import TypeVar
 
 from redlock._compiled import mypyc_attr
 from redlock._config import DriverSettings
-from redlock._connection import Connect, Interrupted, Kind, Write, reply_parser
+from redlock._connection import Connect, Interrupted, Kind, ReplyReader, Write
 from redlock._core import Flow, Pause, Result, Round, release_channel
 from redlock._driver import READ_SIZE, DriverBase, open_socket, read_buffer
 from redlock._flows import rollback_failed, rollback_note
@@ -68,14 +68,14 @@ def _poller_of(fds: Iterable[int]) -> select.poll:
 class _Socket:
     """A connected socket, its reply parser and what is still to be written on it."""
 
-    def __init__(self, kind: Kind, node: int, sock: socket.socket) -> None:
+    def __init__(self, kind: Kind, node: int, sock: socket.socket, parser: ReplyReader) -> None:
         self.kind = kind
         self.node = node
         self.sock = sock
         sock.setblocking(False)
         self.fileno = sock.fileno()
         self.tls = isinstance(sock, ssl.SSLSocket)
-        self.parser = reply_parser()
+        self.parser = parser
         #: What a read takes the socket's bytes into.
         self.buffer = read_buffer()
         #: Bytes not yet taken by the socket, in order.
@@ -487,7 +487,7 @@ class Driver(DriverBase["_Socket"]):
         except Exception as failure:
             error = failure
         with self._lock:
-            conn = None if sock is None else _Socket(connect.kind, connect.node, sock)
+            conn = None if sock is None else _Socket(connect.kind, connect.node, sock, self._reply_parser())
             if not self._connect_finished(connect, conn, error) and sock is not None:
                 sock.close()
         self._poke()  # the I/O thread has a new socket to read
