@@ -225,6 +225,13 @@ NO_SCRIPTING_NOR_NATIVE = (
 )
 
 
+#: Why a master that answers NOAUTH refuses us: it has a password, and we gave none.
+NEEDS_PASSWORD = (
+    "this master requires a password and none was given: put it in the master's URL,"
+    " redis://:PASSWORD@host:port (or redis://USER:PASSWORD@host:port for an ACL user)"
+)
+
+
 def failure_status(error: BaseException) -> tuple[NodeStatus, str]:
     """How a master failed, judging by what its socket raised, and a one-line detail."""
     detail = str(error) or type(error).__name__
@@ -1152,6 +1159,14 @@ class Link:
         if step is COMMANDS_STEP:
             return self._learned_commands(reply, now)
         if isinstance(reply, ErrorReply):
+            if step is not None and reply.message.startswith("NOAUTH"):
+                # Not the master's answer to this step (no INFO, no scripts): to anything we
+                # send until we authenticate. Said as what it is, at the first step it
+                # refuses, and the connection refused, optional step or not.
+                detail = f"{reply.message}: {NEEDS_PASSWORD}"
+                self._fail_all(NodeStatus.MISCONFIGURED, detail)
+                self._back_off(NodeStatus.MISCONFIGURED, detail, now)
+                return Reaction(hang_up=True)
             if step is not None and step.loads_script:
                 return self._scripts_refused(reply.message, now)
             if step is not None and step.optional:

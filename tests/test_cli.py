@@ -308,6 +308,21 @@ def test_status_reports_a_split_vote(raw_at_urls: list[redis.Redis], capsys: pyt
 # --- doctor -------------------------------------------------------------------------------------
 
 
+def test_a_master_that_needs_a_password_is_named_so(
+    fresh_masters: MastersFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (It was reported as a master that allows us no Lua scripting.)
+    cluster = fresh_masters(3, password="s3cret")
+    masters = ",".join(master.url_as() for master in cluster)
+    for command in (["doctor"], ["status", unique()]):
+        code, out, err = run(capsys, *command, "--masters", masters)
+        assert code != ExitCode.OK
+        said = out + err
+        assert "requires a password and none was given" in said, command
+        assert "redis://:PASSWORD@host:port" in said
+        assert "Lua" not in said
+
+
 def test_doctor_on_independent_masters_exits_0(urls: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "doctor")
     assert (code, err) == (ExitCode.OK, "")

@@ -411,6 +411,24 @@ def test_one_misconfigured_master_of_five_is_a_minority(client: ClientFactory, m
         assert lock.locked()
 
 
+def test_a_master_that_needs_a_password_we_did_not_give_says_so(
+    client: ClientFactory, fresh_masters: MastersFactory
+) -> None:
+    # NOAUTH answers every step of the handshake, the scripts' too: it was reported as a
+    # master that allows us no Lua scripting.
+    cluster = fresh_masters(3, password="s3cret")
+    rl = client([master.url_as() for master in cluster])
+    with pytest.raises(MasterMisconfigured) as refused:
+        rl.lock(unique()).acquire(blocking=False)
+    for outcome in refused.value.outcomes:
+        assert outcome.status is NodeStatus.MISCONFIGURED
+        assert "requires a password and none was given" in outcome.detail
+        assert "redis://:PASSWORD@host:port" in outcome.detail
+        assert "Lua" not in outcome.detail
+    with client(cluster.urls).lock(unique(), ttl=5.0) as lock:  # (given, it works)
+        assert lock.locked()
+
+
 # --- unix sockets and TLS (on every server of the matrix that has them) ----------------------------
 
 
