@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redlock._core import MAX_TTL, MIN_TTL, RESERVED_PREFIXES, semaphore_quorum, validity_left
-from redlock._urls import parse_url, read_bool, scheme_of
+from redlock._urls import parse_url, read_bool, redacted, redacted_error, scheme_of
 
 #: What a caller's redis-py client may tell us beyond its address: who to be. Everything else
 #: (timeouts, retries, health checks, handshake extras) is ours to set, so a caller's defaults
@@ -257,11 +257,14 @@ def _address(index: int, master: object, client_types: Sequence[type], client_ki
         try:
             settings = parse_url(master)
         except ValueError as error:
-            raise ValueError(f"{where} is not a valid Redis URL ({master!r}): {error}") from None
+            # The URL as typed, but never its password: this message is printed and logged.
+            raise ValueError(
+                f"{where} is not a valid Redis URL ({redacted(master)!r}): {redacted_error(error, master)}"
+            ) from None
         scheme = scheme_of(master)
         unix = scheme == "unix"
         if not unix and not settings.get("host"):
-            raise ValueError(f"{where} has no host: {master!r}")
+            raise ValueError(f"{where} has no host: {redacted(master)!r}")
         unknown = set(settings) - _IDENTITY_KEYS - _TLS_KEYS
         if unknown:
             raise ValueError(f"{where} has URL parameters this client does not use: {', '.join(sorted(unknown))}")

@@ -24,14 +24,47 @@ which it accepts (:mod:`redlock._config` refuses those it does not use).
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, unquote, urlparse
 
-__all__ = ["SCHEMES", "parse_url", "read_bool", "scheme_of"]
+__all__ = ["SCHEMES", "parse_url", "read_bool", "redacted", "redacted_error", "scheme_of"]
 
 SCHEMES = ("redis://", "rediss://", "unix://")
 
 #: What redis-py's ``to_bool`` reads as False (compared upper-cased, 8.2 on); any other text is True.
 FALSE_WORDS = frozenset({"0", "F", "FALSE", "N", "NO", "OFF"})
+
+
+# redis-py reads `?password=...` too.
+_QUERY_PASSWORD = re.compile(r"(?P<kept>[?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password, if any, shown as ``***``; for messages about any URL,
+    parsable or not, since the ones that do not parse are the ones that get printed.
+
+    The password runs from the first ``:`` of the user part to the *last* ``@``, so that one
+    with an ``@``, ``/`` or ``:`` its writer forgot to percent-encode is hidden whole, and so
+    is one in a URL without its ``//`` or its scheme.
+    """
+    head, at, host = url.rpartition("@")
+    if at:
+        scheme, slashes, userinfo = head.partition("//")
+        if not slashes:
+            scheme, userinfo = "", head
+        user, colon, _ = userinfo.partition(":")
+        if colon:
+            url = f"{scheme}{slashes}{user}:***@{host}"
+    return _QUERY_PASSWORD.sub(r"\g<kept>***", url)
+
+
+def redacted_error(error: ValueError, url: str) -> str:
+    """What :func:`parse_url` said of ``url``, with every piece of the URL it quotes hidden when
+    ``url`` carries a password: urllib quotes a port it cannot read, and in a URL whose
+    password holds an unencoded ``#`` or ``/`` that port, or that path, is the password."""
+    if redacted(url) == url:
+        return str(error)
+    return re.sub(r"'[^']*'", "'***'", str(error))
 
 
 def scheme_of(url: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import redlock
+import redlock.asyncio
 from redlock import MasterMisconfigured
 from redlock._config import Credentials
 from redlock.servers import LocalMasters
@@ -81,3 +82,23 @@ def test_a_wrong_password_is_never_shown(
     said = _everything_said(rl, caplog, otel, refused.value)
     assert "WRONGPASS" in said or "invalid" in said  # the refusal itself is shown
     assert WRONG not in said
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"redis://:{WRONG}@127.0.0.1:notaport",
+        f"redis://user:{WRONG}@",
+        f"redis://:{WRONG}@127.0.0.1:6379/1x",
+        f"redis://:{WRONG}#x@127.0.0.1:6379",  # a # its writer forgot to encode: the "port" is the password
+        f"redis://:{WRONG}/x@127.0.0.1:6379",  # a / likewise
+        f"redis://:{WRONG}@127.0.0.1:6379?bogus=1",
+        f"127.0.0.1:{WRONG}@6379",  # no scheme
+        f"redis://127.0.0.1:6379?password={WRONG}&db=x",
+    ],
+)
+def test_a_malformed_url_is_refused_without_showing_its_password(url: str) -> None:
+    for api in (redlock.Redlock, redlock.asyncio.Redlock):
+        with pytest.raises(ValueError, match=r"^masters\[0\]") as refused:
+            api([url])
+        assert WRONG not in str(refused.value)
