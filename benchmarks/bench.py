@@ -190,7 +190,9 @@ def run(
     limit = raise_fd_limit()  # before the servers start: they inherit it
 
     results: dict[str, Any] = {"samples": count}
-    with LocalMasters(5) as cluster:
+    # Open (owner_only=False): the contention section resets the masters' statistics (CONFIG
+    # RESETSTAT), and node-redlock and the floors are given the masters' bare addresses.
+    with LocalMasters(5, owner_only=False) as cluster:
         pinning = pin(cluster)
         machine = {
             "summary": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {pinning}",

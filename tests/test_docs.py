@@ -75,8 +75,10 @@ def python_blocks(page: pathlib.Path) -> list[Block]:
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[list[str]]:
-    """Local servers of the docs' own, so that examples may use any key and leave it held."""
-    with LocalMasters(MASTERS + EXTRA_SERVERS) as started:
+    """Local servers of the docs' own, so that examples may use any key and leave it held.
+
+    Open (owner_only=False): FLUSHALL empties them between pages."""
+    with LocalMasters(MASTERS + EXTRA_SERVERS, owner_only=False) as started:
         yield started.urls
 
 

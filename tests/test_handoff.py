@@ -41,6 +41,7 @@ def stats(masters: LocalMasters, command: str) -> list[int]:
 
 
 def reset_stats(masters: LocalMasters) -> None:
+    """CONFIG RESETSTAT: on masters started with owner_only=False (it is renamed away otherwise)."""
     with raw_clients(masters.urls) as clients:
         for client in clients:
             client.config_resetstat()
@@ -313,7 +314,7 @@ def test_a_chain_of_handovers_is_bounded() -> None:
 def test_a_release_hands_the_lock_to_a_waiter_of_the_same_client_in_one_round(
     client: ClientFactory, fresh_masters: MastersFactory
 ) -> None:
-    masters = fresh_masters(3)
+    masters = fresh_masters(3, owner_only=False)
     rl = client(masters.urls, retry_delay=5.0)  # its own retry would come far too late
     name = unique()
     holder = rl.lock(name, ttl=30)
@@ -408,7 +409,7 @@ def test_a_waiter_that_gave_up_is_not_handed_anything(client: ClientFactory, mas
 
 @pytest.mark.slow
 def test_local_handovers_leave_room_for_other_clients(client: ClientFactory, fresh_masters: MastersFactory) -> None:
-    masters = fresh_masters(3)
+    masters = fresh_masters(3, owner_only=False)
     name = unique()
     busy = client(masters.urls, retry_delay=0.05)
     other = client(masters.urls, retry_delay=0.05)

@@ -341,7 +341,7 @@ def test_max_attempts_bounds_a_blocking_acquire(client: ClientFactory, fresh_mas
     name = unique()
     holder = rl.lock(name, ttl=60.0)
     assert holder.acquire(blocking=False)
-    with redis.Redis(port=cluster[0].port) as master:
+    with redis.Redis.from_url(cluster[0].url) as master:
         before = master.info("commandstats").get("cmdstat_set", {}).get("calls", 0)
         lock = rl.lock(name, ttl=5.0, max_attempts=3, retry_delay=0.01)
         assert not lock.acquire()  # no timeout, yet it returns

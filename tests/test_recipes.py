@@ -118,8 +118,9 @@ def test_every_block_of_the_page_is_run_here() -> None:
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[list[str]]:
-    """Five masters and the store (also Celery's broker, in database 1)."""
-    with LocalMasters(MASTERS + 1) as started:
+    """Five masters and the store (also Celery's broker, in database 1); open
+    (owner_only=False): FLUSHALL empties them between recipes."""
+    with LocalMasters(MASTERS + 1, owner_only=False) as started:
         yield started.urls
 
 

@@ -143,7 +143,7 @@ def test_a_connection_reset_under_a_written_command_sends_it_again(
 def test_server_timeout_closes_idle_connections_and_every_operation_still_works(
     client: ClientFactory, matrix_masters: MastersFactory
 ) -> None:
-    masters = matrix_masters(3)
+    masters = matrix_masters(3, owner_only=False)  # open: CONFIG SET timeout
     # (Checked before use when idle: the masters close the test's own idle connections too;
     # and tried again when the master closes one just as its check goes out, seen under load.)
     again = {"retry": Retry(NoBackoff(), 3), "retry_on_error": [redis.exceptions.ConnectionError]}
@@ -188,7 +188,7 @@ def test_a_master_restarted_with_its_data_keeps_the_lock_and_takes_the_release(
 @pytest.fixture
 def proxied(fresh_masters: MastersFactory) -> Iterator[tuple[list[str], ProxyLoop, list[redis.Redis]]]:
     """Three masters, each behind a loopback proxy that can forget its flows silently."""
-    masters = fresh_masters(3)
+    masters = fresh_masters(3, owner_only=False)  # a link's URL is the proxy's: no password
     raw = [redis.Redis.from_url(url, socket_timeout=5) for url in masters.urls]
     with ProxyLoop() as proxies:
         links = [proxies.link(("127.0.0.1", master.port), name=f"m{i}") for i, master in enumerate(masters)]

@@ -216,13 +216,13 @@ def test_unix_socket_masters_answer_on_socket_and_port(unix_masters: LocalMaster
     for master in unix_masters:
         path = master.unix_socket_path
         assert path is not None
-        assert master.url == f"unix://{path}"
+        assert master.url == f"unix://:{master.password}@{path}"
         assert stat.S_ISSOCK(path.stat().st_mode)
         assert stat.S_IMODE(path.stat().st_mode) == 0o700
         with client(master.url) as r:
             assert r.ping()
             assert r.info("server")["process_id"] == master.pid
-        assert master.tcp_url == f"redis://127.0.0.1:{master.port}"
+        assert master.tcp_url == f"redis://:{master.password}@127.0.0.1:{master.port}"
         with client(master.tcp_url) as r:
             assert r.info("server")["process_id"] == master.pid
 
@@ -326,7 +326,8 @@ def test_kill_pause_restart_work_in_every_mode(matrix_masters: MastersFactory, m
         ({"tls": "server", "unix_socket": True}, ValueError, "tls and unix_socket"),
         ({"unix_socket": 1}, TypeError, "unix_socket"),
         ({"password": ""}, ValueError, "password"),
-        ({"password": "--port"}, ValueError, "password"),
+        ({"password": 7}, ValueError, "password"),
+        ({"owner_only": 1}, TypeError, "owner_only"),
         ({"acl_users": "app"}, TypeError, "acl_users"),
         ({"acl_users": [("app", "pw")]}, TypeError, "acl_users"),
         ({"acl_users": [AclUser("app", "a"), AclUser("app", "b")]}, ValueError, "acl_users"),

@@ -56,7 +56,7 @@ def test_masters_answer_ping_on_distinct_ports(fresh_masters: MastersFactory) ->
         assert master is cluster[i]
         assert master.index == i
         assert master.host == "127.0.0.1"
-        assert master.url == f"redis://127.0.0.1:{master.port}" == cluster.urls[i]
+        assert master.url == f"redis://:{master.password}@127.0.0.1:{master.port}" == cluster.urls[i]
         assert master.running
         assert master.pid is not None
         assert master.pid == cluster.pids[i]

@@ -56,7 +56,8 @@ VOLATILE_LRU_ARGS = ("--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru
 
 def make_replica(replica: LocalMaster, primary: LocalMaster) -> None:
     """REPLICAOF: ``replica`` turns read-only at once, whether or not it can sync (it cannot
-    when ``primary`` wants a password it was not given: role and READONLY hold all the same)."""
+    when ``primary`` wants a password it was not given: role and READONLY hold all the same).
+    ``replica`` must have been started with owner_only=False: REPLICAOF is renamed away otherwise."""
     with redis.Redis.from_url(replica.tcp_url) as admin:
         admin.replicaof(primary.host, primary.port)
 
@@ -338,7 +339,7 @@ def test_a_replica_answering_readonly_is_misconfigured_at_once_not_retried(
 ) -> None:
     """A user who may not run INFO cannot see the replicas at the handshake: their READONLY
     answer to SET is configuration, not weather, so a blocking acquire stops at once."""
-    masters = fresh_masters(3, password=PASSWORD, acl_users=(NO_INFO,))
+    masters = fresh_masters(3, password=PASSWORD, acl_users=(NO_INFO,), owner_only=False)
     make_replica(masters[1], masters[0])
     make_replica(masters[2], masters[0])
     rl = client([master.user_url(NO_INFO.name) for master in masters])
@@ -359,7 +360,7 @@ def test_a_replica_among_the_masters_is_refused_and_its_primary_warned_about(
     fresh_masters: MastersFactory, client: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="redlock")
-    masters = fresh_masters(3)
+    masters = fresh_masters(3, owner_only=False)
     make_replica(masters[1], masters[0])
     with redis.Redis.from_url(masters[0].url) as primary:
         assert eventually(lambda: primary.info("replication")["connected_slaves"] == 1)
@@ -387,7 +388,7 @@ def test_a_replica_among_the_masters_is_refused_and_its_primary_warned_about(
 def test_replicas_and_cluster_nodes_leaving_no_majority_raise_master_misconfigured_at_once(
     fresh_masters: MastersFactory, client: ClientFactory
 ) -> None:
-    masters = fresh_masters(2)
+    masters = fresh_masters(2, owner_only=False)
     cluster_node = fresh_masters(1, extra_args=CLUSTER_MODE_ARGS)
     make_replica(masters[1], masters[0])
     rl = client([*masters.urls, *cluster_node.urls])
@@ -541,7 +542,7 @@ def test_every_server_kind_says_what_it_is(server_binary: str, matrix_masters: M
     """Redis 6.2 and 7 say ``redis_mode``, Valkey ``server_mode`` and its own version; a
     cluster node says ``cluster_enabled:1`` on all of them."""
     expected = server_version(server_binary)
-    masters = matrix_masters(3)
+    masters = matrix_masters(3, owner_only=False)
     node = matrix_masters(1, extra_args=CLUSTER_MODE_ARGS)
     make_replica(masters[2], masters[0])
     with redlock.Redlock([*masters.urls, *node.urls]) as rl:

@@ -26,6 +26,7 @@ def set_calls(masters: LocalMasters) -> list[int]:
 
 
 def reset_stats(masters: LocalMasters) -> None:
+    """CONFIG RESETSTAT: on masters started with owner_only=False (it is renamed away otherwise)."""
     with raw_clients(masters.urls) as clients:
         for client in clients:
             client.config_resetstat()
@@ -34,7 +35,7 @@ def reset_stats(masters: LocalMasters) -> None:
 def test_local_waiters_on_one_name_cost_the_masters_what_one_does(
     client: ClientFactory, fresh_masters: MastersFactory
 ) -> None:
-    masters = fresh_masters(3)
+    masters = fresh_masters(3, owner_only=False)
     # No release messages: every look at the masters is a waiter's own timer, the cost at stake.
     rl = client(masters.urls, retry_delay=RETRY_DELAY, wake_on_release=False)
     name = unique()
