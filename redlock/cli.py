@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import dataclasses
 import enum
+import errno
 import json
 import logging
 import math
@@ -44,6 +45,7 @@ from redlock._flows import LockInfo, MasterInfo
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
 from redlock._supervisor import CannotRun, Interrupted, Supervisor
 from redlock._topology import MasterReport, Severity, TopologyReport, Verdict
+from redlock._urls import redacted
 from redlock.exceptions import (
     ExtendUnconfirmed,
     LockLost,
@@ -295,7 +297,19 @@ def _build_parser() -> _Parser:
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND", parser_class=_Parser)
 
     cluster = _Parser(add_help=False)
-    cluster.add_argument("--masters", metavar="URL,URL,...", help=f"the masters (default: ${ENV_MASTERS})")
+    given = cluster.add_mutually_exclusive_group()
+    given.add_argument(
+        "--masters",
+        metavar="URL,URL,...",
+        help=f"the masters (default: ${ENV_MASTERS}); a password here is in the process list, for every "
+        "local user to read: give it in --masters-file or the environment instead",
+    )
+    given.add_argument(
+        "--masters-file",
+        metavar="FILE",
+        help="read the masters' URLs from FILE (separated by commas or lines; lines starting with # are "
+        "comments), which no one but its owner may read or write (mode 600); - reads them from stdin",
+    )
     cluster.add_argument(
         "--node-timeout",
         type=_seconds(allow_zero=False),
@@ -367,6 +381,7 @@ def _build_parser() -> _Parser:
         metavar="S",
         help=f"once the lock is lost, the time between SIGTERM and SIGKILL (default {DEFAULT_GRACE} s)",
     )
+    _add_pass_masters(run)
     run.set_defaults(handler=_cmd_exec)
 
     status = commands.add_parser(
@@ -401,7 +416,8 @@ def _build_parser() -> _Parser:
         "re-creates an expired lock. Exits 76 if a majority no longer held TOKEN, 69 if no majority answered.",
     )
     extend.add_argument("name", metavar="NAME")
-    extend.add_argument("token", metavar="TOKEN")
+    extend.add_argument("token", metavar="TOKEN", nargs="?")
+    _add_token_file(extend)
     extend.add_argument("--json", action="store_true", help="print one JSON object")
     extend.set_defaults(handler=_cmd_extend)
 
@@ -416,6 +432,7 @@ def _build_parser() -> _Parser:
     )
     release.add_argument("name", metavar="NAME")
     release.add_argument("token", metavar="TOKEN", nargs="?")
+    _add_token_file(release)
     release.add_argument("--force", action="store_true", help="delete NAME whatever token holds it")
     release.add_argument("--yes", action="store_true", help="with --force: do not ask for confirmation")
     release.add_argument("--json", action="store_true", help="with --force: print one JSON object")
@@ -461,6 +478,27 @@ def _build_parser() -> _Parser:
     servers.add_argument("--report-fd", type=int, help=argparse.SUPPRESS)
     servers.set_defaults(handler=_cmd_servers)
     return parser
+
+
+def _add_token_file(command: _Parser) -> None:
+    command.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="read TOKEN from FILE (mode 600) instead, or from stdin with -: an argument is in the process "
+        "list, for every local user to read, and the token lets whoever has it release the lock",
+    )
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The TOKEN argument, or what --token-file holds; None if neither was given."""
+    if args.token_file is None:
+        return args.token  # type: ignore[no-any-return]
+    if args.token is not None:
+        raise CliError(ExitCode.USAGE, "give either TOKEN or --token-file, not both")
+    token = _private_text(args.token_file, "--token-file").strip()
+    if not token:
+        raise CliError(ExitCode.USAGE, f"--token-file {args.token_file}: it is empty")
+    return token
 
 
 def _parse(argv: list[str]) -> argparse.Namespace | int:
@@ -528,13 +566,45 @@ def _split_exec(parser: _Parser, argv: list[str]) -> tuple[list[str], list[str]]
 
 
 def _master_urls(args: argparse.Namespace) -> list[str]:
-    text = args.masters if args.masters is not None else os.environ.get(ENV_MASTERS, "")
+    if args.masters_file is not None:
+        lines = _private_text(args.masters_file, "--masters-file").splitlines()
+        text = ",".join(line for line in lines if line.strip() and not line.lstrip().startswith("#"))
+    elif args.masters is not None:
+        text = args.masters
+    else:
+        text = os.environ.get(ENV_MASTERS, "")
     if not text.strip():
-        raise CliError(ExitCode.USAGE, f"no masters given: pass --masters URL,URL,... or set {ENV_MASTERS}")
+        raise CliError(
+            ExitCode.USAGE, f"no masters given: pass --masters URL,URL,... or --masters-file FILE, or set {ENV_MASTERS}"
+        )
     urls = [url.strip() for url in text.split(",")]
     if not all(urls):
-        raise CliError(ExitCode.USAGE, f"an empty master URL in {text!r}")
+        raise CliError(ExitCode.USAGE, f"an empty master URL in {', '.join(map(redacted, urls))!r}")
+    if args.masters is not None and any(redacted(url) != url for url in urls):
+        _say(
+            "warning: --masters gives a password on the command line, where every local user can read it "
+            f"(ps, /proc) while this runs; give the URLs in --masters-file FILE (mode 600) or in ${ENV_MASTERS}"
+        )
     return urls
+
+
+def _private_text(path: str, option: str) -> str:
+    """What the file at ``path`` holds (``-``: stdin), refused if others may read or write it:
+    it holds a secret, and one that others could rewrite would send us to their masters."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            if mode & 0o077:
+                raise CliError(
+                    ExitCode.USAGE,
+                    f"{option} {path}: others may read or write it (mode {mode & 0o777:03o}), and it holds "
+                    f"secrets; make it yours alone: chmod 600 {path}",
+                )
+            return file.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise CliError(ExitCode.USAGE, f"{option} {path}: {error}") from None
 
 
 @contextlib.contextmanager
@@ -638,12 +708,15 @@ def _cmd_acquire(args: argparse.Namespace) -> int:
 
 
 def _cmd_extend(args: argparse.Namespace) -> int:
+    token = _token(args)
+    if token is None:
+        raise CliError(ExitCode.USAGE, "give the TOKEN to extend, or --token-file FILE")
     with _client(args) as rl:
         lock = _lock(rl, args.name, args.ttl)
         with _usage_errors():  # (adopt raises them only for its arguments, before any traffic)
-            validity = lock.adopt(args.token)
+            validity = lock.adopt(token)
     if args.json:
-        print(json.dumps({"name": args.name, "token": args.token, "validity": round(validity, 3), "ttl": args.ttl}))
+        print(json.dumps({"name": args.name, "token": token, "validity": round(validity, 3), "ttl": args.ttl}))
     else:
         print(f"{validity:.3f}")
     return ExitCode.OK
@@ -652,17 +725,20 @@ def _cmd_extend(args: argparse.Namespace) -> int:
 def _cmd_release(args: argparse.Namespace) -> int:
     if args.force:
         return _force_release(args)
-    if args.token is None:
-        raise CliError(ExitCode.USAGE, "give the TOKEN to release, or --force to release whoever holds it")
+    token = _token(args)
+    if token is None:
+        raise CliError(
+            ExitCode.USAGE, "give the TOKEN to release (or --token-file FILE), or --force to release whoever holds it"
+        )
     if args.yes or args.json:
         raise CliError(ExitCode.USAGE, "--yes and --json go with --force")
     with _client(args) as rl, _usage_errors():
-        release_token(rl, args.name, args.token)
+        release_token(rl, args.name, token)
     return ExitCode.OK
 
 
 def _force_release(args: argparse.Namespace) -> int:
-    if args.token is not None:
+    if args.token is not None or args.token_file is not None:
         raise CliError(ExitCode.USAGE, "give either TOKEN or --force, not both")
     with _client(args) as rl:
         with _usage_errors():
@@ -943,7 +1019,16 @@ def _add_leader(commands: argparse._SubParsersAction[_Parser], cluster: _Parser)
         metavar="S",
         help=f"once leadership is lost, the time between SIGTERM and SIGKILL (default {DEFAULT_GRACE} s)",
     )
+    _add_pass_masters(leader)
     leader.set_defaults(handler=_cmd_leader)
+
+
+def _add_pass_masters(command: _Parser) -> None:
+    command.add_argument(
+        "--pass-masters",
+        action="store_true",
+        help=f"leave ${ENV_MASTERS} in CMD's environment (by default it is removed: its URLs may carry passwords)",
+    )
 
 
 def _add_doctor(commands: argparse._SubParsersAction[_Parser], cluster: _Parser) -> None:
@@ -1056,10 +1141,14 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 # --- exec -------------------------------------------------------------------------------------------
 
 
-def _exec_environment(name: str, lock: Lock) -> dict[str, str]:
+def _exec_environment(name: str, lock: Lock, *, pass_masters: bool) -> dict[str, str]:
     env = dict(os.environ)
     # An outer exec's fencing token must not pass for ours.
     env.pop("REDLOCK_FENCING_TOKEN", None)
+    if not pass_masters:
+        # Its URLs may carry the masters' passwords, which the command, and whatever it runs,
+        # need not have: it gets them when asked.
+        env.pop(ENV_MASTERS, None)
     env["REDLOCK_NAME"] = name
     env["REDLOCK_TOKEN"] = str(lock.token)
     env["REDLOCK_VALIDITY_DEADLINE"] = f"{time.time() + lock.validity:.3f}"
@@ -1086,7 +1175,7 @@ def _run_holding(args: argparse.Namespace, supervisor: Supervisor, lock: Lock) -
         if not lock.acquire(blocking=True, timeout=args.timeout):
             raise _not_acquired(lock, args.timeout)
         supervisor.hold()
-        returncode = supervisor.run(args.argv, _exec_environment(args.name, lock))
+        returncode = supervisor.run(args.argv, _exec_environment(args.name, lock, pass_masters=args.pass_masters))
         if returncode is not None:
             # As a shell reports a command killed by signal N.
             code = returncode if returncode >= 0 else ExitCode.SIGNALLED - returncode
@@ -1228,6 +1317,22 @@ def _run_servers(args: argparse.Namespace, report: IO[str] | None) -> int:
             masters.stop()
 
 
+def _open_log(path: str | None) -> int:
+    """The file descriptor --log FILE is appended through (/dev/null without it).
+
+    Made mode 600 when new: what the masters report is nobody else's business. A symlink at
+    the path is refused (O_NOFOLLOW), so that another user who can write to its directory
+    (/tmp) cannot point it at a file of ours for us to append to.
+    """
+    if path is None:
+        return os.open(os.devnull, os.O_WRONLY)
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        why = "it is a symlink, which is not followed" if error.errno == errno.ELOOP else error.strerror
+        raise CliError(ExitCode.USAGE, f"servers: --log {path}: {why}") from None
+
+
 def _detach_servers(args: argparse.Namespace) -> int:
     """``servers --detach``: the same command in a session of its own, reporting through a pipe.
 
@@ -1235,12 +1340,11 @@ def _detach_servers(args: argparse.Namespace) -> int:
     so that process must outlive us: it runs ``servers`` in the foreground, detached from
     our terminal and output, and tells us its URLs, or why it failed, on a pipe.
     """
+    log = _open_log(args.log)  # first: a refused --log leaves nothing else to close
     read_end, write_end = os.pipe()
     command = [sys.executable, "-m", "redlock", "servers", "-n", str(args.n), "--persistence", args.persistence]
     if args.restart is not None:
         command += ["--restart", repr(args.restart)]
-    log = os.path.abspath(args.log) if args.log is not None else os.devnull
-    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND if args.log is not None else os.O_WRONLY
     try:
         # posix_spawn rather than subprocess: it is not our child to wait for, and a Popen
         # left running would warn when collected.
@@ -1251,15 +1355,17 @@ def _detach_servers(args: argparse.Namespace) -> int:
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 2, log, log_flags, 0o644),
+                (os.POSIX_SPAWN_DUP2, log, 2),
                 (os.POSIX_SPAWN_DUP2, write_end, 3),
             ],
             setsid=True,
         )
     except OSError as error:
+        os.close(read_end)
         raise CliError(ExitCode.SERVERS_FAILED, f"servers: cannot start the background process: {error}") from None
     finally:
         os.close(write_end)
+        os.close(log)
     with os.fdopen(read_end) as pipe:
         report = pipe.read()
     if not report.startswith("export "):

@@ -110,7 +110,7 @@ with redlock.Redlock(os.environ["REDLOCK_MASTERS"].split(",")) as rl:
 open({str(seen)!r}, "w").write(f"{{leader}} {{os.environ['REDLOCK_FENCING_TOKEN']}}")
 raise SystemExit(5)
 """
-    code, _, err = run(capsys, "leader", "--identity", "node-1", name, "--", *python(child))
+    code, _, err = run(capsys, "leader", "--pass-masters", "--identity", "node-1", name, "--", *python(child))
     assert (code, err) == (5, "")
     leader, term = seen.read_text().split()
     assert leader == "node-1"

@@ -40,7 +40,8 @@ readers = [redis.Redis.from_url(u).zcard({readers_key(name)!r}) for u in urls]
 sys.exit(0 if sum(n == 2 for n in readers) > len(urls) // 2 else 1)
 """
     with rw.read():
-        assert run(capsys, "exec", "--read", name, "--timeout", "0", "--", sys.executable, "-c", child)[0] == 0
+        argv = ["exec", "--read", "--pass-masters", name, "--timeout", "0", "--", sys.executable, "-c", child]
+        assert run(capsys, *argv)[0] == 0
         marker = tmp_path / "ran"
         code, _, err = run(capsys, "exec", "--write", name, "--timeout", "0", "--", "touch", str(marker))
         assert code == ExitCode.NOT_ACQUIRED

@@ -122,7 +122,7 @@ def test_the_password_is_on_no_command_line_and_in_no_file(server_kind: str, mat
         assert stat.S_IMODE(socket_path.stat().st_mode) & 0o077 == 0
 
 
-def test_the_urls_work_wherever_urls_are_taken(fresh_masters: MastersFactory) -> None:
+def test_the_urls_work_wherever_urls_are_taken(fresh_masters: MastersFactory, tmp_path: pathlib.Path) -> None:
     masters = fresh_masters(3)
     name = unique()
     with redlock.Redlock(masters.urls) as rl, rl.lock(name, ttl=10.0) as lock:
@@ -134,11 +134,15 @@ def test_the_urls_work_wherever_urls_are_taken(fresh_masters: MastersFactory) ->
 
     assert asyncio.run(through_asyncio()) is not None
     joined = ",".join(masters.urls)
+    urls_file = tmp_path / "masters"
+    urls_file.write_text("\n".join(masters.urls) + "\n")
+    urls_file.chmod(0o600)
     redlock_command = str(installed("redlock"))
     env_without = {key: value for key, value in os.environ.items() if key != "REDLOCK_MASTERS"}
     for argv, env in (
         ([redlock_command, "doctor", "--masters", joined], env_without),
         ([redlock_command, "doctor"], {**env_without, "REDLOCK_MASTERS": joined}),
+        ([redlock_command, "doctor", "--masters-file", str(urls_file)], env_without),
     ):
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=PATIENCE, check=False)
         assert done.returncode == 0, (argv[1:], done.stdout, done.stderr)
