@@ -38,7 +38,7 @@ from typing import IO, NamedTuple, NoReturn
 
 import redlock
 from redlock._client import Lock, Redlock
-from redlock._console import to_a_reader
+from redlock._console import printable, to_a_reader
 from redlock._election import backoff_after_loss
 from redlock._extras import redis_server_hint
 from redlock._flows import LockInfo, MasterInfo
@@ -186,8 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, message = status
         if isinstance(error, RedlockError):
             message = _warned.untold(error)
-        # One line whatever the message holds: scripts and log collectors read line by line.
-        print(f"redlock: {' '.join(message.split())}", file=sys.stderr, flush=True)
+        # One line whatever the message holds: scripts and log collectors read line by line;
+        # a master's error reply in it is the master's text, shown escaped.
+        print(f"redlock: {printable(' '.join(message.split()))}", file=sys.stderr, flush=True)
         return code
 
 
@@ -228,7 +229,8 @@ class _OneLine(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         word = "warning: " if record.levelno == logging.WARNING else ""
-        return f"redlock: {word}{record.getMessage()}"
+        # A master's trouble is told in its own words (an error reply): shown escaped.
+        return f"redlock: {word}{printable(record.getMessage())}"
 
 
 def main_entry() -> NoReturn:
@@ -749,9 +751,9 @@ def _force_release(args: argparse.Namespace) -> int:
             info = _read_lock_info(rl.force_release, args.name)
     views = info.masters
     if args.json:
-        print(json.dumps({"name": args.name, "holder": info.holder, "masters": [_master_json(view) for view in views]}))
+        _print_json({"name": args.name, "holder": info.holder, "masters": [_master_json(view) for view in views]})
     else:
-        print(f"forced release of {args.name!r} on {len(views)} masters:")
+        _print(f"forced release of {args.name!r} on {len(views)} masters:")
         _print_masters(views, _removal)
     if info.reachable < info.quorum:
         raise QuorumUnavailable(
@@ -812,6 +814,30 @@ def _read_lock_info(read: Callable[[str], LockInfo], name: str) -> LockInfo:
 
 
 # --- status ---------------------------------------------------------------------------------------
+
+
+# What status, release --force and doctor print holds what masters said (tokens, values,
+# error replies, INFO fields): whoever wrote a key, or runs a master, chose those bytes. They
+# are printed escaped (redlock._console.printable), in JSON too: `jq -r` would otherwise hand
+# a terminal the raw ESC that JSON's \u001b spelled.
+
+
+def _print(line: str) -> None:
+    print(printable(line))
+
+
+def _print_json(document: object) -> None:
+    print(json.dumps(_printable_json(document)))
+
+
+def _printable_json(value: object) -> object:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(key)): _printable_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable_json(item) for item in value]
+    return value
 
 
 def _master_json(info: MasterInfo) -> dict[str, object]:
@@ -919,7 +945,7 @@ def _unavailable(info: LockInfo) -> str:
 def _print_masters(masters: Sequence[MasterInfo], state: Callable[[MasterInfo], str]) -> None:
     width = max(len(master.master) for master in masters)
     for master in masters:
-        print(f"  {master.master.ljust(width)}  {state(master)}")
+        _print(f"  {master.master.ljust(width)}  {state(master)}")
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -956,9 +982,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
             "answered": info.answered,
             "masters": [_master_json(view) for view in views],
         }
-        print(json.dumps(report))
+        _print_json(report)
         return code
-    print(f"{args.name!r} on {len(views)} masters (quorum {info.quorum}):")
+    _print(f"{args.name!r} on {len(views)} masters (quorum {info.quorum}):")
     _print_masters(views, _holding)
     summary = {
         "held": f"held by {holder} on {count} of {len(views)} masters",
@@ -967,9 +993,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
         "split": f"split: no token is on a quorum (the most common is on {count})",
         "unavailable": _unavailable(info),
     }
-    print(summary[verdict])
+    _print(summary[verdict])
     if info.intent is not None:
-        print(f"a writer waits for the readers to leave: {info.intent}")
+        _print(f"a writer waits for the readers to leave: {info.intent}")
     return code
 
 
@@ -1126,15 +1152,15 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             "fencing": args.fencing,
             "masters": [_report_json(master) for master in report.masters],
         }
-        print(json.dumps(summary))
+        _print_json(summary)
         return code
-    print(f"{len(report.masters)} masters (quorum {report.quorum}):")
+    _print(f"{len(report.masters)} masters (quorum {report.quorum}):")
     width = max(len(master.address) for master in report.masters)
     for master in report.masters:
-        print(f"  {master.address.ljust(width)}  {_described(master)}")
+        _print(f"  {master.address.ljust(width)}  {_described(master)}")
         for finding in master.findings:
-            print(f"    {finding.severity.value:<8} {finding.code}: {finding.message}")
-    print(_verdict_line(report, code))
+            _print(f"    {finding.severity.value:<8} {finding.code}: {finding.message}")
+    _print(_verdict_line(report, code))
     return code
 
 

@@ -1,4 +1,4 @@
-"""The command line's secrets and what it prints (issue 35, sections 4 and 6).
+"""The command line's secrets and what it prints (issue 35, sections 4, 5 and 6).
 
 Passwords and tokens given on the command line are in the process list for every local user
 to read: there are ways to keep them off it (a private file, the environment), a warning
@@ -15,18 +15,24 @@ import pathlib
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 import redis
 
 from redlock import Redlock
+from redlock._console import printable
 from redlock._urls import redacted
 from redlock.cli import ENV_MASTERS, ExitCode, main
 
 from .cli_helpers import PATIENCE, gone, unique, wait_until
 from .cli_helpers import script as installed
+from .conftest import eventually, raw_clients
 
 PASSWORD = "hunter2-secret"
+#: A value that, printed raw, clears the screen, retitles the window, rings the bell and
+#: hides the rest of its line (a carriage return, then a right-to-left override).
+HOSTILE = "\x1b[2J\x1b]0;pwned\x07\rok\u202eevil\x9b31m"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -138,6 +144,57 @@ def test_exec_hands_the_command_the_masters_only_when_asked(
     environment = json.loads(seen.read_text())
     assert environment.get(ENV_MASTERS) == (",".join(urls) if asked else None)
     assert "REDLOCK_TOKEN" in environment  # what it is told about its lock stays
+
+
+# --- section 5: bytes from masters shown escaped -----------------------------------------------
+
+
+@pytest.fixture
+def hostile_holder(urls: list[str]) -> Iterator[str]:
+    """A lock name whose value on every master holds terminal escapes."""
+    name = unique()
+    with raw_clients(urls, timeout=5) as clients:
+        for client in clients:
+            client.set(name, HOSTILE, px=60_000)
+        try:
+            yield name
+        finally:
+            for client in clients:
+                client.delete(name)
+
+
+def test_status_shows_a_hostile_value_escaped(hostile_holder: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "status", hostile_holder)
+    assert code == ExitCode.OK
+    assert printable(HOSTILE) in out
+    assert not any(char in out for char in "\x1b\x07\r\u202e\x9b")
+    code, out, _ = run(capsys, "status", hostile_holder, "--json")
+    report = json.loads(out)
+    assert code == ExitCode.OK
+    # Decoded, the JSON holds the escaped text too: `jq -r .holder` prints no ESC.
+    assert report["holder"] == printable(HOSTILE)
+    assert {master["token"] for master in report["masters"] if master["reachable"]} == {printable(HOSTILE)}
+    assert "\x1b" not in json.dumps(report, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_forced_release_shows_a_hostile_value_escaped(
+    as_json: bool, hostile_holder: str, urls: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "release", hostile_holder, "--force", "--yes", *(["--json"] if as_json else []))
+    assert code == ExitCode.OK
+    if as_json:
+        report = json.loads(out)
+        # (A master slower than the node timeout under load is not read: no token from it.)
+        tokens = {master["token"] for master in report["masters"] if master["reachable"]}
+        assert {report["holder"], *tokens} == {printable(HOSTILE)}
+        out = json.dumps(report, ensure_ascii=False)  # what `jq -r` would print, unescaped
+    else:
+        assert printable(HOSTILE) in out
+    assert not any(char in out for char in "\x1b\x07\r\u202e\x9b")
+    with raw_clients(urls) as clients:
+        # (A master past the node timeout still runs the delete it was sent.)
+        assert eventually(lambda: not any(client.exists(hostile_holder) for client in clients))
 
 
 # --- section 6: --log ----------------------------------------------------------------------------
