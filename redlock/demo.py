@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from redlock import Redlock
 from redlock._extras import can_import, install_hint, redis_server_hint
+from redlock._urls import redacted
 from redlock.servers import LocalMasters, RedisServerNotFound
 
 EXIT_MISSING = 3
@@ -35,7 +36,8 @@ def run(clients: int, increments: int, masters: int) -> int:
     import redis  # noqa: PLC0415  (optional: main says which extra brings it)
 
     with LocalMasters(masters) as cluster, LocalMasters(1) as store_server:
-        print(f"started {masters} masters: {', '.join(cluster.urls)}")
+        # Their passwords are nobody's business: the demo connects itself.
+        print(f"started {masters} masters: {', '.join(map(redacted, cluster.urls))}")
         store = redis.Redis.from_url(store_server.urls[0])
         store.set("counter", 0)
         latencies: list[float] = []
@@ -70,7 +72,7 @@ def run(clients: int, increments: int, masters: int) -> int:
 
         run_round("all masters up")
         cluster[0].kill()
-        print(f"killed master {cluster.urls[0]} (a minority: the lock stays available)")
+        print(f"killed master {redacted(cluster.urls[0])} (a minority: the lock stays available)")
         run_round("one master down")
         rl.close()
 

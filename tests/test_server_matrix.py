@@ -8,8 +8,10 @@ Every check is made with plain redis-py against real servers.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
+import socket
 import stat
 import subprocess
 import sys
@@ -132,12 +134,16 @@ def test_tls_masters_answer_over_rediss_with_their_ca(tls_masters: LocalMasters)
     files = tls_masters.tls_files
     assert files is not None
     for master in tls_masters:
-        assert master.url == f"rediss://127.0.0.1:{master.port}?ssl_ca_certs={files.ca_cert}"
+        assert master.url == f"rediss://:{master.password}@127.0.0.1:{master.port}?ssl_ca_certs={files.ca_cert}"
         with client(master.url) as r:
             assert r.ping()
             assert r.info("server")["process_id"] == master.pid
-            # TLS only: the plain port is closed.
-            assert r.config_get("port") == {"port": "0"}
+        # TLS only: the port does not speak plain RESP (and CONFIG GET port, 0, is renamed
+        # away on these owner-only masters).
+        with socket.create_connection((master.host, master.port), timeout=5) as plain:
+            plain.sendall(b"PING\r\n")
+            with contextlib.suppress(OSError):
+                assert not plain.recv(100).startswith(b"+PONG")
 
 
 def test_tls_refuses_a_client_that_trusts_another_ca(tls_masters: LocalMasters) -> None:
@@ -161,7 +167,7 @@ def test_mutual_tls_answers_a_client_with_its_certificate(mutual_tls_masters: Lo
     assert files is not None
     for master in mutual_tls_masters:
         assert master.url == (
-            f"rediss://127.0.0.1:{master.port}?ssl_ca_certs={files.ca_cert}"
+            f"rediss://:{master.password}@127.0.0.1:{master.port}?ssl_ca_certs={files.ca_cert}"
             f"&ssl_certfile={files.client_cert}&ssl_keyfile={files.client_key}"
         )
         with client(master.url) as r:
