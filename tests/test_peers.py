@@ -34,6 +34,9 @@ from .conftest import _in_ci, eventually, raw_clients
 
 OURS = install.OWN
 PEERS = install.PEERS
+
+# Every test here runs peers against masters of its own (see open_masters).
+pytestmark = pytest.mark.servers
 #: Both ways: which of the two holds first.
 DIRECTIONS = ("ours-holds", "peer-holds")
 
@@ -95,10 +98,25 @@ def pool_on(cluster: LocalMasters) -> Iterator[Pool]:
         pool.close()
 
 
+# Open masters (no password, as before LocalMasters became owner-only): the protocol gives a
+# worker its masters as HOST:PORT, and the adapters connect without credentials.
 @pytest.fixture(scope="module")
-def module_pool(masters: LocalMasters) -> Iterator[Pool]:
-    with pool_on(masters) as started:
+def open_masters() -> Iterator[LocalMasters]:
+    with LocalMasters(5, owner_only=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def module_pool(open_masters: LocalMasters) -> Iterator[Pool]:
+    with pool_on(open_masters) as started:
         yield started
+
+
+@pytest.fixture
+def raw(open_masters: LocalMasters) -> Iterator[list[redis.Redis]]:
+    """The masters read directly: this module's open ones, not the session's."""
+    with raw_clients(open_masters.urls) as clients:
+        yield clients
 
 
 @pytest.fixture
@@ -348,10 +366,10 @@ ROUNDS = 3
 def _cluster_of(server: str) -> LocalMasters:
     if server == "valkey":
         try:
-            return LocalMasters(5, binary=find_server("valkey"))
+            return LocalMasters(5, binary=find_server("valkey"), owner_only=False)
         except RedisServerNotFound as exc:
             pytest.skip(f"valkey-server is not installed: {exc}")
-    return LocalMasters(5)
+    return LocalMasters(5, owner_only=False)
 
 
 @pytest.fixture(scope="module", params=["redis", "valkey"])
