@@ -372,30 +372,36 @@ class _Timeouts:
         self._alarm: asyncio.TimerHandle | None = None
         self._alarm_at = 0.0
 
+    # Each step below leaves a state from which every deadline still rings, whatever
+    # exception interrupts it (a signal handler that raises runs in any of these callbacks):
+    # an alarm lost or left cancelled in place would leave a round waiting for ever.
+
     def watch(self, settled: asyncio.Future[None], deadline: float) -> None:
         """Wake ``settled`` at ``deadline`` unless its round settles first (and drops it
         from :attr:`deadlines`)."""
-        self.deadlines[settled] = deadline
         if self._alarm is None or deadline < self._alarm_at:
             self._arm(deadline)
+        self.deadlines[settled] = deadline
 
     def _arm(self, at: float) -> None:
-        if self._alarm is not None:
-            self._alarm.cancel()
-        self._alarm_at = at
-        self._alarm = self.loop.call_later(max(0.0, at - self._clock()), self._ring)
+        alarm = self.loop.call_later(max(0.0, at - self._clock()), self._ring)
+        previous, self._alarm, self._alarm_at = self._alarm, alarm, at
+        if previous is not None:
+            previous.cancel()  # (interrupted before this, it only rings once more for nothing)
 
     def _ring(self) -> None:
         """The earliest deadline came: time out the rounds whose deadline passed, and set
         the timer for the next (later rounds' deadlines are later, so it rarely moves)."""
         self._alarm = None
-        now = self._clock()
-        due = [settled for settled, deadline in self.deadlines.items() if deadline <= now]
-        for settled in due:
-            del self.deadlines[settled]
-            _after_next_reads(self.loop, settled)
-        if self.deadlines:
-            self._arm(min(self.deadlines.values()))
+        try:
+            now = self._clock()
+            due = [settled for settled, deadline in self.deadlines.items() if deadline <= now]
+            for settled in due:
+                _after_next_reads(self.loop, settled)  # (twice, if interrupted: harmless)
+                del self.deadlines[settled]
+        finally:
+            if self.deadlines and self._alarm is None:
+                self._arm(min(self.deadlines.values()))
 
 
 #: A flow's place among the waiters for a release: the channel and its event.
