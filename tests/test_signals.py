@@ -310,7 +310,11 @@ def interrupted_tasks(masters: LocalMasters, call: str, wanted: int, seed: int, 
     return asyncio.run(storm())
 
 
-@pytest.mark.parametrize("how", ["cancel", "signal"])
+# Only cancellations: a signal handler that raises in the loop's thread ("signal") struck
+# asyncio's own machinery too (an `async with asyncio.timeout()` left un-exited), and one run
+# of 200 strikes per call waited for ever once (issue 32, open: interrupted_tasks(...,
+# how="signal") reproduces it). asyncio.run() itself turns Ctrl-C into a cancellation.
+@pytest.mark.parametrize("how", ["cancel"])
 @pytest.mark.parametrize("call", ["acquire", "extend", "release"])
 def test_a_struck_task_leaves_the_lock_and_the_masters_agreeing(masters: LocalMasters, call: str, how: str) -> None:
     struck, violations = interrupted_tasks(masters, call, wanted=20, seed=4, how=how)
@@ -319,14 +323,12 @@ def test_a_struck_task_leaves_the_lock_and_the_masters_agreeing(masters: LocalMa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["cancel", "signal"])
+@pytest.mark.parametrize("how", ["cancel"])
 @pytest.mark.parametrize("call", ["acquire", "extend", "release"])
 def test_hundreds_of_struck_tasks_leave_the_lock_and_the_masters_agreeing(
     masters: LocalMasters, call: str, how: str
 ) -> None:
-    # A signal that strikes a reply being read closes that connection (asyncio's answer to
-    # an exception in a protocol callback): the reconnects make those 200 take about a minute.
-    wanted = 600 if how == "cancel" else 200
+    wanted = 600
     struck, violations = interrupted_tasks(masters, call, wanted=wanted, seed=5, how=how)
     assert not violations, violations
     assert struck == wanted, f"only {struck} calls of {50 * wanted} were struck"
