@@ -59,19 +59,40 @@ class _Protocol(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
-            self.parser.feed(self.buffer, 0, nbytes)  # (the parser copies what it keeps)
-        except (ReplyTooLarge, ProtocolViolation) as refused:
-            # Not raised into the event loop (which would log it as our bug): the whole
-            # replies before it count, then the connection is lost with the reason.
-            self.driver.received(self, refused)
-            return
-        self.driver.received(self)
+            try:
+                self.parser.feed(self.buffer, 0, nbytes)  # (the parser copies what it keeps)
+            except (ReplyTooLarge, ProtocolViolation) as refused:
+                # Not raised into the event loop (which would log it as our bug): the whole
+                # replies before it count, then the connection is lost with the reason.
+                self.driver.received(self, refused)
+                return
+            self.driver.received(self)
+        except BaseException:
+            self.broken()
+            raise
+
+    def broken(self) -> None:
+        """An exception left one of this connection's steps halfway: a signal handler that
+        raises runs inside any of them (and asyncio closes a connection only for an
+        Exception out of buffer_updated). What it has sent, and which replies it owes to
+        which round, is then unknown: a write queued with no flush to come stalled every
+        later command on it for good. So it goes, and its rounds learn it from
+        connection_lost, as from a reset."""
+        if self.transport is not None:
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         _resolve(self.closed)
         self.driver.lost(self, exc or ConnectionResetError("the master closed the connection"))
 
     def write(self, data: bytes) -> None:
+        try:
+            self._write(data)
+        except BaseException:
+            self.broken()
+            raise
+
+    def _write(self, data: bytes) -> None:
         transport = self.transport
         if transport is None or not data:
             return
@@ -88,10 +109,14 @@ class _Protocol(asyncio.BufferedProtocol):
         self.queued.append(data)
 
     def flush(self) -> None:
-        data = b"".join(self.queued)
-        self.queued.clear()
-        if data and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+        try:
+            data = b"".join(self.queued)
+            self.queued.clear()
+            if data and self.transport is not None and not self.transport.is_closing():
+                self.transport.write(data)
+        except BaseException:
+            self.broken()
+            raise
 
 
 class Driver(DriverBase["_Protocol"]):
@@ -213,15 +238,22 @@ class Driver(DriverBase["_Protocol"]):
         # No await inside the submission: nothing can interleave with it.
         written = True
         submit, conns = self._policy.submit, self._conns
-        for node in round_.targets:
-            action = submit(round_, node, now)
-            if type(action) is Write:  # (the common case, without _carry_out's dispatch)
-                conn = conns.get((action.kind, action.node))
-                if conn is not None:
-                    conn.write(action.data)
-            else:
-                written = False
-                self._carry_out(action)
+        sending: int | None = None
+        try:
+            for node in round_.targets:
+                sending = node
+                action = submit(round_, node, now)
+                if type(action) is Write:  # (the common case, without _carry_out's dispatch)
+                    conn = conns.get((action.kind, action.node))
+                    if conn is not None:
+                        conn.write(action.data)
+                else:
+                    written = False
+                    self._carry_out(action)
+            sending = None
+        except BaseException as interruption:
+            self._lost_mid_write(sending, interruption)
+            raise
         if not (self.alone and written):
             # Our commands leave with this turn's others (one send per master, see
             # _Protocol), or behind a connect; the round's time counts from the end of this

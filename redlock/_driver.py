@@ -18,7 +18,7 @@ from typing import Generic, Protocol, TypeVar
 
 from redlock._compiled import mypyc_attr
 from redlock._config import DriverSettings, MasterAddress
-from redlock._connection import CLOSED, Connect, Connections, Kind, ReplyReader, Write, reply_parser
+from redlock._connection import CLOSED, Connect, Connections, Interrupted, Kind, ReplyReader, Write, reply_parser
 from redlock._core import Handoff, Round, release_channel
 from redlock._facts import MasterFacts
 from redlock._topology import Finding
@@ -218,6 +218,13 @@ class DriverBase(Generic[ConnectionT]):
             self._connections_changed()
         elif outcome.failure is not None or failure is not None:
             self._lose(conn.kind, conn.node, outcome.failure or failure or "lost")
+
+    def _lost_mid_write(self, node: int | None, interruption: BaseException) -> None:
+        """An exception came between recording a command to ``node`` as in flight and
+        queueing all of its bytes (Ctrl-C, a signal handler that raises): that link can no
+        longer match replies to commands, so it starts over."""
+        if node is not None:
+            self._lose("command", node, Interrupted(f"interrupted mid-write: {interruption!r}"))
 
     def _lose(self, kind: Kind, node: int, error: BaseException | str) -> None:
         """The connection failed (or must start over): close it, tell the policy."""

@@ -359,10 +359,7 @@ class Driver(DriverBase["_Socket"]):
                     self._carry_out(action)
                 sending = None
         except BaseException as interruption:
-            # Between recording a command as in flight and queueing all of its bytes: the
-            # link can no longer match replies to commands, so it starts over.
-            if sending is not None:
-                self._lose("command", sending, Interrupted(f"interrupted mid-write: {interruption!r}"))
+            self._lost_mid_write(sending, interruption)
             raise
 
     def _look_before_writing(self) -> None:

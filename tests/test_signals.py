@@ -310,11 +310,15 @@ def interrupted_tasks(masters: LocalMasters, call: str, wanted: int, seed: int, 
     return asyncio.run(storm())
 
 
-# Only cancellations: a signal handler that raises in the loop's thread ("signal") struck
-# asyncio's own machinery too (an `async with asyncio.timeout()` left un-exited), and one run
-# of 200 strikes per call waited for ever once (issue 32, open: interrupted_tasks(...,
-# how="signal") reproduces it). asyncio.run() itself turns Ctrl-C into a cancellation.
-@pytest.mark.parametrize("how", ["cancel"])
+# A signal handler that raises in the loop's thread also strikes asyncio's own machinery: a
+# connect's `async with asyncio.timeout()` left un-exited is collected as a coroutine never
+# awaited, which says nothing of the lock. (Before each connection dropped itself on such an
+# exception, one of them stalled for good: 3 of 5 answered nothing for minutes.)
+SIGNALS_IN_ASYNCIO = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@SIGNALS_IN_ASYNCIO
+@pytest.mark.parametrize("how", ["cancel", "signal"])
 @pytest.mark.parametrize("call", ["acquire", "extend", "release"])
 def test_a_struck_task_leaves_the_lock_and_the_masters_agreeing(masters: LocalMasters, call: str, how: str) -> None:
     struck, violations = interrupted_tasks(masters, call, wanted=20, seed=4, how=how)
@@ -323,12 +327,15 @@ def test_a_struck_task_leaves_the_lock_and_the_masters_agreeing(masters: LocalMa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["cancel"])
+@SIGNALS_IN_ASYNCIO
+@pytest.mark.parametrize("how", ["cancel", "signal"])
 @pytest.mark.parametrize("call", ["acquire", "extend", "release"])
 def test_hundreds_of_struck_tasks_leave_the_lock_and_the_masters_agreeing(
     masters: LocalMasters, call: str, how: str
 ) -> None:
-    wanted = 600
+    # A strike in a reply being read closes that connection: the reconnects make 200 signals
+    # take about as long as 600 cancellations.
+    wanted = 600 if how == "cancel" else 200
     struck, violations = interrupted_tasks(masters, call, wanted=wanted, seed=5, how=how)
     assert not violations, violations
     assert struck == wanted, f"only {struck} calls of {50 * wanted} were struck"
