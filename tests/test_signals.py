@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import pathlib
 import random
 import signal
@@ -314,7 +315,17 @@ def interrupted_tasks(masters: LocalMasters, call: str, wanted: int, seed: int, 
 # connect's `async with asyncio.timeout()` left un-exited is collected as a coroutine never
 # awaited, which says nothing of the lock. (Before each connection dropped itself on such an
 # exception, one of them stalled for good: 3 of 5 answered nothing for minutes.)
-SIGNALS_IN_ASYNCIO = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+SIGNALS_IN_ASYNCIO = pytest.mark.filterwarnings(
+    "ignore::pytest.PytestUnraisableExceptionWarning", "ignore::ResourceWarning"
+)
+
+
+def collected_here() -> None:
+    """What a storm left for the collector (a connect's transport, struck before it was
+    handed over) is collected now, under this test's filters, not in a later test (CI: a
+    sync test on the same worker failed on an unclosed transport)."""
+    gc.collect()
+    gc.collect()
 
 
 @SIGNALS_IN_ASYNCIO
@@ -322,6 +333,7 @@ SIGNALS_IN_ASYNCIO = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisable
 @pytest.mark.parametrize("call", ["acquire", "extend", "release"])
 def test_a_struck_task_leaves_the_lock_and_the_masters_agreeing(masters: LocalMasters, call: str, how: str) -> None:
     struck, violations = interrupted_tasks(masters, call, wanted=20, seed=4, how=how)
+    collected_here()
     assert not violations, violations
     assert struck == 20, f"only {struck} calls of 1,000 were struck: the test proves little"
 
@@ -337,5 +349,6 @@ def test_hundreds_of_struck_tasks_leave_the_lock_and_the_masters_agreeing(
     # take about as long as 600 cancellations.
     wanted = 600 if how == "cancel" else 200
     struck, violations = interrupted_tasks(masters, call, wanted=wanted, seed=5, how=how)
+    collected_here()
     assert not violations, violations
     assert struck == wanted, f"only {struck} calls of {50 * wanted} were struck"
