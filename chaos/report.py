@@ -5,18 +5,73 @@ Columns: expected and observed verdict, whether the scenario passed, acquisition
 that succeeded), acquire latency (p50 / p99 over every acquire that returned), the smallest
 safety margin the masters' ground truth gave (:mod:`chaos.margins`: negative is a near miss)
 and the wall time of the scenario. :func:`details` lists, under the table, what failed, the
-margins and coverage, and the metrics each scenario measured."""
+margins and coverage, and the metrics each scenario measured.
+
+:class:`Judgement` is a run's verdict against its expectation, in one word: what the
+table's result column and every picture's title say (:func:`judge`)."""
 
 from __future__ import annotations
 
 import json
 import pathlib
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
-from .runner import ScenarioResult
+if TYPE_CHECKING:
+    # Only named here: the pictures use the judgement without starting the runner's imports.
+    from .runner import ScenarioResult
 
-__all__ = ["details", "markdown_table", "rows", "text_table", "write_summary"]
+__all__ = ["Judgement", "details", "judge", "judge_result", "markdown_table", "rows", "text_table", "write_summary"]
+
+#: The colours a verdict is drawn in: a failure's red, a pass's green (dark enough to read
+#: as text on white).
+FAILURE_COLOUR = "#d62728"
+PASS_COLOUR = "#1a7f37"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A run's verdict against its expectation. ``word``: PASS (as expected), FAIL (a
+    violation where none is allowed, or a scenario's own check failed), MISMATCH (an UNSAFE
+    expectation and no violation found: the run did not show what it exists to show) or
+    ERROR (the run itself broke)."""
+
+    word: Literal["PASS", "FAIL", "MISMATCH", "ERROR"]
+    expected: str
+    observed: str
+
+    @property
+    def passed(self) -> bool:
+        return self.word == "PASS"
+
+    @property
+    def colour(self) -> str:
+        return PASS_COLOUR if self.passed else FAILURE_COLOUR
+
+    @property
+    def headline(self) -> str:
+        """The word and why, as a title starts: ``MISMATCH (expected UNSAFE, no violation found)``."""
+        found = {"SAFE": "no violation found", "UNSAFE": "violations found"}.get(self.observed, self.observed)
+        return f"{self.word} (expected {self.expected}, {found})"
+
+
+def judge(expected: str, observed: str, *, error: str | None = None, checks_passed: bool = True) -> Judgement:
+    """The judgement of a run that was ``expected`` SAFE or UNSAFE and ``observed`` so."""
+    if expected not in ("SAFE", "UNSAFE"):
+        raise ValueError(f"expected must be SAFE or UNSAFE, not {expected!r}")
+    if error is not None or observed == "ERROR":
+        return Judgement("ERROR", expected, "ERROR")
+    if expected == "UNSAFE" and observed == "SAFE":
+        return Judgement("MISMATCH", expected, observed)
+    return Judgement("PASS" if observed == expected and checks_passed else "FAIL", expected, observed)
+
+
+def judge_result(result: ScenarioResult) -> Judgement:
+    return judge(
+        result.expected, result.observed, error=result.error, checks_passed=all(c.passed for c in result.checks)
+    )
+
 
 HEADERS = (
     "#",
@@ -49,7 +104,8 @@ def _row(result: ScenarioResult) -> tuple[str, ...]:
         share = live.success_share
         availability = "-" if share is None else f"{share:.0%}"
         latency = f"{_ms(live.latency_p50)}/{_ms(live.latency_p99)}"
-    status = "ok" if result.passed else ("ERROR" if result.error else "MISMATCH")
+    word = judge_result(result).word
+    status = "ok" if word == "PASS" else word
     return (
         result.scenario.number,
         result.scenario.name,

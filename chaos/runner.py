@@ -483,10 +483,11 @@ def run_scenario(
     try:
         if plot:
             # matplotlib takes about a second to import: only when a picture is wanted.
+            from .report import judge_result  # noqa: PLC0415  (report imports this module)
             from .timeline import plot_timeline  # noqa: PLC0415
 
             picture = out / f"{scenario.slug}.png"
-            plot_timeline(history, verdict, picture, title=_plot_title(result))
+            plot_timeline(history, verdict, picture, judgement=judge_result(result), title=_plot_title(result))
             result.plot_path = picture
     finally:
         # Written last, so that it says what summary.json says (the time, the picture), and
@@ -498,7 +499,7 @@ def run_scenario(
 
 def _plot_title(result: ScenarioResult) -> str:
     s = result.scenario
-    return f"{s.number}. {s.name}: expected {result.expected}, observed {result.observed}  (seed {result.params.seed})"
+    return f"{s.number}. {s.name} (seed {result.params.seed})"
 
 
 def _write_history(result: ScenarioResult, history: History) -> None:
