@@ -22,7 +22,17 @@ if TYPE_CHECKING:
     # Only named here: the pictures use the judgement without starting the runner's imports.
     from .runner import ScenarioResult
 
-__all__ = ["Judgement", "details", "judge", "judge_result", "markdown_table", "rows", "text_table", "write_summary"]
+__all__ = [
+    "Judgement",
+    "details",
+    "judge",
+    "judge_result",
+    "judge_sweep",
+    "markdown_table",
+    "rows",
+    "text_table",
+    "write_summary",
+]
 
 #: The colours a verdict is drawn in: a failure's red, a pass's green (dark enough to read
 #: as text on white).
@@ -40,6 +50,8 @@ class Judgement:
     word: Literal["PASS", "FAIL", "MISMATCH", "ERROR"]
     expected: str
     observed: str
+    #: What the word rests on, when "expected X, found Y" would not say it (a sweep).
+    detail: str = ""
 
     @property
     def passed(self) -> bool:
@@ -52,6 +64,8 @@ class Judgement:
     @property
     def headline(self) -> str:
         """The word and why, as a title starts: ``MISMATCH (expected UNSAFE, no violation found)``."""
+        if self.detail:
+            return f"{self.word} ({self.detail})"
         found = {"SAFE": "no violation found", "UNSAFE": "violations found"}.get(self.observed, self.observed)
         return f"{self.word} (expected {self.expected}, {found})"
 
@@ -65,6 +79,23 @@ def judge(expected: str, observed: str, *, error: str | None = None, checks_pass
     if expected == "UNSAFE" and observed == "SAFE":
         return Judgement("MISMATCH", expected, observed)
     return Judgement("PASS" if observed == expected and checks_passed else "FAIL", expected, observed)
+
+
+def judge_sweep(points: Sequence[dict[str, Any]]) -> Judgement:
+    """A sweep's judgement, from its points' ``violations`` and ``theory`` (SAFE or
+    UNSAFE at that value): FAIL when a value theory calls SAFE gave a violation, MISMATCH
+    when no value it calls UNSAFE gave one (the sweep never showed the other side), else
+    PASS."""
+    safe = [p for p in points if p["theory"] == "SAFE"]
+    unsafe = [p for p in points if p["theory"] == "UNSAFE"]
+    broken = sum(1 for p in safe if p["violations"])
+    shown = sum(1 for p in unsafe if p["violations"])
+    detail = f"violations at {broken} of {len(safe)} SAFE values, {shown} of {len(unsafe)} UNSAFE ones"
+    if broken:
+        return Judgement("FAIL", "SAFE", "UNSAFE", detail)
+    if unsafe and not shown:
+        return Judgement("MISMATCH", "UNSAFE", "SAFE", detail)
+    return Judgement("PASS", "SAFE", "SAFE", detail)
 
 
 def judge_result(result: ScenarioResult) -> Judgement:

@@ -565,31 +565,34 @@ def clock_offsets(
     its faults' magnitudes make it: a jump steps it (and, when ``jumps_step_back``, its end
     steps it back); a rate ``r`` makes it gain ``r - 1`` seconds a second while it lasts
     and keeps the lead; a slew ramps the rate from 1 to ``r``; a strobe flips it between
-    where it is and a jump ahead (drawn as a band). Masters named ``A,C`` are each moved."""
+    where it is and a jump ahead (drawn as a band). Masters named ``A,C`` are each moved;
+    masters moved alike are one entry (``A, C``)."""
     moves: dict[str, list[tuple[FaultWindow, float]]] = {}
     for window in windows:
         value = _magnitude(window) if window.kind in _CLOCK_KINDS else None
         if value is not None:
             for master in window.target.split(","):
                 moves.setdefault(master, []).append((window, value))
-    found: dict[str, _Offsets] = {}
+    alike: dict[str, list[str]] = {}
+    paths: dict[str, _Offsets] = {}
     for master, faults in sorted(moves.items()):
-        corners = sorted(
-            {0.0, end - origin}
-            | {min(max(t - origin, 0.0), end - origin) for w, _ in faults for t in (w.start, _finite(w.end, end))}
-        )
+        times = {0.0, end - origin} | {t - origin for w, _ in faults for t in (w.start, _finite(w.end, end))}
         # A slew's path is a parabola: drawn through twenty points of it.
         for window, _ in faults:
             if window.kind == "clock-slew":
                 stop = _finite(window.end, end)
-                corners += [window.start - origin + (stop - window.start) * i / 20 for i in range(1, 20)]
-        path = [(t, _offset(faults, origin + t, jumps_step_back)) for t in sorted(corners)]
+                times |= {window.start - origin + (stop - window.start) * i / 20 for i in range(1, 20)}
+        corners = sorted(t for t in times if 0.0 <= t <= end - origin)
+        # Each corner from just before it and at it: a jump is a step, not a slope.
+        path = [(t, _offset(faults, origin + t + nudge, jumps_step_back)) for t in corners for nudge in (-1e-9, 0.0)]
         strobes = [
             (w.start - origin, _finite(w.end, end) - origin, 1000 * value) for w, value in faults
             if w.kind == "clock-strobe"
         ]  # fmt: skip
-        found[master] = (path, strobes)
-    return found
+        key = repr((path, strobes))
+        alike.setdefault(key, []).append(master)
+        paths[key] = (path, strobes)
+    return {", ".join(masters): paths[key] for key, masters in alike.items()}
 
 
 def _offset(faults: Sequence[tuple[FaultWindow, float]], when: float, jumps_step_back: bool) -> float:
@@ -613,7 +616,8 @@ def _clock_panel(ax: Any, clocks: dict[str, _Offsets], xlabel: str) -> None:
     for number, (master, (path, strobes)) in enumerate(clocks.items()):
         # Masters are told apart by line style and a greyscale-safe palette of the faults' own.
         colour = ("#7f6000", "#b8860b", "#4d4d4d", "#8c2d04", "#1b4f72")[number % 5]
-        ax.plot([t for t, _ in path], [v for _, v in path], color=colour, linewidth=1.5, label=f"master {master}")
+        label = f"master{'s' * (',' in master)} {master}"
+        ax.plot([t for t, _ in path], [v for _, v in path], color=colour, linewidth=1.5, label=label)
         for start, stop, ahead in strobes:
             base = [v for t, v in path if start <= t <= stop] or [0.0]
             ax.fill_between([start, stop], min(base), max(base) + ahead, color=colour, alpha=0.2, linewidth=0)

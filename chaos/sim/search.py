@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -108,13 +109,22 @@ class Counts:
     kinds: dict[str, int] = field(default_factory=dict)
     #: (trial index, its seed) of the first violating trial.
     first: tuple[int, int] | None = None
+    #: The violating trials' indexes (for the rate over trials), in no order.
+    violating: list[int] = field(default_factory=list)
+    #: Per fault kind: [trials whose schedule had it, how many of those violated].
+    faults: dict[str, list[int]] = field(default_factory=dict)
 
-    def add(self, index: int, seed: int, result: TrialResult) -> None:
+    def add(self, index: int, seed: int, result: TrialResult, faults: Sequence[str] = ()) -> None:
         self.trials += 1
         self.acquisitions += result.acquisitions
         self.events += result.events
+        for kind in set(faults):
+            row = self.faults.setdefault(kind, [0, 0])
+            row[0] += 1
+            row[1] += result.violated
         if result.violated:
             self.violations += 1
+            self.violating.append(index)
             for kind in result.kinds:
                 self.kinds[kind] = self.kinds.get(kind, 0) + 1
             if self.first is None or index < self.first[0]:
@@ -127,6 +137,11 @@ class Counts:
         self.events += other.events
         for kind, n in other.kinds.items():
             self.kinds[kind] = self.kinds.get(kind, 0) + n
+        self.violating += other.violating
+        for kind, (trials, violations) in other.faults.items():
+            row = self.faults.setdefault(kind, [0, 0])
+            row[0] += trials
+            row[1] += violations
         if other.first is not None and (self.first is None or other.first[0] < self.first[0]):
             self.first = other.first
 
@@ -135,7 +150,8 @@ def _shard(family: Family, seed: int, indexes: Sequence[int], settings_: Setting
     counts = Counts()
     for index in indexes:
         each = trial_seed(seed, index)
-        counts.add(index, each, run_trial(family.schedule(each), each, settings_))
+        schedule = family.schedule(each)
+        counts.add(index, each, run_trial(schedule, each, settings_), [op.kind for op in schedule.ops])
     return counts
 
 
@@ -203,6 +219,37 @@ def _violated(result: TrialResult) -> bool:
     return result.violated
 
 
+#: How many bins of trials the summary's ``over_trials`` has at most.
+_TRIAL_BINS = 100
+
+
+def _over_trials(counts: Counts) -> dict[str, Any]:
+    """Violating trials per bin of consecutive trial indexes (``width`` each, the last
+    maybe fewer): how the rate settled as trials were added."""
+    width = max(1, math.ceil(counts.trials / _TRIAL_BINS))
+    bins = [0] * math.ceil(counts.trials / width) if counts.trials else []
+    for index in counts.violating:
+        bins[index // width] += 1
+    return {"width": width, "violations": bins}
+
+
+def _by_fault(counts: Counts) -> dict[str, Any]:
+    """Per fault kind, the violating share of the trials whose schedule had it and of
+    those whose schedule did not, each with its Wilson interval."""
+    rows: dict[str, Any] = {}
+    for kind, (trials, violations) in sorted(counts.faults.items()):
+        rows[kind] = {
+            "with": _share(violations, trials),
+            "without": _share(counts.violations - violations, counts.trials - trials),
+        }
+    return rows
+
+
+def _share(violations: int, trials: int) -> dict[str, Any]:
+    low, high = wilson_interval(violations, trials)
+    return {"trials": trials, "violations": violations, "low": low, "high": high}
+
+
 def explore(
     name: str,
     trials: int,
@@ -229,6 +276,8 @@ def explore(
         "violations": counts.violations,
         "rate": {"value": counts.violations / max(1, counts.trials), "low": low, "high": high},
         "kinds": dict(sorted(counts.kinds.items())),
+        "by_fault_kind": _by_fault(counts),
+        "over_trials": _over_trials(counts),
         "acquisitions": counts.acquisitions,
         "events": counts.events,
         "seconds": round(seconds, 3),
@@ -590,53 +639,6 @@ def rates(
         if save is not None:
             save(document())
     return document()
-
-
-def plot_surface(document: dict[str, Any], path: str | Any) -> None:
-    """The phase diagram: each grid point coloured by its violation rate, theory's boundary
-    on top, points with no violation ringed."""
-    import matplotlib  # noqa: PLC0415  (only for the picture)
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    surface = SURFACES[document["x"], document["y"]]
-    points = document["points"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    scatter = ax.scatter(
-        [p["x"] for p in points],
-        [p["y"] for p in points],
-        c=[p["rate"] for p in points],
-        cmap="viridis_r",
-        vmin=0.0,
-        vmax=max([p["rate"] for p in points] + [0.01]),
-        s=260,
-        marker="s",
-        edgecolors=["white" if p["violations"] == 0 else "none" for p in points],
-    )
-    ys = sorted({p["y"] for p in points})
-    low, high = ys[0], ys[-1]
-    fine = [low + (high - low) * i / 200 for i in range(201)]
-    ax.plot([surface.boundary(v) for v in fine], fine, color="red", linewidth=2, label=f"theory: {surface.theory}")
-    darkest = max([p["rate"] for p in points] + [0.01])
-    for p in points:
-        ink = "white" if p["rate"] > darkest / 2 else "black"  # (readable on the dark squares)
-        ax.annotate(
-            f"{p['violations']}/{p['trials']}", (p["x"], p["y"]), fontsize=6, ha="center", va="center", color=ink
-        )
-    ax.set_xlabel(surface.x_label)
-    ax.set_ylabel(surface.y_label)
-    xs = sorted({p["x"] for p in points})
-    # (A margin even for a grid one point wide: matplotlib refuses an empty range.)
-    x_margin, y_margin = (xs[-1] - xs[0]) * 0.06 or 0.05, (high - low) * 0.08 or 0.05
-    ax.set_xlim(xs[0] - x_margin, xs[-1] + x_margin)
-    ax.set_ylim(low - y_margin, high + y_margin)
-    fig.colorbar(scatter, ax=ax, label="violating trials / trials")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
-    ax.set_title(f"simulated: {surface.y_label} x {surface.x_label}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 # --- interleavings outside the catalogue ---------------------------------------------------------
