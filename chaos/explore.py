@@ -49,7 +49,7 @@ from .history import AcquireInvoked, AcquireReturned, Event, History
 from .margins import Coverage, goals_reached, judge, judge_goals
 from .netns import NetworkKind, unavailable
 from .reactive import REACTIVE_KINDS, Reactor
-from .report import FAILURE_COLOUR, judge
+from .report import FAILURE_COLOUR, judge_run
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
 from .schedule import FAULT_KINDS, SLEW_STEP, STROBE_PERIOD, FaultOp, FaultSet, Schedule, generate
@@ -707,7 +707,7 @@ def _figures(
 
     from .timeline import timeline_figure, verdict_title  # noqa: PLC0415
 
-    judgement = judge(config.faults.expected, "UNSAFE" if violations else "SAFE", error=summary.get("error"))
+    judgement = judge_run(config.faults.expected, "UNSAFE" if violations else "SAFE", error=summary.get("error"))
     start = max(0.0, violations[0].time - _PLOT_SPAN / 4) if violations else 0.0
     # Judged whole, drawn in part: a window's own check would miss what came before it.
     renamed = _by_slot(history)

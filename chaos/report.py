@@ -8,7 +8,7 @@ and the wall time of the scenario. :func:`details` lists, under the table, what 
 margins and coverage, and the metrics each scenario measured.
 
 :class:`Judgement` is a run's verdict against its expectation, in one word: what the
-table's result column and every picture's title say (:func:`judge`)."""
+table's result column and every picture's title say (:func:`judge_run`)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Judgement",
     "details",
-    "judge",
     "judge_result",
+    "judge_run",
     "judge_sweep",
     "markdown_table",
     "rows",
@@ -70,7 +70,7 @@ class Judgement:
         return f"{self.word} (expected {self.expected}, {found})"
 
 
-def judge(expected: str, observed: str, *, error: str | None = None, checks_passed: bool = True) -> Judgement:
+def judge_run(expected: str, observed: str, *, error: str | None = None, checks_passed: bool = True) -> Judgement:
     """The judgement of a run that was ``expected`` SAFE or UNSAFE and ``observed`` so."""
     if expected not in ("SAFE", "UNSAFE"):
         raise ValueError(f"expected must be SAFE or UNSAFE, not {expected!r}")
@@ -99,7 +99,7 @@ def judge_sweep(points: Sequence[dict[str, Any]]) -> Judgement:
 
 
 def judge_result(result: ScenarioResult) -> Judgement:
-    return judge(
+    return judge_run(
         result.expected, result.observed, error=result.error, checks_passed=all(c.passed for c in result.checks)
     )
 

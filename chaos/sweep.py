@@ -487,7 +487,9 @@ def sweep_figure(document: dict[str, Any], *, dpi: float = 80) -> Any:
     ax.set_xlabel(f"{document['label']} (ttl {document['ttl']:g}s)")
     ax.set_ylabel("P(violation)")
     trials = max((p["trials"] for p in points), default=0)
-    verdict_title(ax, judge_sweep(points), f"sweep {document['parameter']}: {trials} trials per value (seed {document['seed']})")
+    verdict_title(
+        ax, judge_sweep(points), f"sweep {document['parameter']}: {trials} trials per value (seed {document['seed']})"
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     figure.tight_layout()

@@ -37,7 +37,7 @@ from chaos.history import (
     ResourceWrite,
 )
 from chaos.netns import unavailable
-from chaos.report import judge, markdown_table, text_table
+from chaos.report import judge_run, markdown_table, text_table
 from chaos.runner import Params, Run, Scenario, ScenarioResult, partitions, run_scenario
 from chaos.scenarios import CATALOGUE, find
 from chaos.timeline import plot_timeline
@@ -101,7 +101,7 @@ def test_timeline_of_a_synthetic_history(tmp_path: pathlib.Path) -> None:
     verdict = check_all(history)
     assert len(verdict.overlaps) == 1
     path = tmp_path / "t.png"
-    plot_timeline(history, verdict, path, judgement=judge("UNSAFE", "UNSAFE"), title="synthetic")
+    plot_timeline(history, verdict, path, judgement=judge_run("UNSAFE", "UNSAFE"), title="synthetic")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

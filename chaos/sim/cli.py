@@ -113,7 +113,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_fault_set(command: argparse.ArgumentParser, names: Sequence[str], default: str) -> None:
     """``--faults NAME``, and ``--set NAME``, its deprecated old spelling (:func:`_fault_set`)."""
-    command.add_argument("--faults", dest="name", default=None, choices=names, help=f"the fault set (default {default})")
+    command.add_argument(
+        "--faults", dest="name", default=None, choices=names, help=f"the fault set (default {default})"
+    )
     command.add_argument("--set", dest="old_name", default=None, choices=names, help=argparse.SUPPRESS)
     command.set_defaults(default_name=default)
 

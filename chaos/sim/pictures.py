@@ -29,7 +29,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..report import FAILURE_COLOUR, judge, judge_sweep
+from ..report import FAILURE_COLOUR, judge_run, judge_sweep
 from ..schedule import Schedule
 from ..sweep import wilson_interval
 from ..timeline import timeline_figure, verdict_title
@@ -44,7 +44,7 @@ _RATE_COLOUR = "#1f77b4"
 def explore_figures(summary: dict[str, Any], *, dpi: float = 80) -> dict[str, Figure]:
     """The pictures of a ``sim explore`` summary, by file name (``counterexample.png``
     only when a trial violated)."""
-    judgement = judge(summary["expected"], "UNSAFE" if summary["violations"] else "SAFE")
+    judgement = judge_run(summary["expected"], "UNSAFE" if summary["violations"] else "SAFE")
     run = f"sim {summary['set']} (seed {summary['seed']}): {summary['violations']}/{summary['trials']} trials violated"
     figures = {"trials.png": _trials(summary, judgement, run, dpi), "rates.png": _rates(summary, judgement, run, dpi)}
     example = summary.get("counterexample")
@@ -76,9 +76,10 @@ def _trials(summary: dict[str, Any], judgement: Any, run: str, dpi: float) -> Fi
     ax = figure.add_subplot(1, 1, 1)
     ends = [min((i + 1) * width, trials) for i in range(len(bins))]
     sizes = [end - i * width for i, end in enumerate(ends)]
+    each = f"share in each bin of {width} trial{'s' * (width != 1)}"
     ax.bar(
         [i * width + size / 2 for i, size in enumerate(sizes)], [v / n for v, n in zip(bins, sizes, strict=True)],
-        width=[0.9 * n for n in sizes], color=FAILURE_COLOUR, alpha=0.35, label=f"share in each bin of {width} trial{'s' * (width != 1)}",
+        width=[0.9 * n for n in sizes], color=FAILURE_COLOUR, alpha=0.35, label=each,
     )  # fmt: skip
     running, lows, highs = [], [], []
     seen = 0
@@ -137,7 +138,7 @@ def _counterexample(summary: dict[str, Any], example: dict[str, Any], dpi: float
     schedule = Schedule.from_dict(example["schedule"])
     result = run_trial(schedule, int(example["seed"]))
     assert result.history is not None  # (run_trial keeps it)
-    judgement = judge(summary["expected"], "UNSAFE" if result.violated else "SAFE")
+    judgement = judge_run(summary["expected"], "UNSAFE" if result.violated else "SAFE")
     ops = len(schedule.ops)
     title = f"sim {summary['set']}: counterexample, trial {example['trial']} shrunk to {ops} op{'s' * (ops != 1)}"
     return timeline_figure(
