@@ -90,7 +90,7 @@ def judge_sweep(points: Sequence[dict[str, Any]]) -> Judgement:
     unsafe = [p for p in points if p["theory"] == "UNSAFE"]
     broken = sum(1 for p in safe if p["violations"])
     shown = sum(1 for p in unsafe if p["violations"])
-    detail = f"violations at {broken} of {len(safe)} SAFE values, {shown} of {len(unsafe)} UNSAFE ones"
+    detail = f"violations at {broken} of {len(safe)} SAFE points, {shown} of {len(unsafe)} UNSAFE ones"
     if broken:
         return Judgement("FAIL", "SAFE", "UNSAFE", detail)
     if unsafe and not shown:

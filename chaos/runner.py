@@ -499,7 +499,9 @@ def run_scenario(
 
 def _plot_title(result: ScenarioResult) -> str:
     s = result.scenario
-    return f"{s.number}. {s.name} (seed {result.params.seed})"
+    variant = result.params.variant
+    broken = f", with the broken client {variant}" if variant else ""
+    return f"{s.number}. {s.name} (seed {result.params.seed}{broken})"
 
 
 def _write_history(result: ScenarioResult, history: History) -> None:

@@ -133,6 +133,8 @@ _STRIP = 0.45
 #: this many inches wide, and a 7-point character about this wide (generous: a label too
 #: wide for its lane is dropped, not printed over another).
 _CHAR_INCHES = 0.075
+#: A bold character's width per point of font size, in inches (generous).
+_BOLD_CHAR_INCHES = 0.0085
 #: The figure's width: this much for a run of up to _WIDE_AFTER seconds, then this much more
 #: per second, up to the most; the data area is the width less the axis labels and legend.
 _WIDTH_INCHES = 11.0
@@ -145,6 +147,8 @@ _MARGIN_INCHES = 3.6
 _LANE_INCHES = 0.3
 _FAULT_LANE = 0.7
 _CLOCK_INCHES = 1.8
+#: The masters' lines in the clock panel (a panel of its own: no client's bar is near).
+_MASTER_COLOURS = ("#000000", "#8c510a", "#7f7f7f", "#c51b7d", "#01665e")
 #: The kinds that move a master's clock.
 _CLOCK_KINDS = ("clock-jump", "clock-rate", "clock-strobe", "clock-slew")
 
@@ -532,6 +536,12 @@ def verdict_title(target: Any, judgement: Judgement, text: str = "", *, fontsize
     """Title ``target`` (an axes, or a figure: its suptitle) with the verdict first, in its
     colour: every picture of the harness says its verdict the same way."""
     title = judgement.headline + (f": {text}" if text else "")
+    figure = target if isinstance(target, Figure) else target.figure
+    # About as many bold characters as fit over the plot (most of the figure's width);
+    # a longer title puts the verdict on a line of its own rather than run off the edge.
+    fits = figure.get_figwidth() * 0.7 / (fontsize * _BOLD_CHAR_INCHES)
+    if len(title) > fits and text:
+        title = f"{judgement.headline}\n{text}"
     style = {"fontsize": fontsize, "color": judgement.colour, "fontweight": "bold"}
     if isinstance(target, Figure):
         target.suptitle(title, **style)
@@ -614,10 +624,11 @@ def _offset(faults: Sequence[tuple[FaultWindow, float]], when: float, jumps_step
 
 def _clock_panel(ax: Any, clocks: dict[str, _Offsets], xlabel: str) -> None:
     for number, (master, (path, strobes)) in enumerate(clocks.items()):
-        # Masters are told apart by line style and a greyscale-safe palette of the faults' own.
-        colour = ("#7f6000", "#b8860b", "#4d4d4d", "#8c2d04", "#1b4f72")[number % 5]
+        # Told apart by colour and by dash, since their lines often run on top of each other.
+        colour = _MASTER_COLOURS[number % len(_MASTER_COLOURS)]
+        dash = ("-", "--", ":", "-.")[number % 4]
         label = f"master{'s' * (',' in master)} {master}"
-        ax.plot([t for t, _ in path], [v for _, v in path], color=colour, linewidth=1.5, label=label)
+        ax.plot([t for t, _ in path], [v for _, v in path], dash, color=colour, linewidth=1.5, label=label)
         for start, stop, ahead in strobes:
             base = [v for t, v in path if start <= t <= stop] or [0.0]
             ax.fill_between([start, stop], min(base), max(base) + ahead, color=colour, alpha=0.2, linewidth=0)

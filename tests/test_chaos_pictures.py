@@ -146,7 +146,16 @@ def assert_says(figure: Figure, word: str) -> str:
     assert to_hex(title.get_color()) == colour
     assert_no_text_overlaps(figure)
     assert_legends_outside(figure)
+    assert_inside(figure)
     return title.get_text()
+
+
+def assert_inside(figure: Figure) -> None:
+    """No text runs off the figure's edge (a long title would be cut)."""
+    whole = figure.bbox
+    for text, box in _texts(figure):
+        assert whole.x0 - 1 <= box.x0 and box.x1 <= whole.x1 + 1, text.get_text()
+        assert whole.y0 - 1 <= box.y0 and box.y1 <= whole.y1 + 1, text.get_text()
 
 
 # --- synthetic histories ---------------------------------------------------------------------
@@ -308,7 +317,7 @@ def test_explore_counts_agree_and_times_count_from_the_start() -> None:
     history = _explore_history()
     timeline, _, violations = _explore_figures(history)
     assert {v.kind for v in violations} == {"mutual-exclusion", "lost-update"}
-    title = _verdict_title(timeline).get_text()
+    title = _verdict_title(timeline).get_text().replace("\n", ": ")
     assert (
         title
         == f"PASS (expected UNSAFE, violations found): explore unsafe-clock (seed 5): {len(violations)} violations"
@@ -340,7 +349,7 @@ def test_a_long_explore_run_says_what_part_it_shows() -> None:
     timeline, _, violations = _explore_figures(history, duration=600.0)
     late = [v for v in violations if v.time > 60]
     assert late
-    title = _verdict_title(timeline).get_text()
+    title = _verdict_title(timeline).get_text().replace("\n", ": ")
     shown = len(violations) - len(late)
     assert title.endswith(
         f"explore unsafe-clock (seed 5): {len(violations)} violations; 0-60s of 600s shown, with {shown}"
@@ -505,7 +514,7 @@ def _curves(figure: Figure) -> Iterator[Line2D]:
 def test_a_sweep_draws_points_and_no_line_across_values_never_measured() -> None:
     figure = sweep_figure(_document("clock-rate", CLOCK_RATE), dpi=DPI)
     assert list(_curves(figure)) == []
-    assert assert_says(figure, "PASS").startswith("PASS (violations at 0 of 3 SAFE values, 3 of 3 UNSAFE ones): ")
+    assert assert_says(figure, "PASS").startswith("PASS (violations at 0 of 3 SAFE points, 3 of 3 UNSAFE ones)\n")
     strings = _strings(figure)
     # One value in the transition: the most likely curve would be a step; the gap is shaded.
     assert "the boundary lies here\n(not measured inside)" in strings
@@ -637,7 +646,8 @@ def test_a_run_that_missed_its_expected_violation_says_mismatch_in_red() -> None
     timeline, over_time, violations = _explore_figures(history)
     assert violations == []
     title = assert_says(timeline, "MISMATCH")
-    assert title.startswith("MISMATCH (expected UNSAFE, no violation found): explore unsafe-clock")
+    # (On a line of its own when the whole would not fit over the plot.)
+    assert title.replace("\n", ": ").startswith("MISMATCH (expected UNSAFE, no violation found): explore unsafe-clock")
     (footer,) = timeline.texts
     assert footer.get_text() == "no violation found: MISMATCH, expected UNSAFE"
     assert to_hex(footer.get_color()) == FAILURE_COLOUR
