@@ -154,8 +154,10 @@ def assert_inside(figure: Figure) -> None:
     """No text runs off the figure's edge (a long title would be cut)."""
     whole = figure.bbox
     for text, box in _texts(figure):
-        assert whole.x0 - 1 <= box.x0 and box.x1 <= whole.x1 + 1, text.get_text()
-        assert whole.y0 - 1 <= box.y0 and box.y1 <= whole.y1 + 1, text.get_text()
+        assert whole.x0 - 1 <= box.x0, text.get_text()
+        assert box.x1 <= whole.x1 + 1, text.get_text()
+        assert whole.y0 - 1 <= box.y0, text.get_text()
+        assert box.y1 <= whole.y1 + 1, text.get_text()
 
 
 # --- synthetic histories ---------------------------------------------------------------------
