@@ -271,10 +271,10 @@ def test_every_public_attribute_of_a_client_is_in_the_reference() -> None:
 
 def test_every_attribute_and_keyword_the_docs_name_exists() -> None:
     """``lock.validity``, ``rl.inspect(name)``, ``replace_ttl=True``, ``redlock.fencing.FencedStore``:
-    what README, api.md and operations.md name in inline code is there to be used."""
+    what README, usage.md, api.md and operations.md name in inline code is there to be used."""
     keywords = _public_parameters() | _FOREIGN_KEYWORDS
     missing = []
-    for page in (ROOT / "README.md", DOCS / "api.md", DOCS / "operations.md"):
+    for page in (ROOT / "README.md", DOCS / "usage.md", DOCS / "api.md", DOCS / "operations.md"):
         for span in re.findall(r"`([^`\n]+)`", page.read_text()):
             for variable, attribute in re.findall(r"(?<![\w.])([a-z]+)\.([a-z_]\w*)", span):
                 classes = _DOC_VARIABLES.get(variable, ())
