@@ -29,12 +29,12 @@ from typing import Any, NamedTuple
 
 import redlock
 
-from .checkers import Verdict, most_holders, overlapping_pairs
-from .clients import ClientProcess, Pending
-from .clock import client_env
-from .history import AcquireInvoked, AcquireReturned, History
-from .runner import Run, Scenario, fault_window
-from .workload import direct_client
+from ..checkers import Verdict, most_holders, overlapping_pairs
+from ..clients import ClientProcess, Pending
+from ..clock import client_env
+from ..history import AcquireInvoked, AcquireReturned, History
+from ..runner import Run, Scenario, fault_window
+from ..workload import direct_client
 
 __all__ = ["CATALOGUE", "LOCK", "NAMES", "clock_rate_trial", "find", "restart_after"]
 
