@@ -1,7 +1,8 @@
 """Deliberately broken Redlock clients, for ``python -m chaos selftest``.
 
-Would the harness notice a broken client? Each variant here is one mistake from REDLOCK.md,
-made by patching the pure core (:mod:`redlock._kinds`, :mod:`redlock._flows`, :mod:`redlock._scripts`, the flows
+Would the harness notice a broken client? Each variant here is one mistake a client of the
+algorithm (docs/algorithm.md) could make, made by patching the pure core
+(:mod:`redlock._kinds`, :mod:`redlock._flows`, :mod:`redlock._scripts`, the flows
 :mod:`redlock._lock` calls) inside a client process at start-up: :mod:`chaos.worker`
 applies the variant named in its configuration before it builds its Redlock, so the
 library's source stays as it is and every other process runs the real client. A variant

@@ -228,7 +228,7 @@ class _Maker:
 
 def _explore_history() -> History:
     """Three locks, four clients, two overlaps with a lost increment each, crowded faults of
-    many kinds (the picture the issue could not read)."""
+    many kinds: the crowded picture of a long explore run."""
     make = _Maker()
     clients = ["c1", "c2", "c3", "c4"]
     for lane, name in enumerate(["L1", "L2", "L3"]):

@@ -1,11 +1,12 @@
 """The chaos scenarios (chaos.scenarios, chaos.runner, python -m chaos), on real processes.
 
 The default run looks closely at a few scenarios in quick mode (the baseline, K4 and the
-holder pause with and without fencing), the command line and Ctrl-C stopping every process.
-The slow tier (``-m slow``, a step of CI) runs every other scenario of the catalogue in quick
-mode (a few seconds each; an UNSAFE scenario must produce its violation on every run). The
-soak, every scenario in full mode, is marked ``chaos`` and deselected unless asked for with
-``-m chaos`` or ``REDLOCK_CHAOS=1``.
+holder pause with and without fencing), the command line and Ctrl-C stopping every process;
+it runs no other scenario. The slow tier (``-m slow``, deselected by default, a step of CI)
+runs every other scenario of the catalogue in quick mode (a few seconds each; an UNSAFE
+scenario must produce its violation on every run), those of ``LOOKED_AT`` in tests of their
+own. The soak, every scenario in full mode, is marked ``chaos`` and deselected unless asked
+for with ``-m chaos`` or ``REDLOCK_CHAOS=1``.
 
 No assertion here is about how long something took: the scenarios order their steps by
 what happened (an acquire returned, a process seen stopped, a key seen gone), so a loaded

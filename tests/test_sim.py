@@ -16,7 +16,7 @@ import redlock
 from chaos.__main__ import main
 from chaos.history import AcquireReturned, ExtendReturned
 from chaos.schedule import FaultOp, Schedule
-from chaos.sim import search, variants
+from chaos.sim import families, search, variants
 from chaos.sim.model import MODELLED, Keyspace
 from chaos.sim.trial import Settings, _Trial, run_trial
 from chaos.sim.watch import KINDS, Watch, WatchedMaster
@@ -237,11 +237,11 @@ def test_a_thousand_safe_trials_find_nothing() -> None:
 
 
 def test_the_rate_threshold_is_the_drift_allowance() -> None:
-    assert search.rate_threshold(0.5) == pytest.approx(1 / (1 - 0.01 - 0.004))
-    surface = search.SURFACES["clock-rate", "ttl"]
+    assert families.rate_threshold(0.5) == pytest.approx(1 / (1 - 0.01 - 0.004))
+    surface = families.SURFACES["clock-rate", "ttl"]
     assert surface.unsafe(1.05, 0.5)
     assert not surface.unsafe(1.01, 0.5)
-    assert search.SURFACES["lock-delay", "pause"].unsafe(0.5, 2.0)
+    assert families.SURFACES["lock-delay", "pause"].unsafe(0.5, 2.0)
 
 
 def test_cli_draws_a_phase_diagram(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from redlock import _scripts
 from redlock._core import READERS_MARK, Command, ErrorReply
 
-from .compiled import mypyc_attr
+from .mypyc_attr import mypyc_attr
 
 __all__ = ["MODELLED", "UNMODELLED", "Keyspace", "Reply"]
 
