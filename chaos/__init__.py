@@ -13,10 +13,12 @@ each one place in the list.
   client's: drops either way, SYN drop, RST, loss); a loopback TCP proxy per
   client-to-master link (latency, blackhole); the ``LD_PRELOAD`` shims, compiled on first
   use; deliberately broken clients;
-* :mod:`chaos.checkers`, :mod:`chaos.margins`, :mod:`chaos.schedule`, :mod:`chaos.clock`,
-  :mod:`chaos.powerloss`, :mod:`chaos.workload`: pure functions from a history to its
-  violations and costs; pure too, from the masters' ground truth in a history, each
-  acquisition's safety margin, the edges a run reached, and the verdict ``unknown``; seeded
+* :mod:`chaos.checkers`, :mod:`chaos.margins`, :mod:`chaos.judgement`, :mod:`chaos.schedule`,
+  :mod:`chaos.clock`, :mod:`chaos.powerloss`, :mod:`chaos.workload`: pure functions from a
+  history to its violations and costs; pure too, from the masters' ground truth in a
+  history, each acquisition's safety margin, the edges a run reached, and the verdict
+  ``unknown``; a run's verdict against its expectation in one word (PASS, FAIL, MISMATCH,
+  ERROR), which the report and every picture say; seeded
   random schedules of composed faults (pure data); a master's wall clock under libfaketime
   (jumps and rates), and a client's (a rate for its whole life); a power cut for a master
   (its files keep only what it fsynced); what a client does (lock operations, the

@@ -18,7 +18,7 @@ catalogue's; on top of them it writes, in ``--out``:
 * ``timeline.png``: the catalogue's timeline (of the first minute, or of the minute around
   the first violation); ``over-time.png``: latency and throughput over the whole run, the
   violations marked. Both titles start with the run's verdict against its set's
-  expectation (:class:`chaos.report.Judgement`);
+  expectation (:class:`chaos.judgement.Judgement`);
 * ``violations/violation-N.json``: for each violation, the schedule of the window around
   it (from ``3 ttl + 2 s`` before to half a second after), which ``python -m chaos replay
   FILE`` plays again with the same seed and parameters.
@@ -46,10 +46,10 @@ from redlock.servers import Persistence
 from .checkers import TokenRegression, Verdict, check_all, percentile
 from .clients import ClientError, ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, Event, History
+from .judgement import FAILURE_COLOUR, judge_run
 from .margins import Coverage, goals_reached, judge, judge_goals
 from .netns import NetworkKind, unavailable
 from .reactive import REACTIVE_KINDS, Reactor
-from .report import FAILURE_COLOUR, judge_run
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
 from .schedule import FAULT_KINDS, SLEW_STEP, STROBE_PERIOD, FaultOp, FaultSet, Schedule, generate

@@ -7,102 +7,19 @@ safety margin the masters' ground truth gave (:mod:`chaos.margins`: negative is 
 and the wall time of the scenario. :func:`details` lists, under the table, what failed, the
 margins and coverage, and the metrics each scenario measured.
 
-:class:`Judgement` is a run's verdict against its expectation, in one word: what the
-table's result column and every picture's title say (:func:`judge_run`)."""
+The result column is the run's :class:`~chaos.judgement.Judgement` (``ok`` for PASS), the
+word every picture's title starts with too."""
 
 from __future__ import annotations
 
 import json
 import pathlib
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-if TYPE_CHECKING:
-    # Only named here: the pictures use the judgement without starting the runner's imports.
-    from .runner import ScenarioResult
+from .runner import ScenarioResult
 
-__all__ = [
-    "Judgement",
-    "details",
-    "judge_result",
-    "judge_run",
-    "judge_sweep",
-    "markdown_table",
-    "rows",
-    "text_table",
-    "write_summary",
-]
-
-#: The colours a verdict is drawn in: a failure's red, a pass's green (dark enough to read
-#: as text on white).
-FAILURE_COLOUR = "#d62728"
-PASS_COLOUR = "#1a7f37"
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """A run's verdict against its expectation. ``word``: PASS (as expected), FAIL (a
-    violation where none is allowed, or a scenario's own check failed), MISMATCH (an UNSAFE
-    expectation and no violation found: the run did not show what it exists to show) or
-    ERROR (the run itself broke)."""
-
-    word: Literal["PASS", "FAIL", "MISMATCH", "ERROR"]
-    expected: str
-    observed: str
-    #: What the word rests on, when "expected X, found Y" would not say it (a sweep).
-    detail: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return self.word == "PASS"
-
-    @property
-    def colour(self) -> str:
-        return PASS_COLOUR if self.passed else FAILURE_COLOUR
-
-    @property
-    def headline(self) -> str:
-        """The word and why, as a title starts: ``MISMATCH (expected UNSAFE, no violation found)``."""
-        if self.detail:
-            return f"{self.word} ({self.detail})"
-        found = {"SAFE": "no violation found", "UNSAFE": "violations found"}.get(self.observed, self.observed)
-        return f"{self.word} (expected {self.expected}, {found})"
-
-
-def judge_run(expected: str, observed: str, *, error: str | None = None, checks_passed: bool = True) -> Judgement:
-    """The judgement of a run that was ``expected`` SAFE or UNSAFE and ``observed`` so."""
-    if expected not in ("SAFE", "UNSAFE"):
-        raise ValueError(f"expected must be SAFE or UNSAFE, not {expected!r}")
-    if error is not None or observed == "ERROR":
-        return Judgement("ERROR", expected, "ERROR")
-    if expected == "UNSAFE" and observed == "SAFE":
-        return Judgement("MISMATCH", expected, observed)
-    return Judgement("PASS" if observed == expected and checks_passed else "FAIL", expected, observed)
-
-
-def judge_sweep(points: Sequence[dict[str, Any]]) -> Judgement:
-    """A sweep's judgement, from its points' ``violations`` and ``theory`` (SAFE or
-    UNSAFE at that value): FAIL when a value theory calls SAFE gave a violation, MISMATCH
-    when no value it calls UNSAFE gave one (the sweep never showed the other side), else
-    PASS."""
-    safe = [p for p in points if p["theory"] == "SAFE"]
-    unsafe = [p for p in points if p["theory"] == "UNSAFE"]
-    broken = sum(1 for p in safe if p["violations"])
-    shown = sum(1 for p in unsafe if p["violations"])
-    detail = f"violations at {broken} of {len(safe)} SAFE points, {shown} of {len(unsafe)} UNSAFE ones"
-    if broken:
-        return Judgement("FAIL", "SAFE", "UNSAFE", detail)
-    if unsafe and not shown:
-        return Judgement("MISMATCH", "UNSAFE", "SAFE", detail)
-    return Judgement("PASS", "SAFE", "SAFE", detail)
-
-
-def judge_result(result: ScenarioResult) -> Judgement:
-    return judge_run(
-        result.expected, result.observed, error=result.error, checks_passed=all(c.passed for c in result.checks)
-    )
-
+__all__ = ["details", "markdown_table", "rows", "text_table", "write_summary"]
 
 HEADERS = (
     "#",
@@ -135,7 +52,7 @@ def _row(result: ScenarioResult) -> tuple[str, ...]:
         share = live.success_share
         availability = "-" if share is None else f"{share:.0%}"
         latency = f"{_ms(live.latency_p50)}/{_ms(live.latency_p99)}"
-    word = judge_result(result).word
+    word = result.judgement.word
     status = "ok" if word == "PASS" else word
     return (
         result.scenario.number,

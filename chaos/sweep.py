@@ -443,7 +443,7 @@ def sweep_figure(document: dict[str, Any], *, dpi: float = 80) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 (only for a picture)
     from matplotlib.figure import Figure  # noqa: PLC0415
 
-    from .report import judge_sweep  # noqa: PLC0415
+    from .judgement import judge_sweep  # noqa: PLC0415
     from .timeline import verdict_title  # noqa: PLC0415
 
     points = [p for p in document["points"] if p["probability"] is not None]

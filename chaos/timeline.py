@@ -27,7 +27,7 @@ One PNG per scenario, drawn with matplotlib's Agg backend (no display, no pyplot
   master's clock offset from true time, in milliseconds, as the faults' magnitudes make it
   (a rate's lead stays after it ends, as the nemesis leaves it; a strobe is a band).
 
-The title starts with the verdict against the expectation (:class:`chaos.report.Judgement`,
+The title starts with the verdict against the expectation (:class:`chaos.judgement.Judgement`,
 in its colour: PASS in green; FAIL, MISMATCH and ERROR in red). The footer lists the
 violations (each once, with how often it recurred; at most two lines and how many more),
 or says in large letters that none was found, in the verdict's colour: red where
@@ -63,7 +63,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .checkers import Verdict
 from .history import AcquireReturned, FaultWindow, History, ResourceWrite, Tenure
-from .report import FAILURE_COLOUR, Judgement
+from .judgement import FAILURE_COLOUR, Judgement
 
 __all__ = [
     "CLIENT_COLOURS",

@@ -34,7 +34,7 @@ from chaos.history import (
     ReleaseInvoked,
     ResourceWrite,
 )
-from chaos.report import FAILURE_COLOUR, PASS_COLOUR, Judgement, judge_run
+from chaos.judgement import FAILURE_COLOUR, PASS_COLOUR, Judgement, judge_run
 from chaos.schedule import resolve_fault_set
 from chaos.sim import search
 from chaos.sim.pictures import explore_figures, surface_figure

@@ -37,8 +37,9 @@ from chaos.history import (
     ReleaseInvoked,
     ResourceWrite,
 )
+from chaos.judgement import judge_run
 from chaos.netns import unavailable
-from chaos.report import judge_run, markdown_table, text_table
+from chaos.report import markdown_table, text_table
 from chaos.runner import Params, Run, Scenario, ScenarioResult, partitions, run_scenario
 from chaos.scenarios import CATALOGUE, find
 from chaos.timeline import plot_timeline

@@ -9,7 +9,8 @@ build of those runs), :mod:`chaos.sim.families` (the fault families and the swee
 points), :mod:`chaos.sim.points` and :mod:`chaos.sim.exhaustive` (a point's cheapest
 trial; every schedule of a small space), :mod:`chaos.sim.search` (trials by seed,
 hypothesis search and shrinking, sweeps, the self-test), :mod:`chaos.sim.variants` (the
-broken clients) and :mod:`chaos.sim.cli`. See docs/simulation.md.
+broken clients), :mod:`chaos.sim.pictures` (explore's and the phase diagrams' PNGs) and
+:mod:`chaos.sim.cli`. See docs/simulation.md.
 """
 
 from . import compiled as _compiled

@@ -1,7 +1,7 @@
 """The simulator's pictures: what ``sim explore`` and ``sim sweep --by`` write beside their JSON.
 
 Where it sits: beside :mod:`chaos.sim.cli`, which writes them, and above
-:mod:`chaos.sim.search` and :mod:`chaos.sim.trial`, whose documents it draws. Drawn with
+:mod:`chaos.sim.search` and :mod:`chaos.sim.trial`, whose documents and trials it draws. Drawn with
 matplotlib's Agg backend (no pyplot state); each title starts with the verdict against the
 expectation, as every picture of the harness does (:func:`chaos.timeline.verdict_title`).
 
@@ -29,11 +29,11 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..report import FAILURE_COLOUR, judge_run, judge_sweep
+from ..judgement import FAILURE_COLOUR, judge_run, judge_sweep
 from ..schedule import Schedule
 from ..sweep import wilson_interval
 from ..timeline import timeline_figure, verdict_title
-from .search import SURFACES
+from .families import SURFACES
 from .trial import run_trial
 
 __all__ = ["explore_figures", "surface_figure", "write_explore_pictures", "write_surface"]
