@@ -77,7 +77,7 @@ def test_rates_with_point_trials(tmp_path: pathlib.Path, capsys: pytest.CaptureF
 
 def test_the_summary_says_which_simulator_ran(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "x"
-    assert main(["sim", "explore", "--set", "safe", "--trials", "1", "--out", str(out)]) == 0
+    assert main(["sim", "explore", "--faults", "safe", "--trials", "1", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["simulator"] == compiled.kind() in ("pure", "compiled")
     assert summary["core"] in ("pure", "compiled")
