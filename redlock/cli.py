@@ -11,7 +11,7 @@ tests check docs/cli.md against it.
 
 ``redlock exec`` runs its command in a process group of its own, handed the terminal as a
 shell hands it to a job, stopped if the lock is lost, and tied to ``exec`` so that it cannot
-outlive it: redlock/_supervisor.py does all of that and says how (redlock/_lifeline.py is the
+outlive it: redlock/_cli/supervisor.py does all of that and says how (redlock/_cli/lifeline.py is the
 tie); this module acquires the lock around it and turns its outcome into an exit code.
 Everything from the command's first word on is the command's, options included. docs/cli.md
 tells all of this to users.
@@ -37,15 +37,15 @@ from types import FrameType
 from typing import IO, NamedTuple, NoReturn
 
 import redlock
-from redlock._client import Lock, Redlock
-from redlock._console import printable, to_a_reader
-from redlock._election import backoff_after_loss
+from redlock._api.election import backoff_after_loss
+from redlock._api.state import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
+from redlock._api.sync import Lock, Redlock
+from redlock._cli.console import printable, to_a_reader
+from redlock._cli.supervisor import CannotRun, Interrupted, Supervisor
 from redlock._extras import redis_server_hint
-from redlock._flows import LockInfo, MasterInfo
-from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
-from redlock._supervisor import CannotRun, Interrupted, Supervisor
-from redlock._topology import MasterReport, Severity, TopologyReport, Verdict
-from redlock._urls import redacted
+from redlock._protocol.flows import LockInfo, MasterInfo
+from redlock._protocol.topology import MasterReport, Severity, TopologyReport, Verdict
+from redlock._protocol.urls import redacted
 from redlock.exceptions import (
     ExtendUnconfirmed,
     LockLost,
@@ -818,7 +818,7 @@ def _read_lock_info(read: Callable[[str], LockInfo], name: str) -> LockInfo:
 
 # What status, release --force and doctor print holds what masters said (tokens, values,
 # error replies, INFO fields): whoever wrote a key, or runs a master, chose those bytes. They
-# are printed escaped (redlock._console.printable), in JSON too: `jq -r` would otherwise hand
+# are printed escaped (redlock._cli.console.printable), in JSON too: `jq -r` would otherwise hand
 # a terminal the raw ESC that JSON's \u001b spelled.
 
 

@@ -9,7 +9,7 @@ client read such a stream into memory without end (+254 MB in a few seconds) and
 masters, the hostile one counts as an error naming the limit, and the process's memory
 stays within a loose bound (the figures of a 10 s run are in the closing note of issue 35).
 
-The pure part: :class:`redlock._connection.ReplyReader` cuts any stream of replies at any
+The pure part: :class:`redlock._protocol.connection.ReplyReader` cuts any stream of replies at any
 point and reads it as hiredis alone does, within the limits, and refuses what goes past them.
 """
 
@@ -30,7 +30,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from redlock import NodeStatus, QuorumUnavailable
-from redlock._connection import ErrorReply, ProtocolViolation, ReplyTooLarge, reply_parser
+from redlock._protocol.connection import ErrorReply, ProtocolViolation, ReplyTooLarge, reply_parser
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, unique
