@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -161,6 +162,20 @@ def test_the_protocol_does_no_io(source: pathlib.Path) -> None:
     assert not impure, f"redlock._protocol.{source.stem} is pure (no I/O, no clock) but imports {', '.join(impure)}"
     still_needed = {name for module, name in IMPURE_ALLOWED if module == source.stem}
     assert still_needed <= imported, f"IMPURE_ALLOWED lists what {source.stem} no longer imports: drop it"
+
+
+def test_the_architecture_page_places_every_module_in_its_folder() -> None:
+    """docs/architecture.md's table, row by row: the modules it lists under each folder are the folder's."""
+    listed: dict[str, set[str]] = {}
+    folder = ""
+    for line in (PACKAGE.parent / "docs" / "architecture.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if len(cells) != 3 or cells[0].startswith("---") or cells[0] == "layer":
+            continue
+        folder = cells[0].strip("`/") if cells[0] else folder
+        listed.setdefault(folder, set()).update(re.findall(r"`([\w.]+)`", cells[1]))
+    for entry, layers in MODULES.items():
+        assert listed.get(entry) == {module for layer in layers for module in layer}, entry
 
 
 def test_the_check_sees_an_upward_import(tmp_path: pathlib.Path) -> None:

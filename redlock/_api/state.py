@@ -1,5 +1,9 @@
 """What a Lock is and means, shared by the sync and asyncio clients.
 
+Where it sits: above the drivers (:mod:`redlock._io`), whose shared state it owns (one per
+client, :class:`ClusterConfig`), and below the two API shells (:mod:`redlock._api.sync`,
+:mod:`redlock.asyncio`), which run the flows made here on their driver.
+
 The two public ``Lock`` classes differ only in how they run a flow (calling a driver, or
 awaiting one). Everything else, the state of the lock, argument checks, and the mapping of a
 flow's result to a return value or an exception, is written once here.

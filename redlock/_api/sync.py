@@ -1,4 +1,9 @@
-"""The synchronous client: ``Redlock`` and ``Lock``, over :class:`redlock._io.sync.Driver`."""
+"""The sync API's shell: :mod:`redlock`'s ``Redlock``, ``Lock`` and the other primitives.
+
+Each class calls the sync driver (:class:`redlock._io.sync.Driver`) with the flows and the
+state written once for both APIs (:mod:`redlock._api.state` and its neighbours); the
+asyncio API's shell, :mod:`redlock.asyncio`, awaits the asyncio driver instead.
+"""
 
 from __future__ import annotations
 

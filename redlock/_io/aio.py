@@ -1,8 +1,9 @@
 """The asyncio driver: the lock flows over the event loop's transports.
 
-It runs the same pure flows as the sync driver (``redlock._protocol.core``) over the same connection
-policy (``redlock._protocol.connection``): one command connection and one subscriber connection per
-master, shared by every task of the client. Each connection is an asyncio protocol whose
+It runs the same pure flows as the sync driver (:mod:`redlock._protocol.flows`) over the
+same connection policy (:mod:`redlock._protocol.connection`) and the same
+:class:`redlock._io.driver.DriverBase`: one command connection and one subscriber
+connection per master, shared by every task of the client. Each connection is an asyncio protocol whose
 ``buffer_updated`` feeds the RESP parser and records every reply in the round that asked for
 it, so rounds need no reader task and a task cancelled mid-round leaves nothing out of step:
 every change to the policy happens between two awaits. Clean-up after cancellation

@@ -1,9 +1,9 @@
 """What both drivers do alike: the driver base, and how a socket to a master is opened.
 
-Where it sits: above the pure connection policy (:mod:`redlock._protocol.connection`), which it asks
-what to do at each event, and below the two drivers (:mod:`redlock._io.sync` over sockets and
-threads, :mod:`redlock._io.aio` over an event loop), which move the bytes and wait. This is the
-lowest layer that does I/O.
+Where it sits: above the pure connection policy (:mod:`redlock._protocol.connection`),
+which it asks what to do at each event, and below the two drivers (:mod:`redlock._io.sync`
+over sockets and threads, :mod:`redlock._io.aio` over an event loop), which move the bytes
+and wait. This is the lowest layer that does I/O.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The synchronous driver: the lock flows over non-blocking sockets and threads.
 
-It runs the pure flows of ``redlock._protocol.core`` over the connection policy of
-``redlock._protocol.connection``: one command connection and one subscriber connection per master,
-shared by every thread that uses the client.
+It runs the pure flows of :mod:`redlock._protocol.flows` over the connection policy of
+:mod:`redlock._protocol.connection`, doing what both drivers do alike through
+:class:`redlock._io.driver.DriverBase`: one command connection and one subscriber
+connection per master, shared by every thread that uses the client.
 
 Threads (leader and followers)
     A round is written by the calling thread and read by a calling thread too: of the

@@ -1,8 +1,10 @@
 """Argument checking, master addresses and credentials, shared by the sync and asyncio clients.
 
-Where it sits: above the lock protocol (:mod:`redlock._protocol.core` and the lock kinds, whose limits
-it checks against) and below the connection policy (:mod:`redlock._protocol.connection`), which reads
-the addresses, credentials and :class:`DriverSettings` made here. It does no I/O.
+Where it sits: above the protocol's vocabulary (:mod:`redlock._protocol.core`, whose
+limits it checks against) and below the connection policy
+(:mod:`redlock._protocol.connection`), which reads the addresses, credentials and
+:class:`DriverSettings` made here. It opens no connection; the only files it reads are a
+``rediss://`` master's CA and certificate files, when its SSL context is made.
 
 Everything a caller passes is checked here, before any connection is made, and a bad
 argument raises ``TypeError`` or ``ValueError`` naming it.

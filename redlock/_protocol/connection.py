@@ -1,12 +1,15 @@
 """The connection policy: one multiplexed, ordered connection per master, without I/O.
 
-Both drivers (``redlock._io.sync`` over sockets and a thread, ``redlock.asyncio`` over an event
-loop's transports) keep one command connection per master per client, shared by every
-concurrent operation of that client, and one subscriber connection per master for wake-up
-on release. Everything they decide about those connections is written once, here: what a
-round may send to a master now, what waits for a connect, what is skipped as hung, how
-replies are matched to the rounds that asked, what a connection says first, what a failure
-means, and when to reconnect. The drivers only move bytes and wake waiters.
+Where it sits: at the top of :mod:`redlock._protocol`, below the drivers of
+:mod:`redlock._io`. Both drivers (:mod:`redlock._io.sync` over sockets and threads,
+:mod:`redlock._io.aio` over an event loop's transports) keep one command connection per
+master per client, shared by every concurrent operation of that client, and one subscriber
+connection per master for wake-up on release. Everything they decide about those
+connections is written once, here: what a round may send to a master now, what waits for a
+connect, what is skipped as hung, how replies are matched to the rounds that asked, what a
+connection says first, what a failure means, and when to reconnect. What the drivers do
+alike with each answer is :class:`redlock._io.driver.DriverBase`; they only move bytes and
+wake waiters.
 
 Theory of operation
 -------------------

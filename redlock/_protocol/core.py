@@ -1,8 +1,11 @@
-"""The pure Redlock core: quorum arithmetic, rounds, and the acquire/extend/release flows.
+"""The protocol's vocabulary: quorum and validity arithmetic, commands, rounds, pauses, results.
 
-Nothing here touches a socket or reads a clock. Time and each master's reply are inputs,
-so every decision can be tested exhaustively (see tests/test_core.py) and the same code
-drives both the synchronous and the asyncio client.
+Where it sits: at the bottom of :mod:`redlock._protocol`, below the lock kinds
+(:mod:`redlock._protocol.kinds`) and the flows built of these requests
+(:mod:`redlock._protocol.flows`: acquire, extend, release, ...). Nothing here touches a
+socket or reads a clock. Time and each master's reply are inputs, so every decision can be
+tested exhaustively (see tests/test_core.py) and the same code drives both the synchronous
+and the asyncio client.
 
 Theory of operation
 -------------------
