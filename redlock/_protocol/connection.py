@@ -519,7 +519,7 @@ class Waiters(Generic[EventT]):
         self._held: dict[str, bool] = {}
         #: The waiters that are acquires in line (others only watch: an election's observer).
         self._in_line: set[EventT] = set()
-        #: The offers of the waiters in line to take a holding over (see _core.Handoff).
+        #: The offers of the waiters in line to take a holding over (see core.Handoff).
         self._handoffs: dict[EventT, Handoff] = {}
         #: By channel: how many handovers in a row since when (see :meth:`claim`).
         self._chains: dict[str, tuple[int, float]] = {}

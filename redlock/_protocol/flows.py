@@ -360,10 +360,10 @@ def acquire_flow(
     woken = False
     in_line = blocking and spec.kind.waits_in_line
     # While it waits in line, a Lock of this client that releases the name may hand the
-    # holding over to it in one round (see _core.Handoff).
+    # holding over to it in one round (see core.Handoff).
     handoff = Handoff(tokens.fresh, spec.key_milliseconds(spec.ttl)) if in_line and spec.kind.hands_over else None
     if in_line:
-        # Behind this client's other acquires of the name, if any (see _core.Line): the
+        # Behind this client's other acquires of the name, if any (see core.Line): the
         # first tries at once.
         first = Line(_patience(give_up_at, now), spec.retry_delay, None)
         now = yield Pause(0.0, wake_on=spec.key, line=first, handoff=handoff)

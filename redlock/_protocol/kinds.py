@@ -261,7 +261,7 @@ class ReadLock(LockKind):
     @property
     def waits_in_line(self) -> bool:
         # Readers share: a client's readers waiting for a writer all go when it leaves,
-        # rather than one by one behind the first (see _core.Line and _core.wakes_all).
+        # rather than one by one behind the first (see core.Line and core.wakes_all).
         return False
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
@@ -284,7 +284,7 @@ class ReadLock(LockKind):
 
     def wake_key(self, key: str, acquire: Round) -> str:
         """Readers wait for the writer (or its intent) to go: announced on the readers' own
-        channel, which wakes every reader of a client at once (see _core.wakes_all)."""
+        channel, which wakes every reader of a client at once (see core.wakes_all)."""
         return readers_key(key)
 
 
