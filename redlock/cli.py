@@ -44,7 +44,7 @@ from redlock._cli.console import printable, to_a_reader
 from redlock._cli.supervisor import CannotRun, Interrupted, Supervisor
 from redlock._extras import redis_server_hint
 from redlock._protocol.flows import LockInfo, MasterInfo
-from redlock._protocol.topology import MasterReport, Severity, TopologyReport, Verdict
+from redlock._protocol.topology import REFUSED, Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock._protocol.urls import redacted
 from redlock.exceptions import (
     ExtendUnconfirmed,
@@ -199,10 +199,15 @@ class _Said(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self.lines: list[str] = []
+        #: Warnings about several masters at once: each of the addresses was told the text.
+        self.grouped: list[tuple[list[str], str]] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING:
             self.lines.append(record.getMessage())
+            told: tuple[list[str], list[str]] | None = getattr(record, "told", None)
+            if told is not None:
+                self.grouped.extend((told[0], text) for text in told[1])
         return True
 
     def untold(self, error: RedlockError) -> str:
@@ -215,8 +220,11 @@ class _Said(logging.Filter):
         return f"{message} [{'; '.join(str(outcome) for outcome in untold)}]" if untold else message
 
     def _told(self, outcome: NodeOutcome) -> bool:
-        return bool(outcome.detail) and any(
-            line.startswith(f"master {outcome.node} ") and outcome.detail in line for line in self.lines
+        if not outcome.detail:
+            return False
+        return any(line.startswith(f"master {outcome.node} ") and outcome.detail in line for line in self.lines) or any(
+            outcome.node in addresses and (outcome.detail in message or message in outcome.detail)
+            for addresses, message in self.grouped
         )
 
 
@@ -1103,7 +1111,9 @@ def _said(value: object, shown: str | None = None) -> str:
 def _described(master: MasterReport) -> str:
     """One line of what a master is; "unknown" for what it did not say."""
     if not master.reachable:
-        return f"not reached: {master.error}"
+        # A wrong password, an ACL or a TLS mismatch is an answer: the fix is ours, not the network's.
+        refused = any(finding.code == REFUSED for finding in master.findings)
+        return f"answered, refused: {master.error}" if refused else f"not reached: {master.error}"
     aof = None if master.aof_enabled is None else ("on" if master.aof_enabled else "off")
     parts = [
         f"{_said(master.server)} {master.version or ''}".rstrip(),
@@ -1156,12 +1166,58 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         return code
     _print(f"{len(report.masters)} masters (quorum {report.quorum}):")
     width = max(len(master.address) for master in report.masters)
+    everywhere = _found_on_every_master(report)
     for master in report.masters:
         _print(f"  {master.address.ljust(width)}  {_described(master)}")
         for finding in master.findings:
-            _print(f"    {finding.severity.value:<8} {finding.code}: {finding.message}")
+            if finding not in everywhere:
+                _print(f"    {_finding_line(finding)}")
+    if everywhere and len(report.masters) > 1:
+        _print("  every master:")
+        for finding in everywhere:
+            _print(f"    {_finding_line(finding)}")
     _print(_verdict_line(report, code))
     return code
+
+
+def _finding_line(finding: Finding) -> str:
+    return f"{finding.severity.value:<8} {finding.code}: {finding.message}"
+
+
+def _found_on_every_master(report: TopologyReport) -> list[Finding]:
+    """The findings every master has, word for word: said once, not once per master."""
+    first, *others = report.masters
+    return [finding for finding in first.findings if all(finding in master.findings for master in others)]
+
+
+def _findings_by_masters(report: TopologyReport, severities: Sequence[Severity]) -> list[tuple[list[str], Finding]]:
+    """The findings of ``severities``, each with the masters it was found on, in the report's order."""
+    grouped: dict[Finding, list[str]] = {}
+    for address, finding in report.findings():
+        if finding.severity in severities:
+            grouped.setdefault(finding, []).append(address)
+    return [(addresses, finding) for finding, addresses in grouped.items()]
+
+
+def _say_what_doctor_would(rl: Redlock, *, fencing: bool) -> None:
+    """Before a command runs under a lock: doctor's warnings and refusals, each said once
+    however many masters it holds for, and one warning when doctor would call the masters
+    unfit (the command still goes ahead: a lock that cannot be had fails on its own, and a
+    minority refused costs nothing). The handshakes' own warnings, one line per master for
+    the same finding, are kept quiet: said here, not again."""
+    with _library_quiet():
+        report = rl.check(fencing=fencing)
+    library = logging.getLogger("redlock")
+    errors = {master.address: master.error for master in report.masters if master.error}
+    for addresses, finding in _findings_by_masters(report, (Severity.REFUSAL, Severity.WARNING)):
+        masters = f"master {addresses[0]}" if len(addresses) == 1 else f"masters {', '.join(addresses)}, each"
+        # What a final error would say of these masters again, in other words ("(reconnecting in ...)").
+        texts = [finding.message, *(errors[address] for address in addresses if address in errors)]
+        library.warning("%s: %s", masters, finding.message, extra={"told": (addresses, texts)})
+    if report.verdict is Verdict.UNFIT:
+        library.warning(
+            "`redlock doctor` calls these masters unfit (%s); going ahead", _verdict_line(report, _doctor_exit(report))
+        )
 
 
 # --- exec -------------------------------------------------------------------------------------------
@@ -1189,6 +1245,7 @@ def _cmd_exec(args: argparse.Namespace) -> int:
         lock = _lock(
             rl, args.name, args.ttl, fencing=args.fencing, on_lost=supervisor.on_lost, limit=args.limit, mode=args.mode
         )
+        _say_what_doctor_would(rl, fencing=args.fencing)
         return _run_holding(args, supervisor, lock)
 
 
@@ -1245,6 +1302,7 @@ def _cmd_leader(args: argparse.Namespace) -> int:
         with _usage_errors():
             election = rl.election(args.name, args.ttl, identity=args.identity, on_lost=stop_the_command)
         _check_max_ttl(args.ttl)
+        _say_what_doctor_would(rl, fencing=True)  # a term is a fencing token
         losses = 0
         while True:
             supervisor = Supervisor(args.grace)

@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import pytest
+import redis
 
 import redlock
 import redlock.asyncio
@@ -178,4 +179,47 @@ def test_a_forced_release_answered_no_says_it_was_aborted(master_urls: list[str]
     assert done.returncode == ExitCode.USAGE
     assert done.stderr == (
         f"redlock: not released: --force {name!r} asks for confirmation on a terminal; give --yes without one\n"
+    )
+
+
+def test_doctor_says_a_finding_of_every_master_once_and_a_refusal_as_an_answer(
+    fresh_masters: MastersFactory,
+) -> None:
+    cluster = fresh_masters(3, password="right")
+    fit = _redlock(cluster.urls, "doctor")
+    assert fit.stdout.count("no-persistence:") == 1, fit.stdout
+    rows = fit.stdout.splitlines()
+    assert rows[-3:-1] == ["  every master:", rows[-2]]
+    assert "info     no-persistence:" in rows[-2]
+    refused = _redlock([master.url_as(password="wrong") for master in cluster], "doctor")
+    assert refused.returncode == ExitCode.UNFIT
+    described = [line for line in refused.stdout.splitlines() if line.startswith("  127.0.0.1:")]
+    assert len(described) == 3
+    assert all(line.split(maxsplit=1)[1].startswith("answered, refused: WRONGPASS") for line in described)
+    assert "not reached" not in refused.stdout
+
+
+def test_exec_and_leader_say_a_warning_of_every_master_once_naming_them(fresh_masters: MastersFactory) -> None:
+    cluster = fresh_masters(3)  # no append-only file: fencing tokens warn
+    addresses = ", ".join(f"{master.host}:{master.port}" for master in cluster)
+    for argv in (("exec", "--fencing", unique(), "--", "true"), ("leader", unique(), "--", "true")):
+        done = _redlock(cluster.urls, *argv)
+        assert done.returncode == 0, done.stderr
+        warned = [line for line in done.stderr.splitlines() if "fencing tokens are in use" in line]
+        assert warned == [f"redlock: warning: masters {addresses}, each: {warned[0].split(', each: ', 1)[1]}"]
+
+
+def test_exec_on_masters_doctor_calls_unfit_warns_once_with_its_reason_and_goes_ahead(
+    fresh_masters: MastersFactory,
+) -> None:
+    cluster = fresh_masters(3, owner_only=False)
+    with redis.Redis.from_url(cluster[2].url) as replica:
+        replica.replicaof(cluster[0].host, cluster[0].port)
+    done = _redlock(cluster.urls, "exec", unique(), "--", "true")
+    assert done.returncode == 0, done.stderr  # two of three masters are a quorum
+    lines = done.stderr.splitlines()
+    assert sum("it is a replica of" in line for line in lines) == 1, done.stderr
+    assert lines[-1] == (
+        "redlock: warning: `redlock doctor` calls these masters unfit (unfit: 1 master(s) refused; "
+        "2 of 3 masters usable, quorum 2); going ahead"
     )
