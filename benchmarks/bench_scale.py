@@ -29,7 +29,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 import redlock.asyncio
 from redlock import Redlock
-from redlock._cli import proc as _proc
+from redlock._process import proc as _proc
 from redlock.servers import LocalMasters
 
 SCALE_TASKS = (1, 10, 100, 1000)

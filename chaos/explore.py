@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from redlock._cli import proc as _proc
+from redlock._process import proc as _proc
 from redlock.servers import Persistence
 
 from .checkers import TokenRegression, Verdict, check_all, percentile

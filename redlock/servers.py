@@ -74,10 +74,10 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Literal, NamedTuple, NoReturn, get_args
 
-from redlock._cli import proc as _proc
-from redlock._cli.lifeline import PR_SET_PDEATHSIG, prctl_function
 from redlock._extras import ENV_VAR, install_hint
 from redlock._io.driver import open_socket
+from redlock._process import proc as _proc
+from redlock._process.lifeline import PR_SET_PDEATHSIG, prctl_function
 from redlock._protocol.config import Credentials, MasterAddress
 from redlock._protocol.urls import redacted
 from redlock._testing.tls import TLSFiles, make_tls_files

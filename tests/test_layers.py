@@ -21,12 +21,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "redlock"
 #: modules, and may import only from its own layer or the ones before it. Entries of one
 #: layer do not import each other (checked too), but for the package's face, ``__init__``.
 LAYERS: list[tuple[str, ...]] = [
-    ("exceptions", "_version", "_compiled", "_extras"),  # import nothing of redlock
+    ("exceptions", "_version", "_compiled", "_extras", "_process", "_testing"),  # import nothing of redlock
     ("_protocol",),  # the protocol without I/O: arithmetic, scripts, kinds, flows, policy
     ("_io",),  # the drivers: sockets and threads, or an event loop
     ("_api",),  # what a lock is, for both APIs; the sync API's shell
-    ("_cli", "_testing"),  # redlock exec's supervisor and process ties; test masters' TLS
     ("asyncio", "fencing", "servers", "__init__"),  # the public modules
+    ("_cli",),  # the command line behind redlock.cli
     ("cli", "demo", "pytest_plugin"),  # what runs the public modules
     ("__main__",),
 ]
@@ -54,7 +54,13 @@ MODULES: dict[str, list[tuple[str, ...]]] = {
         ("election", "locked", "rwlock"),
         ("sync",),  # the sync API's shell (redlock.asyncio is the asyncio one's)
     ],
-    "_cli": [("console", "proc", "lifeline"), ("supervisor",)],
+    "_process": [("proc", "lifeline")],
+    "_cli": [
+        ("console",),
+        ("supervisor", "common"),  # exec's supervisor; what every command shares
+        ("status", "doctor", "servers"),
+        ("tokens", "run"),  # acquire, extend, release; exec and leader
+    ],
     "_testing": [("tls",)],
 }
 

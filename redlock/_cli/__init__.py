@@ -1,7 +1,6 @@
-"""The command line's parts below :mod:`redlock.cli`: processes, the supervisor, the terminal.
+"""The ``redlock`` command line behind its public face, :mod:`redlock.cli`.
 
-:mod:`.supervisor` runs ``redlock exec``'s command under a lock (above :mod:`redlock._api`);
-:mod:`.lifeline` ties a child's life to its parent's and :mod:`.proc` reads ``/proc``, for
-the supervisor and for the local masters of :mod:`redlock.servers`; :mod:`.console` is what
+Above the public modules it runs (:mod:`redlock`, :mod:`redlock.servers`):
+:mod:`.supervisor` runs ``redlock exec``'s command under a lock, and :mod:`.console` is what
 every command line of the project does at a terminal (docs/architecture.md).
 """
