@@ -603,8 +603,9 @@ def check_extends(history: History | Iterable[Event]) -> list[LateExtend]:
 
 # --- validity -------------------------------------------------------------------------------
 
-#: The drift allowance of the Redlock specification (REDLOCK.md), written out here rather
-#: than imported from the client, whose arithmetic is what this checks.
+#: The drift allowance of the algorithm (docs/algorithm.md: ``drift = ttl * clock_drift_factor
+#: + 2 ms``), written out here rather than imported from the client, whose arithmetic is what
+#: this checks.
 DRIFT_FACTOR = 0.01
 EXPIRY_PRECISION = 0.002
 
@@ -615,7 +616,7 @@ EXPIRY_PRECISION = 0.002
 #: client that overstates by less than the slack goes unnoticed by this check.
 #:
 #: What a loaded machine adds, a client descheduled between the stamp and its clock read
-#: (21a failed once by 1.8 ms so), is not in this constant: it is measured per operation
+#: (milliseconds, well past the slack above), is not in this constant: it is measured per operation
 #: (``queued`` on the return: the run-queue wait of the thread that ran the operation, from
 #: the kernel) and allowed on top, for one-attempt operations only and never beyond the
 #: operation's own length. A slack derived from the whole run instead (its jitter, its worst

@@ -1,8 +1,8 @@
 """Clock faults for a redis-server: jump its wall clock, or make it run fast or slow.
 
 Redis expires keys by its wall clock (``gettimeofday``), so a master whose clock is moved
-expires locks early (forward jump, fast rate) or late (backward jump, slow rate): REDLOCK.md's
-K3 and clock-rate scenarios. The harness does this to a real redis-server with libfaketime,
+expires locks early (forward jump, fast rate) or late (backward jump, slow rate): the K3
+and clock-rate scenarios of docs/safety.md. The harness does this to a real redis-server with libfaketime,
 which the ``libfaketime`` wheel ships as a shared library, so ``pip`` is all it needs.
 
 How it is wired

@@ -15,8 +15,10 @@ catalogue's; on top of them it writes, in ``--out``:
   latency and throughput per bin;
 * ``schedule.json``: the fault schedule played; ``E-explore.json``: the whole history and
   verdict, as the catalogue writes it;
-* ``timeline.png``: the catalogue's timeline with latency and throughput panels below;
-  ``over-time.png``: latency and throughput over the whole run;
+* ``timeline.png``: the catalogue's timeline (of the first minute, or of the minute around
+  the first violation); ``over-time.png``: latency and throughput over the whole run, the
+  violations marked. Both titles start with the run's verdict against its set's
+  expectation (:class:`chaos.judgement.Judgement`);
 * ``violations/violation-N.json``: for each violation, the schedule of the window around
   it (from ``3 ttl + 2 s`` before to half a second after), which ``python -m chaos replay
   FILE`` plays again with the same seed and parameters.
@@ -44,6 +46,7 @@ from redlock.servers import Persistence
 from .checkers import TokenRegression, Verdict, check_all, percentile
 from .clients import ClientError, ClientProcess, Pending
 from .history import AcquireInvoked, AcquireReturned, Event, History
+from .judgement import FAILURE_COLOUR, judge_run
 from .margins import Coverage, goals_reached, judge, judge_goals
 from .netns import NetworkKind, unavailable
 from .reactive import REACTIVE_KINDS, Reactor
@@ -503,12 +506,17 @@ def _summary(
 
 
 def _panels(
-    bins: list[dict[str, Any]], width: float, timeout: float, xlabel: str
+    bins: list[dict[str, Any]], width: float, timeout: float, xlabel: str, violations: Sequence[float] = ()
 ) -> list[Callable[[Any, float], None]]:
     """The latency and throughput panels (x in seconds from the schedule's start, as
-    ``bins`` are). The latency panel marks the acquire timeout: a max that reaches it is an
-    acquire that gave up, not one that took that long to succeed."""
+    ``bins`` and ``violations``, the moments marked, are). The latency panel marks the
+    acquire timeout: a max that reaches it is an acquire that gave up, not one that took
+    that long to succeed."""
     xs = [b["start"] + width / 2 for b in bins]
+
+    def marked(ax: Any) -> None:
+        for number, when in enumerate(violations):
+            ax.axvline(when, color=FAILURE_COLOUR, linewidth=0.8, alpha=0.6, label=None if number else "violation")
 
     def latency(ax: Any, origin: float) -> None:
         for key, style, label in (("latency_p50", "-", "p50"), ("latency_max", ":", "max")):
@@ -517,15 +525,18 @@ def _panels(
         reached = any(b["latency_max"] is not None and b["latency_max"] >= 0.95 * timeout for b in bins)
         note = f"acquire timeout {timeout:g}s" + ("\n(max there: acquires\nthat gave up)" if reached else "")
         ax.axhline(timeout * 1000, color="#7f7f7f", linestyle="--", linewidth=1, label=note)
+        marked(ax)
         ax.set_ylabel("acquire ms")
         ax.set_xlabel(xlabel)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
         ax.grid(alpha=0.3)
 
     def throughput(ax: Any, origin: float) -> None:
-        ax.bar(xs, [b["acquired"] / width for b in bins], width=width * 0.9, color="#2ca02c")
+        ax.bar(xs, [b["acquired"] / width for b in bins], width=width * 0.9, color="#2ca02c", label="acquired")
+        marked(ax)
         ax.set_ylabel("acquired/s")
         ax.set_xlabel(xlabel)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
         ax.grid(alpha=0.3)
 
     return [latency, throughput]
@@ -687,46 +698,43 @@ def _figures(
     dpi: float = 80,
 ) -> tuple[Any, Any]:
     """The timeline: at most :data:`_PLOT_SPAN` seconds (from a little before the first
-    violation, else from the start), holders by client slot, with latency and throughput
-    below, timed from the schedule's start as the summary is; and latency and throughput
-    over the whole run."""
+    violation, else from the start), holders by client slot, timed from the schedule's
+    start as the summary is; and latency and throughput over the whole run, each panel
+    once. Both titled with the run's verdict."""
     # matplotlib takes a second to import: only when a picture is wanted.
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
     from matplotlib.figure import Figure  # noqa: PLC0415
 
-    from .timeline import timeline_figure  # noqa: PLC0415
+    from .timeline import timeline_figure, verdict_title  # noqa: PLC0415
 
+    judgement = judge_run(config.faults.expected, "UNSAFE" if violations else "SAFE", error=summary.get("error"))
     start = max(0.0, violations[0].time - _PLOT_SPAN / 4) if violations else 0.0
     # Judged whole, drawn in part: a window's own check would miss what came before it.
     renamed = _by_slot(history)
     shown = _between(renamed, t0 + start, t0 + start + _PLOT_SPAN)
     verdict = _within(check_all(renamed), t0 + start, t0 + start + _PLOT_SPAN)
     width = summary["bin_seconds"]
-    timeout = config.acquire_timeout
-    bins = [b for b in summary["bins"] if start <= b["start"] < start + _PLOT_SPAN]
     # The title counts the run's violations, the footer names those of the window shown.
     listed = [v.text for v in violations if start <= v.time <= start + _PLOT_SPAN]
     title = f"explore {config.faults.name} (seed {config.seed}): {len(violations)} violations"
     if config.duration > _PLOT_SPAN:
         title += f"; {start:.0f}-{start + _PLOT_SPAN:.0f}s of {config.duration:g}s shown, with {len(listed)}"
     timeline = timeline_figure(
-        shown,
-        verdict,
-        title=title,
-        panels=_panels(bins, width, timeout, _XLABEL),
-        origin=t0,
-        footer=listed,
-        xlabel=_XLABEL,
-        dpi=dpi,
+        shown, verdict, judgement=judgement, title=title, origin=t0, footer=listed, xlabel=_XLABEL, dpi=dpi
     )
     figure = Figure(figsize=(11, 5), dpi=dpi)
     FigureCanvasAgg(figure)
-    latency, throughput = _panels(summary["bins"], width, timeout, _XLABEL)
+    latency, throughput = _panels(
+        summary["bins"], width, config.acquire_timeout, _XLABEL, violations=[v.time for v in violations]
+    )
     first = figure.add_subplot(2, 1, 1)
     latency(first, t0)
     throughput(figure.add_subplot(2, 1, 2, sharex=first), t0)
     first.set_xlim(0, max(config.duration, len(summary["bins"]) * width))
-    figure.suptitle(f"explore {config.faults.name}: acquire latency and throughput per {width:g}s", fontsize=10)
+    verdict_title(
+        figure, judgement, f"explore {config.faults.name} (seed {config.seed}): acquire latency and throughput per "
+        f"{width:g}s, {len(violations)} violations",
+    )  # fmt: skip
     figure.tight_layout()
     return timeline, figure
 

@@ -117,7 +117,8 @@ def _busy(master: redis.Redis) -> Callable[[], None]:
     thread = threading.Thread(target=spin, name="chaos-busy-script", daemon=True)
     thread.start()
     # Until the master says so: a scenario that went on before would find it answering
-    # normally (CI, once, under load: c2 was refused by c1's key, with no -BUSY to name).
+    # normally (on a loaded machine the script may not have started: c2 would be refused by
+    # c1's key, with no -BUSY to name).
     deadline = time.monotonic() + 30.0
     while True:
         try:

@@ -3,7 +3,7 @@
 Each chaos client reaches each master through its own :class:`Link`: a listener on a free
 127.0.0.1 port that forwards to the master. Because every link is separate, a scenario can
 cut client 1 off from masters D and E while client 2 still reaches them (the partitions of
-REDLOCK.md's K3/K4), or slow down one link only. Controls, all callable from any thread
+K3/K4 of docs/safety.md), or slow down one link only. Controls, all callable from any thread
 other than the proxy loop's own, and effective when they return:
 
 ``set_latency(to_server=, to_client=)``
@@ -26,7 +26,7 @@ other than the proxy loop's own, and effective when they return:
 ``set_tap(callback)``
     ``callback(to_server, data)`` sees each chunk as it is delivered (after any latency
     or blackhole), on the proxy loop's thread, so it must be quick: for instance, SIGSTOP a
-    client process the moment its ``SET ... NX`` reaches a master (REDLOCK.md's K5). A
+    client process the moment its ``SET ... NX`` reaches a master (K5 of docs/safety.md). A
     command may be split across chunks; Redis commands of a lock are small and rarely are.
 
 All links of a run share one :class:`ProxyLoop`: an asyncio loop in one daemon thread of the

@@ -5,7 +5,10 @@ Columns: expected and observed verdict, whether the scenario passed, acquisition
 that succeeded), acquire latency (p50 / p99 over every acquire that returned), the smallest
 safety margin the masters' ground truth gave (:mod:`chaos.margins`: negative is a near miss)
 and the wall time of the scenario. :func:`details` lists, under the table, what failed, the
-margins and coverage, and the metrics each scenario measured."""
+margins and coverage, and the metrics each scenario measured.
+
+The result column is the run's :class:`~chaos.judgement.Judgement` (``ok`` for PASS), the
+word every picture's title starts with too."""
 
 from __future__ import annotations
 
@@ -49,7 +52,8 @@ def _row(result: ScenarioResult) -> tuple[str, ...]:
         share = live.success_share
         availability = "-" if share is None else f"{share:.0%}"
         latency = f"{_ms(live.latency_p50)}/{_ms(live.latency_p99)}"
-    status = "ok" if result.passed else ("ERROR" if result.error else "MISMATCH")
+    word = result.judgement.word
+    status = "ok" if word == "PASS" else word
     return (
         result.scenario.number,
         result.scenario.name,

@@ -39,6 +39,7 @@ from .checkers import Verdict, check_all
 from .clients import ClientProcess
 from .cluster import Cluster
 from .history import FaultWindow, History, Recorder, merge_files
+from .judgement import Judgement, judge_run
 from .margins import Coverage, Margins, measure_coverage, measure_margins
 from .nemesis import Nemesis
 from .netns import NetworkKind, choose_network
@@ -330,6 +331,13 @@ class ScenarioResult:
         return self.error is None and self.observed == self.expected and all(c.passed for c in self.checks)
 
     @property
+    def judgement(self) -> Judgement:
+        """Its verdict against its expectation in one word, its own checks counted."""
+        return judge_run(
+            self.expected, self.observed, error=self.error, checks_passed=all(c.passed for c in self.checks)
+        )
+
+    @property
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 
@@ -486,7 +494,7 @@ def run_scenario(
             from .timeline import plot_timeline  # noqa: PLC0415
 
             picture = out / f"{scenario.slug}.png"
-            plot_timeline(history, verdict, picture, title=_plot_title(result))
+            plot_timeline(history, verdict, picture, judgement=result.judgement, title=_plot_title(result))
             result.plot_path = picture
     finally:
         # Written last, so that it says what summary.json says (the time, the picture), and
@@ -498,7 +506,9 @@ def run_scenario(
 
 def _plot_title(result: ScenarioResult) -> str:
     s = result.scenario
-    return f"{s.number}. {s.name}: expected {result.expected}, observed {result.observed}  (seed {result.params.seed})"
+    variant = result.params.variant
+    broken = f", with the broken client {variant}" if variant else ""
+    return f"{s.number}. {s.name} (seed {result.params.seed}{broken})"
 
 
 def _write_history(result: ScenarioResult, history: History) -> None:

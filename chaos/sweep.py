@@ -443,6 +443,9 @@ def sweep_figure(document: dict[str, Any], *, dpi: float = 80) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 (only for a picture)
     from matplotlib.figure import Figure  # noqa: PLC0415
 
+    from .judgement import judge_sweep  # noqa: PLC0415
+    from .timeline import verdict_title  # noqa: PLC0415
+
     points = [p for p in document["points"] if p["probability"] is not None]
     figure = Figure(figsize=(8.5, 4), dpi=dpi)
     FigureCanvasAgg(figure)
@@ -484,7 +487,9 @@ def sweep_figure(document: dict[str, Any], *, dpi: float = 80) -> Any:
     ax.set_xlabel(f"{document['label']} (ttl {document['ttl']:g}s)")
     ax.set_ylabel("P(violation)")
     trials = max((p["trials"] for p in points), default=0)
-    ax.set_title(f"sweep {document['parameter']}: {trials} trials per value (seed {document['seed']})", fontsize=10)
+    verdict_title(
+        ax, judge_sweep(points), f"sweep {document['parameter']}: {trials} trials per value (seed {document['seed']})"
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     figure.tight_layout()

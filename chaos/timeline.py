@@ -22,10 +22,18 @@ One PNG per scenario, drawn with matplotlib's Agg backend (no display, no pyplot
   partition: that would only tint the background;
 * under the timeline, a zoomed panel around each violation (up to three), where an
   overlap of a few milliseconds is as wide as the panel; its rows are named by lock, its
-  bars by client, and it shows no time outside the run.
+  bars by client, and it shows no time outside the run;
+* when a master's clock was faulted (jump, rate, strobe, slew), a panel of each such
+  master's clock offset from true time, in milliseconds, as the faults' magnitudes make it
+  (a rate's lead stays after it ends, as the nemesis leaves it; a strobe is a band).
 
-The footer lists the violations (each once, with how often it recurred; at most two lines
-and how many more), or says in large green that none was found. Times are seconds from
+The title starts with the verdict against the expectation (:class:`chaos.judgement.Judgement`,
+in its colour: PASS in green; FAIL, MISMATCH and ERROR in red). The footer lists the
+violations (each once, with how often it recurred; at most two lines and how many more),
+or says in large letters that none was found, in the verdict's colour: red where
+violations were expected. The figure grows with the run: wider for a longer span (up to
+:data:`_MAX_WIDTH_INCHES`), taller for more lanes, so that a lane keeps its height at a
+minute and more. Times are seconds from
 ``origin`` (the first event unless the caller says otherwise), in the axis, the footer and
 the zooms alike. The legend, outside the plot, lists only what the picture shows.
 
@@ -38,6 +46,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import textwrap
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -54,8 +63,18 @@ from matplotlib.ticker import MaxNLocator
 
 from .checkers import Verdict
 from .history import AcquireReturned, FaultWindow, History, ResourceWrite, Tenure
+from .judgement import FAILURE_COLOUR, Judgement
 
-__all__ = ["CLIENT_COLOURS", "FAULT_COLOURS", "fault_label", "ink", "plot_timeline", "timeline_figure"]
+__all__ = [
+    "CLIENT_COLOURS",
+    "FAULT_COLOURS",
+    "clock_offsets",
+    "fault_label",
+    "ink",
+    "plot_timeline",
+    "timeline_figure",
+    "verdict_title",
+]
 
 _T = TypeVar("_T")
 
@@ -113,9 +132,25 @@ _STRIP = 0.45
 #: For laying fault labels out before the figure exists: the timeline's data area is about
 #: this many inches wide, and a 7-point character about this wide (generous: a label too
 #: wide for its lane is dropped, not printed over another).
-_AXES_INCHES = 7.4
 _CHAR_INCHES = 0.075
+#: A bold character's width per point of font size, in inches (generous).
+_BOLD_CHAR_INCHES = 0.0085
+#: The figure's width: this much for a run of up to _WIDE_AFTER seconds, then this much more
+#: per second, up to the most; the data area is the width less the axis labels and legend.
 _WIDTH_INCHES = 11.0
+_WIDE_AFTER = 20.0
+_INCHES_PER_SECOND = 0.12
+_MAX_WIDTH_INCHES = 18.0
+_MARGIN_INCHES = 3.6
+#: A lane's height (inches per data unit), a fault lane's share of a holder lane, and the
+#: clock panel's height.
+_LANE_INCHES = 0.3
+_FAULT_LANE = 0.7
+_CLOCK_INCHES = 1.8
+#: The masters' lines in the clock panel (a panel of its own: no client's bar is near).
+_MASTER_COLOURS = ("#000000", "#8c510a", "#7f7f7f", "#c51b7d", "#01665e")
+#: The kinds that move a master's clock.
+_CLOCK_KINDS = ("clock-jump", "clock-rate", "clock-strobe", "clock-slew")
 
 
 def _lanes(items: Sequence[_T], start: Any, end: Any) -> tuple[list[int], int]:
@@ -166,7 +201,7 @@ class _Label:
 class _Picture:
     """What is drawn, where: computed once, drawn on the timeline and on each zoom."""
 
-    def __init__(self, history: History, verdict: Verdict, origin: float | None) -> None:
+    def __init__(self, history: History, verdict: Verdict, origin: float | None, axes_inches: float) -> None:
         self.history = history
         self.verdict = verdict
         self.origin = (history.start or 0.0) if origin is None else origin
@@ -201,7 +236,7 @@ class _Picture:
                 y += _STRIP
         self.bands_end = y
         # A fault's lane holds its bar and its label, estimated from its length in characters.
-        per_inch = self.span * 1.04 / _AXES_INCHES
+        per_inch = self.span * 1.04 / axes_inches
 
         def reach(w: FaultWindow) -> float:
             # Inside its bar when it fits there, else just after it.
@@ -213,7 +248,7 @@ class _Picture:
         self.fault_reach = [reach(w) for w in self.windows]
         self.fault_top = y + _HEAD
         self.fault_count = fault_count
-        self.total = self.fault_top + fault_count if self.windows else y
+        self.total = self.fault_top + fault_count * _FAULT_LANE if self.windows else y
         self.lost = {id(w) for report in verdict.lost_updates for w in report.lost_writes}
         self.shown: dict[str, Any] = {}
         self.optional: list[_Label] = []
@@ -266,15 +301,19 @@ class _Picture:
             if window.kind not in _UNSHADED and width < 0.6 * self.span:
                 ax.axvspan(start, start + width, color=shade, alpha=0.12, linewidth=0)
                 self.legend("shaded", Patch(color="#999999", alpha=0.25, label="while a fault lasts (shaded)"))
-            top = self.fault_top + lane
-            ax.broken_barh([(start, width)], (top + 0.1, 0.8), facecolors=shade, edgecolors="black", linewidth=0.6)
+            top = self.fault_top + lane * _FAULT_LANE
+            ax.broken_barh(
+                [(start, width)], (top + 0.1 * _FAULT_LANE, 0.8 * _FAULT_LANE), facecolors=shade, edgecolors="black",
+                linewidth=0.6,
+            )  # fmt: skip
             short = _FAULT_SHORT.get(window.kind)
             name = window.kind if short is None else f"{short}: {window.kind}"
             self.legend(f"fault:{window.kind}", Patch(facecolor=shade, edgecolor="black", linewidth=0.6, label=name))
             # Inside the bar where it fits (in the ink that reads on it), else after it.
             inside = math.isclose(self.x(reach), start + width)
             text = ax.text(
-                start if inside else start + width, top + 0.5, f" {fault_label(window)}", va="center", fontsize=7,
+                start if inside else start + width, top + 0.5 * _FAULT_LANE, f" {fault_label(window)}", va="center",
+                fontsize=7,
                 color=ink(shade) if inside else "black",
             )  # fmt: skip
             self.optional.append(_Label(text, start, self.x(reach)))
@@ -409,49 +448,58 @@ def timeline_figure(
     history: History,
     verdict: Verdict,
     *,
+    judgement: Judgement,
     title: str = "",
     panels: Sequence[Callable[[Any, float], None]] = (),
     origin: float | None = None,
     footer: Sequence[str] | None = None,
     xlabel: str = "seconds since the first event",
+    jumps_step_back: bool = True,
     dpi: float = 80,
 ) -> Figure:
-    """The figure of ``history`` (judged as ``verdict``), laid out and ready to save.
+    """The figure of ``history`` (judged as ``verdict``, and the run as ``judgement``),
+    laid out and ready to save.
 
     Each of ``panels`` draws one more plot below the timeline (and its zooms), sharing its
     time axis: ``panel(axes, origin)``, with ``origin`` the monotonic time shown as 0 (by
     default the first event's; ``xlabel`` says what it is). ``footer`` lists the
     violations to name under the picture (by default the verdict's, timed from
-    ``origin``)."""
-    picture = _Picture(history, verdict, origin)
+    ``origin``). ``jumps_step_back``: whether a clock jump's end steps the clock back, as
+    the real nemesis does (the simulator's jump keeps its lead)."""
+    first = history.start if history.start is not None else 0.0
+    span = max((history.end or first) - first, 0.001)
+    width = min(_MAX_WIDTH_INCHES, _WIDTH_INCHES + max(0.0, span - _WIDE_AFTER) * _INCHES_PER_SECOND)
+    picture = _Picture(history, verdict, origin, width - _MARGIN_INCHES)
     if footer is None:
         footer = replace(verdict, origin=picture.origin).violations
     zooms = picture.zooms()
-    height = 1.2 + 0.3 * max(picture.total, 2)
-    main_height = min(height, 14)
-    lines, colour = _footer(footer)
-    ratios = [main_height, *([2.4] if zooms else []), *(2.0 for _ in panels)]
-    figure = Figure(figsize=(_WIDTH_INCHES, sum(ratios) + 0.15 * len(lines)), dpi=dpi)
+    main_height = 1.2 + _LANE_INCHES * max(picture.total, 2)
+    lines, colour = _footer(footer, judgement)
+    clocks = clock_offsets(picture.windows, picture.origin, picture.end, jumps_step_back=jumps_step_back)
+    ratios = [main_height, *([2.4] if zooms else []), *([_CLOCK_INCHES] if clocks else []), *(2.0 for _ in panels)]
+    figure = Figure(figsize=(width, sum(ratios) + 0.15 * len(lines)), dpi=dpi)
     FigureCanvasAgg(figure)
     grid = figure.add_gridspec(len(ratios), max(1, len(zooms)), height_ratios=ratios)
     ax = figure.add_subplot(grid[0, :])
     pad = picture.span * 0.02
     view = (picture.lo - pad, picture.hi + pad)
-    for number, panel in enumerate(panels, start=len(ratios) - len(panels)):
+    below = len(ratios) - len(panels)
+    if clocks:
+        _clock_panel(figure.add_subplot(grid[below - 1, :], sharex=ax), clocks, xlabel)
+    for number, panel in enumerate(panels, start=below):
         panel(figure.add_subplot(grid[number, :], sharex=ax), picture.origin)
     picture.draw(ax, view)
     ticks = [picture.layout[n][0] + picture.layout[n][1] / 2 for n in picture.names]
     labels = [f"lock {n}" for n in picture.names]
     if picture.windows:
-        ticks.append(picture.fault_top + picture.fault_count / 2)
+        ticks.append(picture.fault_top + picture.fault_count * _FAULT_LANE / 2)
         labels.append("faults")
     ax.set_yticks(ticks, labels)
     ax.set_ylim(picture.total + 0.1, 0)
     ax.set_xlim(*view)
     ax.set_xlabel(xlabel)
     ax.grid(axis="x", alpha=0.3)
-    if title:
-        ax.set_title(title, fontsize=10)
+    verdict_title(ax, judgement, title)
     for column, (start, end, name, caption) in enumerate(zooms):
         zoom = figure.add_subplot(grid[1, column])
         # Wide enough to show the holders on either side, narrow enough to show the gap;
@@ -466,7 +514,7 @@ def timeline_figure(
         zoom.set_ylim(bottom + 0.1, top - _HEAD)
         zoom.set_yticks([top + count / 2], [name], fontsize=7)
         # Wrapped to its column (an 8-point character is about 0.07 in).
-        wrap = int(_WIDTH_INCHES / len(zooms) / 0.075) - 4
+        wrap = int(width / len(zooms) / 0.075) - 4
         zoom.set_title(textwrap.fill(f"zoom: {name}: {caption}", wrap), fontsize=8, color="red")
         zoom.set_xlabel(xlabel, fontsize=7)
         zoom.xaxis.set_major_locator(MaxNLocator(4))
@@ -482,6 +530,113 @@ def timeline_figure(
     figure.tight_layout(rect=(0, inches / figure.get_figheight(), 1, 1))
     _declutter(figure, picture.optional)
     return figure
+
+
+def verdict_title(target: Any, judgement: Judgement, text: str = "", *, fontsize: float = 10) -> None:
+    """Title ``target`` (an axes, or a figure: its suptitle) with the verdict first, in its
+    colour: every picture of the harness says its verdict the same way."""
+    title = judgement.headline + (f": {text}" if text else "")
+    figure = target if isinstance(target, Figure) else target.figure
+    # About as many bold characters as fit over the plot (most of the figure's width);
+    # a longer title puts the verdict on a line of its own rather than run off the edge.
+    fits = figure.get_figwidth() * 0.7 / (fontsize * _BOLD_CHAR_INCHES)
+    if len(title) > fits and text:
+        title = f"{judgement.headline}\n{text}"
+    style = {"fontsize": fontsize, "color": judgement.colour, "fontweight": "bold"}
+    if isinstance(target, Figure):
+        target.suptitle(title, **style)
+    else:
+        target.set_title(title, **style)
+
+
+#: A clock's offset from true time over a run: (seconds from the origin, offset in ms) at
+#: each corner of its piecewise-linear path, and the strobes' bands (start, end, ms).
+_Offsets = tuple[list[tuple[float, float]], list[tuple[float, float, float]]]
+
+
+def _magnitude(window: FaultWindow) -> float | None:
+    """A clock fault's magnitude from its detail: seconds of a jump or a strobe, a rate.
+    The nemesis writes ``+1.5s``, ``x1.05``, ``x1 to x1.05 over 2s``; the simulator the
+    bare number."""
+    numbers = re.findall(r"[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?", window.detail)
+    if not numbers:
+        return None
+    if window.kind == "clock-jump":
+        return float(numbers[-1])  # (after a reactive nemesis's cause)
+    if window.kind == "clock-slew" and " to x" in window.detail:
+        return float(window.detail.split(" to x", 1)[1].split()[0])
+    return float(numbers[0])
+
+
+def clock_offsets(
+    windows: Sequence[FaultWindow], origin: float, end: float, *, jumps_step_back: bool = True
+) -> dict[str, _Offsets]:
+    """Each faulted master's clock offset from true time (ms) over ``origin``..``end``, as
+    its faults' magnitudes make it: a jump steps it (and, when ``jumps_step_back``, its end
+    steps it back); a rate ``r`` makes it gain ``r - 1`` seconds a second while it lasts
+    and keeps the lead; a slew ramps the rate from 1 to ``r``; a strobe flips it between
+    where it is and a jump ahead (drawn as a band). Masters named ``A,C`` are each moved;
+    masters moved alike are one entry (``A, C``)."""
+    moves: dict[str, list[tuple[FaultWindow, float]]] = {}
+    for window in windows:
+        value = _magnitude(window) if window.kind in _CLOCK_KINDS else None
+        if value is not None:
+            for master in window.target.split(","):
+                moves.setdefault(master, []).append((window, value))
+    alike: dict[str, list[str]] = {}
+    paths: dict[str, _Offsets] = {}
+    for master, faults in sorted(moves.items()):
+        times = {0.0, end - origin} | {t - origin for w, _ in faults for t in (w.start, _finite(w.end, end))}
+        # A slew's path is a parabola: drawn through twenty points of it.
+        for window, _ in faults:
+            if window.kind == "clock-slew":
+                stop = _finite(window.end, end)
+                times |= {window.start - origin + (stop - window.start) * i / 20 for i in range(1, 20)}
+        corners = sorted(t for t in times if 0.0 <= t <= end - origin)
+        # Each corner from just before it and at it: a jump is a step, not a slope.
+        path = [(t, _offset(faults, origin + t + nudge, jumps_step_back)) for t in corners for nudge in (-1e-9, 0.0)]
+        strobes = [
+            (w.start - origin, _finite(w.end, end) - origin, 1000 * value) for w, value in faults
+            if w.kind == "clock-strobe"
+        ]  # fmt: skip
+        key = repr((path, strobes))
+        alike.setdefault(key, []).append(master)
+        paths[key] = (path, strobes)
+    return {", ".join(masters): paths[key] for key, masters in alike.items()}
+
+
+def _offset(faults: Sequence[tuple[FaultWindow, float]], when: float, jumps_step_back: bool) -> float:
+    """The offset (ms) at ``when`` that ``faults`` make, summed (their effects compose)."""
+    total = 0.0
+    for window, value in faults:
+        if when < window.start:
+            continue
+        lasted = min(when, window.end) - window.start
+        if window.kind == "clock-jump" and (when < window.end or not jumps_step_back):
+            total += value
+        elif window.kind == "clock-rate":
+            total += (value - 1.0) * lasted
+        elif window.kind == "clock-slew":
+            length = max(window.end - window.start, 1e-9) if math.isfinite(window.end) else max(lasted, 1e-9)
+            total += (value - 1.0) * lasted * lasted / (2 * length)
+    return 1000 * total
+
+
+def _clock_panel(ax: Any, clocks: dict[str, _Offsets], xlabel: str) -> None:
+    for number, (master, (path, strobes)) in enumerate(clocks.items()):
+        # Told apart by colour and by dash, since their lines often run on top of each other.
+        colour = _MASTER_COLOURS[number % len(_MASTER_COLOURS)]
+        dash = ("-", "--", ":", "-.")[number % 4]
+        label = f"master{'s' * (',' in master)} {master}"
+        ax.plot([t for t, _ in path], [v for _, v in path], dash, color=colour, linewidth=1.5, label=label)
+        for start, stop, ahead in strobes:
+            base = [v for t, v in path if start <= t <= stop] or [0.0]
+            ax.fill_between([start, stop], min(base), max(base) + ahead, color=colour, alpha=0.2, linewidth=0)
+    ax.axhline(0.0, color="#7f7f7f", linewidth=0.8)
+    ax.set_ylabel("clock offset ms")
+    ax.set_xlabel(xlabel)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.grid(alpha=0.3)
 
 
 def plot_timeline(
@@ -526,15 +681,18 @@ def _one_line(caption: str) -> str:
     return "; ".join(parts[:2]) + (f" (+{len(parts) - 2} more)" if len(parts) > 2 else "")
 
 
-def _footer(lines: Iterable[str]) -> tuple[list[str], str]:
-    """The footer: each violation once (with how often it recurred), at most two lines and
-    how many more; or that there was none."""
+def _footer(lines: Iterable[str], judgement: Judgement) -> tuple[list[str], str]:
+    """The footer and its colour: each violation once (with how often it recurred), at most
+    two lines and how many more; or that there was none, in the verdict's colour (red, and
+    saying so, when violations were expected)."""
     counts = Counter(lines)
     if not counts:
-        return ["no violation found"], "green"
+        if judgement.passed:
+            return ["no violation found"], judgement.colour
+        return [f"no violation found: {judgement.word}, expected {judgement.expected}"], judgement.colour
     found = [
         textwrap.shorten(line if n == 1 else f"{line} (x{n})", 150, placeholder=" ...") for line, n in counts.items()
     ]
     if len(found) > 2:
         found[1] += f"  (and {len(found) - 2} more)"
-    return found[:2], "red"
+    return found[:2], FAILURE_COLOUR

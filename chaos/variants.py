@@ -1,12 +1,12 @@
 """Deliberately broken Redlock clients, for ``python -m chaos selftest``.
 
-Would the harness notice a broken client? Each variant here is one mistake from REDLOCK.md,
-made by patching the pure core (:mod:`redlock._protocol.kinds`, :mod:`redlock._protocol.flows`,
-:mod:`redlock._protocol.scripts`, the flows :mod:`redlock._api.state` calls) inside a client
-process at start-up: :mod:`chaos.worker` applies the variant named in its configuration
-before it builds its Redlock, so the library's source stays as it is and every other
-process runs the real client. A variant that the catalogue does not catch is a hole in the
-harness, not in the lock.
+Would the harness notice a broken client? Each variant here is one mistake a client of the
+algorithm (docs/algorithm.md) could make, made by patching the pure core
+(:mod:`redlock._protocol.kinds`, :mod:`redlock._protocol.flows`, :mod:`redlock._protocol.scripts`,
+the flows :mod:`redlock._api.state` calls) inside a client process at start-up:
+:mod:`chaos.worker` applies the variant named in its configuration before it builds its
+Redlock, so the library's source stays as it is and every other process runs the real
+client. A variant that the catalogue does not catch is a hole in the harness, not in the lock.
 
 The flow-level mistakes are made by a relay between the driver and the real flow
 (:func:`_relay`): it passes every request and reply through, except what the mistake

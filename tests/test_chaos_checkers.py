@@ -449,8 +449,8 @@ def test_validity_from_the_replies_is_flagged_by_its_wait() -> None:
 
 
 def test_a_client_held_off_the_cpu_is_allowed_what_it_waited_and_no_more() -> None:
-    """The 21a flake: a correct client descheduled 6.8 ms between the harness's stamp and
-    its first clock read claims 1.8 ms past the constant slack; its return says it waited
+    """A correct client descheduled 6.8 ms between the harness's stamp and its first clock
+    read (as a loaded machine does to scenario 21a's) claims 1.8 ms past the constant slack; its return says it waited
     7 ms for a CPU. A client that omits the drift (12 ms at 1 s) with no wait is caught."""
 
     def claim(deadline_past: float, queued: float | None) -> History:

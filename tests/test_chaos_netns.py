@@ -206,7 +206,7 @@ def test_half_open_write_gets_reset(link: Rig) -> None:
         with inside(client.namespace):
             # The restarted master never heard of this connection: its kernel answers RST.
             # Unless the killed master's FIN, held by the blackhole and retransmitted, comes
-            # first (a loaded machine, once in CI): then an end of file. Dead either way.
+            # first (it can, on a loaded machine): then an end of file. Dead either way.
             try:
                 answer = _ask(sock, b"PING\r\n")
             except ConnectionResetError:

@@ -1,7 +1,8 @@
 """The harness's pictures, read as a reader would: drawn (matplotlib Agg, a low dpi) from
-small synthetic histories, no chaos run, and checked for what can be checked: the labels a
-reader needs are there, no text's box overlaps another's, legends sit outside the plots'
-data, times are counted from the start, and the counts agree with each other."""
+small synthetic histories and short simulated runs, no chaos run, and checked for what can
+be checked: the title carries the verdict against the expectation (in its colour), the
+labels a reader needs are there, no text's box overlaps another's, legends sit outside the
+plots' data, times are counted from the start, and the counts agree with each other."""
 
 from __future__ import annotations
 
@@ -33,9 +34,20 @@ from chaos.history import (
     ReleaseInvoked,
     ResourceWrite,
 )
+from chaos.judgement import FAILURE_COLOUR, PASS_COLOUR, Judgement, judge_run
 from chaos.schedule import resolve_fault_set
+from chaos.sim import search
+from chaos.sim.pictures import explore_figures, surface_figure
 from chaos.sweep import PARAMETERS, logistic_fit, sweep_figure, wilson_interval
-from chaos.timeline import CLIENT_COLOURS, FAULT_COLOURS, _footer, fault_label, ink, timeline_figure
+from chaos.timeline import (
+    CLIENT_COLOURS,
+    FAULT_COLOURS,
+    _footer,
+    clock_offsets,
+    fault_label,
+    ink,
+    timeline_figure,
+)
 
 DPI = 40
 #: Raw monotonic times of a real run are large: a picture that showed them would say t=1000.
@@ -117,6 +129,37 @@ def _titles(figure: Figure) -> list[str]:
     return [ax.get_title() for ax in figure.axes]
 
 
+def _verdict_title(figure: Figure) -> Text:
+    """The one title that says a verdict (an axes' title or the figure's suptitle)."""
+    suptitle = figure._suptitle  # type: ignore[attr-defined]
+    titles = [ax.title for ax in figure.axes] + ([suptitle] if suptitle is not None else [])
+    (title,) = [t for t in titles if re.match(r"(PASS|FAIL|MISMATCH|ERROR) \(", t.get_text())]
+    return title
+
+
+def assert_says(figure: Figure, word: str) -> str:
+    """The picture's title starts with ``word``, in the verdict's colour; no text over
+    text; every legend outside the data. Returns the title."""
+    title = _verdict_title(figure)
+    assert title.get_text().startswith(f"{word} ("), title.get_text()
+    colour = PASS_COLOUR if word == "PASS" else FAILURE_COLOUR
+    assert to_hex(title.get_color()) == colour
+    assert_no_text_overlaps(figure)
+    assert_legends_outside(figure)
+    assert_inside(figure)
+    return title.get_text()
+
+
+def assert_inside(figure: Figure) -> None:
+    """No text runs off the figure's edge (a long title would be cut)."""
+    whole = figure.bbox
+    for text, box in _texts(figure):
+        assert whole.x0 - 1 <= box.x0, text.get_text()
+        assert box.x1 <= whole.x1 + 1, text.get_text()
+        assert whole.y0 - 1 <= box.y0, text.get_text()
+        assert box.y1 <= whole.y1 + 1, text.get_text()
+
+
 # --- synthetic histories ---------------------------------------------------------------------
 
 
@@ -172,10 +215,10 @@ class _Maker:
             AcquireReturned(time=T0 + at, client=client, name=name, op=op, ok=False),
         ]
 
-    def fault(self, kind: str, target: str, start: float, end: float) -> None:
+    def fault(self, kind: str, target: str, start: float, end: float, detail: str = "") -> None:
         fault = f"f{next(self.fault_ids)}"
         self.events += [
-            FaultBegin(time=T0 + start, fault=fault, kind=kind, target=target),
+            FaultBegin(time=T0 + start, fault=fault, kind=kind, target=target, detail=detail),
             FaultEnd(time=T0 + end, fault=fault),
         ]
 
@@ -185,7 +228,7 @@ class _Maker:
 
 def _explore_history() -> History:
     """Three locks, four clients, two overlaps with a lost increment each, crowded faults of
-    many kinds (the picture the issue could not read)."""
+    many kinds: the crowded picture of a long explore run."""
     make = _Maker()
     clients = ["c1", "c2", "c3", "c4"]
     for lane, name in enumerate(["L1", "L2", "L3"]):
@@ -250,21 +293,24 @@ def test_explore_timeline_reads_as_it_should() -> None:
         assert box.x1 <= frame.x1
         assert frame.y0 <= box.y0
         assert box.y1 <= frame.y1
-    # The panels say what their x axis is, and the latency panel where the timeout is.
-    main = timeline.axes[0]
-    (latency,) = [ax for ax in timeline.axes if ax.get_ylabel() == "acquire ms"]
-    (throughput,) = [ax for ax in timeline.axes if ax.get_ylabel() == "acquired/s"]
-    for ax in (main, latency, throughput):
-        assert ax.get_xlabel() == "seconds since the schedule's start"
+    # Each panel once: latency and throughput in over-time.png only, which marks the
+    # violations and says what its x axis is, and the latency panel where the timeout is.
+    assert timeline.axes[0].get_xlabel() == "seconds since the schedule's start"
+    assert not [ax for ax in timeline.axes if ax.get_ylabel() in ("acquire ms", "acquired/s")]
+    assert [ax.get_ylabel() for ax in over_time.axes] == ["acquire ms", "acquired/s"]
+    assert [ax.get_xlabel() for ax in over_time.axes] == ["seconds since the schedule's start"] * 2
+    latency = over_time.axes[0]
     notes = [t.get_text() for t in latency.get_legend().get_texts()]  # type: ignore[union-attr]
     assert any(note.startswith("acquire timeout 2s") for note in notes)
-    assert_no_text_overlaps(timeline)
-    assert assert_legends_outside(timeline) == 2
+    assert "violation" in notes
+    marks = [line for line in latency.lines if to_hex(line.get_color()) == FAILURE_COLOUR]
+    assert sorted(float(line.get_xdata()[0]) for line in marks) == sorted(v.time for v in violations)  # type: ignore[index]
+    # The set is expected UNSAFE and violations were found: both pictures say PASS.
+    assert_says(timeline, "PASS")
+    assert assert_legends_outside(timeline) == 1
     assert_not_squeezed(timeline)
-    assert_no_text_overlaps(over_time)
-    assert assert_legends_outside(over_time) == 1
-    assert [ax.get_xlabel() for ax in over_time.axes] == ["seconds since the schedule's start"] * 2
-    del violations
+    assert assert_says(over_time, "PASS").endswith(f"{len(violations)} violations")
+    assert assert_legends_outside(over_time) == 2
 
 
 def test_explore_counts_agree_and_times_count_from_the_start() -> None:
@@ -273,8 +319,11 @@ def test_explore_counts_agree_and_times_count_from_the_start() -> None:
     history = _explore_history()
     timeline, _, violations = _explore_figures(history)
     assert {v.kind for v in violations} == {"mutual-exclusion", "lost-update"}
-    (title,) = [t for t in _titles(timeline) if t.startswith("explore")]
-    assert title == f"explore unsafe-clock (seed 5): {len(violations)} violations"
+    title = _verdict_title(timeline).get_text().replace("\n", ": ")
+    assert (
+        title
+        == f"PASS (expected UNSAFE, violations found): explore unsafe-clock (seed 5): {len(violations)} violations"
+    )
     footer = [t.get_text() for t in timeline.texts]
     (text,) = footer
     lines = text.splitlines()
@@ -302,9 +351,11 @@ def test_a_long_explore_run_says_what_part_it_shows() -> None:
     timeline, _, violations = _explore_figures(history, duration=600.0)
     late = [v for v in violations if v.time > 60]
     assert late
-    (title,) = [t for t in _titles(timeline) if t.startswith("explore")]
+    title = _verdict_title(timeline).get_text().replace("\n", ": ")
     shown = len(violations) - len(late)
-    assert title == f"explore unsafe-clock (seed 5): {len(violations)} violations; 0-60s of 600s shown, with {shown}"
+    assert title.endswith(
+        f"explore unsafe-clock (seed 5): {len(violations)} violations; 0-60s of 600s shown, with {shown}"
+    )
     zooms = [" ".join(t.split()) for t in _titles(timeline) if t.startswith("zoom: ")]
     assert zooms
     assert all(z.startswith("zoom: L1: ") for z in zooms), zooms
@@ -323,7 +374,7 @@ def _election_history() -> History:
         make.hold(client, "chaos-election", t, t + 0.75, fencing=term)
         make.refuse("c3" if client != "c3" else "c2", "chaos-election", t + 0.3)
         t += 0.85
-    make.fault("clock-rate", "C", 0.0, 9.5)
+    make.fault("clock-rate", "C", 0.0, 9.5, "x1.02")
     make.fault("pause", "E", 2.2, 3.0)
     make.fault("kill", "A", 3.4, 4.7)
     make.fault("client-pause", "c1", 5.0, 6.5)
@@ -335,8 +386,9 @@ def test_election_timeline_reads_as_it_should() -> None:
     history = _election_history()
     verdict = check_all(history)
     assert verdict.safe
-    figure = timeline_figure(history, verdict, title="23. election", dpi=DPI)
+    figure = timeline_figure(history, verdict, judgement=judge_run("SAFE", "SAFE"), title="23. election", dpi=DPI)
     assert_not_squeezed(figure)
+    assert assert_says(figure, "PASS") == "PASS (expected SAFE, no violation found): 23. election"
     strings = _strings(figure)
     # Each term's label is there, not hidden under its write.
     for term, client in enumerate(["c1", "c2", "c3", "c1", "c2", "c4", "c3", "c4", "c1", "c2"], start=1):
@@ -345,9 +397,13 @@ def test_election_timeline_reads_as_it_should() -> None:
     (footer,) = figure.texts
     assert footer.get_text() == "no violation found"
     assert footer.get_fontsize() >= 10
-    assert footer.get_color() == "green"
+    assert footer.get_color() == PASS_COLOUR
     # Refused acquires: a visible dot each.
-    (ax,) = figure.axes
+    ax, clocks = figure.axes
+    # C's clock at x1.02 for 9.5 s gains 190 ms, drawn in the panel under the timeline.
+    assert clocks.get_ylabel() == "clock offset ms"
+    (line,) = clocks.get_lines()[:1]
+    assert max(line.get_ydata()) == pytest.approx(190)  # type: ignore[arg-type]
     dots = [line for line in ax.lines if line.get_marker() == "o"]
     assert len(dots) == 10
     assert all(dot.get_markersize() >= 4 for dot in dots)
@@ -357,7 +413,7 @@ def test_election_timeline_reads_as_it_should() -> None:
     assert len(fault_bars) == 5
     assert not {_hex(c.get_facecolor()[0]) for c in fault_bars} & clients
     assert_no_text_overlaps(figure)
-    assert assert_legends_outside(figure) == 1
+    assert assert_legends_outside(figure) == 2
 
 
 def test_fault_colours_are_far_from_every_client_colour() -> None:
@@ -392,7 +448,10 @@ def test_scenario_timeline_reads_as_it_should() -> None:
     history = _restart_empty_history()
     verdict = check_all(history)
     assert verdict.overlaps
-    figure = timeline_figure(history, verdict, title="5. restart-empty", dpi=DPI)
+    figure = timeline_figure(
+        history, verdict, judgement=judge_run("UNSAFE", "UNSAFE"), title="5. restart-empty", dpi=DPI
+    )
+    assert_says(figure, "PASS")
     assert_not_squeezed(figure)
     main, zoom = figure.axes
     # The faint band near t=0 is a fault's shading, and the legend says so.
@@ -418,10 +477,13 @@ def test_scenario_timeline_reads_as_it_should() -> None:
 
 
 def test_the_footer_names_each_violation_once() -> None:
-    lines, colour = _footer(["a", "b", "a", "c", "a", "d"])
-    assert colour == "red"
+    unsafe = judge_run("UNSAFE", "UNSAFE")
+    lines, colour = _footer(["a", "b", "a", "c", "a", "d"], unsafe)
+    assert colour == FAILURE_COLOUR
     assert lines == ["a (x3)", "b  (and 2 more)"]
-    assert _footer([]) == (["no violation found"], "green")
+    assert _footer([], judge_run("SAFE", "SAFE")) == (["no violation found"], PASS_COLOUR)
+    missed = (["no violation found: MISMATCH, expected UNSAFE"], FAILURE_COLOUR)
+    assert _footer([], judge_run("UNSAFE", "SAFE")) == missed
 
 
 # --- the sweep --------------------------------------------------------------------------------
@@ -433,7 +495,8 @@ def _document(name: str, counts: dict[float, int], trials: int = 6) -> dict[str,
     for value, violations in counts.items():
         low, high = wilson_interval(violations, trials)
         points.append({"value": value, "trials": trials, "errors": 0, "violations": violations,
-                       "probability": violations / trials, "low": low, "high": high})  # fmt: skip
+                       "probability": violations / trials, "low": low, "high": high,
+                       "theory": "UNSAFE" if parameter.unsafe(value) else "SAFE"})  # fmt: skip
     return {"parameter": name, "label": parameter.label, "ttl": parameter.ttl, "seed": 1,
             "threshold": parameter.threshold(parameter.ttl), "unsafe_above": parameter.unsafe_above,
             "points": points}  # fmt: skip
@@ -453,6 +516,7 @@ def _curves(figure: Figure) -> Iterator[Line2D]:
 def test_a_sweep_draws_points_and_no_line_across_values_never_measured() -> None:
     figure = sweep_figure(_document("clock-rate", CLOCK_RATE), dpi=DPI)
     assert list(_curves(figure)) == []
+    assert assert_says(figure, "PASS").startswith("PASS (violations at 0 of 3 SAFE points, 3 of 3 UNSAFE ones)\n")
     strings = _strings(figure)
     # One value in the transition: the most likely curve would be a step; the gap is shaded.
     assert "the boundary lies here\n(not measured inside)" in strings
@@ -554,3 +618,146 @@ def test_the_benchmark_chart_keeps_its_legends_off_the_data(monkeypatch: pytest.
             box = legend.get_window_extent(renderer)
             assert whole.x0 <= box.x0
             assert box.x1 <= whole.x1 + 1
+
+
+# --- the verdict, long runs, clocks -------------------------------------------------------------
+
+
+def _quiet_history(seconds: float, locks: int = 3) -> History:
+    """Holders taking turns on ``locks`` names for ``seconds``, none at once; faults all along."""
+    make = _Maker()
+    clients = ["c1", "c2", "c3", "c4"]
+    for lane in range(locks):
+        t = 0.1 * lane
+        n = 0
+        while t < seconds - 1:
+            make.hold(clients[(n + lane) % 4], f"L{lane + 1}", t, t + 0.6)
+            t += 0.9
+            n += 1
+    kinds = ["blackhole", "latency", "kill", "pause", "client-pause", "crash-restart"]
+    for n in range(int(seconds * 1.5)):
+        start = 0.3 + n / 1.5
+        make.fault(kinds[n % len(kinds)], ["c1-E", "c2-C", "A", "B", "c3", "E"][n % 6], start, start + 0.3)
+    return make.history()
+
+
+def test_a_run_that_missed_its_expected_violation_says_mismatch_in_red() -> None:
+    """An UNSAFE set, no violation found: the title says MISMATCH in a failure's red, and
+    so does the footer; nothing on either picture says "no violation found" in green."""
+    history = _quiet_history(10.0)
+    timeline, over_time, violations = _explore_figures(history)
+    assert violations == []
+    title = assert_says(timeline, "MISMATCH")
+    # (On a line of its own when the whole would not fit over the plot.)
+    assert title.replace("\n", ": ").startswith("MISMATCH (expected UNSAFE, no violation found): explore unsafe-clock")
+    (footer,) = timeline.texts
+    assert footer.get_text() == "no violation found: MISMATCH, expected UNSAFE"
+    assert to_hex(footer.get_color()) == FAILURE_COLOUR
+    assert_says(over_time, "MISMATCH")
+    colours = {to_hex(t.get_color()) for f in (timeline, over_time) for t, _ in _texts(f)}
+    assert PASS_COLOUR not in colours
+
+
+@pytest.mark.parametrize("seconds", [60.0, 120.0])
+def test_a_long_run_keeps_its_lanes_apart(seconds: float) -> None:
+    """At a minute and more the figure grows: each holder lane keeps at least a quarter
+    inch, labels do not print over each other."""
+    history = _quiet_history(seconds)
+    figure = timeline_figure(history, check_all(history), judgement=judge_run("SAFE", "SAFE"), title="long", dpi=DPI)
+    assert figure.get_figwidth() > 11
+    main = figure.axes[0]
+    (_, top), (_, bottom) = main.transData.transform([(0, 0), (0, 1)])
+    assert abs(top - bottom) / DPI >= 0.25
+    assert_says(figure, "PASS")
+    assert_not_squeezed(figure)
+
+
+def test_clock_offsets_follow_each_fault_kind() -> None:
+    make = _Maker()
+    make.fault("clock-rate", "C", 1.0, 3.0, "x1.05")
+    make.fault("clock-jump", "A", 2.0, 4.0, "bare majority; +1.5s")
+    make.fault("clock-slew", "B", 0.0, 2.0, "x1 to x1.1 over 2s")
+    make.fault("clock-jump", "D,E", 1.0, 2.0, "0.5")
+    make.hold("c1", "L1", 0.0, 5.0)
+    windows = make.history().fault_windows()
+
+    def at(path: list[tuple[float, float]], when: float) -> float:
+        """The offset at a corner of the path (or after it, where the path is flat)."""
+        return [v for t, v in path if t <= when][-1]
+
+    real = clock_offsets(windows, T0, T0 + 5.0)
+    assert at(real["C"][0], 1.0) == pytest.approx(0)
+    assert at(real["C"][0], 3.0) == pytest.approx(100)
+    assert at(real["C"][0], 5.0) == pytest.approx(100)  # the lead stays
+    assert at(real["A"][0], 3.0) == pytest.approx(1500)
+    assert at(real["A"][0], 4.5) == pytest.approx(0)  # stepped back
+    assert at(real["B"][0], 5.0) == pytest.approx(100)  # a ramp to x1.1 over 2 s gains 0.1 s
+    assert at(real["D, E"][0], 3.0) == pytest.approx(0)
+    simulated = clock_offsets(windows, T0, T0 + 5.0, jumps_step_back=False)
+    assert at(simulated["D, E"][0], 3.0) == pytest.approx(500)  # the simulator's jump stays
+
+
+def test_a_judgement_names_its_word_by_expectation() -> None:
+    assert judge_run("SAFE", "SAFE").word == "PASS"
+    assert judge_run("SAFE", "UNSAFE").word == "FAIL"
+    assert judge_run("UNSAFE", "SAFE").word == "MISMATCH"
+    assert judge_run("UNSAFE", "UNSAFE", checks_passed=False).word == "FAIL"
+    assert judge_run("SAFE", "SAFE", error="boom").word == "ERROR"
+    assert Judgement("FAIL", "SAFE", "UNSAFE").colour == FAILURE_COLOUR
+    with pytest.raises(ValueError, match="expected"):
+        judge_run("MAYBE", "SAFE")
+
+
+# --- the simulator's pictures ----------------------------------------------------------------------
+
+
+def test_sim_explore_draws_trials_rates_and_its_counterexample() -> None:
+    summary = search.explore("unsafe-clock", 12, 11)
+    assert summary["violations"]
+    figures = explore_figures(summary, dpi=DPI)
+    assert sorted(figures) == ["counterexample.png", "rates.png", "trials.png"]
+    for figure in figures.values():
+        assert_says(figure, "PASS")
+        assert_not_squeezed(figure)
+    over = summary["over_trials"]
+    assert sum(over["violations"]) == summary["violations"]
+    # One row for every trial, then two a fault kind, each naming its counts.
+    rates = figures["rates.png"].axes[0]
+    labels = [t.get_text() for t in rates.get_yticklabels()]
+    assert labels[0] == f"all trials ({summary['violations']}/{summary['trials']})"
+    for kind, shares in summary["by_fault_kind"].items():
+        assert shares["with"]["trials"] + shares["without"]["trials"] == summary["trials"]
+        assert f"with {kind} ({shares['with']['violations']}/{shares['with']['trials']})" in labels
+    # The counterexample as the real harness draws a run, its clock jump in the clock panel.
+    counterexample = figures["counterexample.png"]
+    assert counterexample.axes[0].get_xlabel() == "simulated seconds"
+    assert "clock offset ms" in [ax.get_ylabel() for ax in counterexample.axes]
+
+
+def test_sim_explore_of_an_unsafe_set_without_a_violation_says_mismatch() -> None:
+    trials = 5
+    share = {"trials": trials, "violations": 0, "low": 0.0, "high": 0.43}
+    summary = {
+        "set": "unsafe-clock", "expected": "UNSAFE", "seed": 1, "trials": trials, "violations": 0,
+        "rate": {"value": 0.0, "low": 0.0, "high": 0.43},
+        "by_fault_kind": {"clock-jump": {"with": share, "without": {**share, "trials": 0}}},
+        "over_trials": {"width": 1, "violations": [0] * trials},
+    }  # fmt: skip
+    figures = explore_figures(summary, dpi=DPI)
+    assert sorted(figures) == ["rates.png", "trials.png"]
+    for figure in figures.values():
+        assert_says(figure, "MISMATCH")
+
+
+def test_the_phase_diagram_says_whether_it_agrees_with_theory() -> None:
+    surface = search.SURFACES["clock-rate", "ttl"]
+    points = []
+    for x in (1.0, 1.02, 1.05):
+        for y in (0.25, 0.5):
+            violations = 3 if surface.unsafe(x, y) else 0
+            points.append({"x": x, "y": y, "trials": 6, "violations": violations, "rate": violations / 6,
+                           "theory": "UNSAFE" if surface.unsafe(x, y) else "SAFE"})  # fmt: skip
+    document = {"x": "clock-rate", "y": "ttl", "points": points}
+    assert_says(surface_figure(document, dpi=DPI), "PASS")
+    points[0]["violations"] = 1  # at x1.0, where theory allows none
+    assert_says(surface_figure(document, dpi=DPI), "FAIL")

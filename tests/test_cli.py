@@ -609,7 +609,7 @@ def test_script_exec_interrupted_while_waiting_for_the_lock(
         finally:
             proc.kill()
             proc.wait()
-        assert proc.returncode == 128 + signal.SIGTERM, err  # (once 1 in CI's compiled tier: say why)
+        assert proc.returncode == 128 + signal.SIGTERM, err  # (another status: what the command said)
         assert "SIGTERM" in one_line_error(err)
         assert lock.locked()
     assert not marker.exists()
@@ -1010,8 +1010,9 @@ def test_script_servers_says_a_master_exited_without_restarting_it(script: pathl
         killed = _master_child(servers.pid, port)
         os.kill(killed, signal.SIGKILL)
         wait_until(lambda: not _zombie_or_running(killed), "the killed master is reaped")
-        # The warning follows the reaping: read until it comes (a SIGTERM sent in between,
-        # under CI's load, stopped the command before it wrote it), or PATIENCE runs out.
+        # The warning follows the reaping: read until it comes (a SIGTERM sent in between would
+        # stop the command before it wrote it, and a loaded machine makes that wait long), or
+        # PATIENCE runs out.
         expected = (
             f"redlock: warning: master 127.0.0.1:{port} (pid {killed}) exited, killed by SIGKILL; "
             "not restarted (--restart SECONDS restarts it on its port)"
@@ -1232,8 +1233,8 @@ def test_script_exec_killed_by_its_command_at_once_still_takes_the_commands_chil
     script: pathlib.Path, urls: list[str], tmp_path: pathlib.Path
 ) -> None:
     # The command kills exec as its first act: exec may not have run a line of its own since
-    # the command started, yet the guard must already know the command's group (CI once saw
-    # the child outlive exec when exec told the guard only once Popen had returned).
+    # the command started, yet the guard must already know the command's group (were exec to
+    # tell the guard only once Popen had returned, the child could outlive exec).
     proc, command_pid, child_pid = started_with_a_child(script, unique(), tmp_path, then="kill -9 $PPID;")
     try:
         assert proc.wait(timeout=PATIENCE) == -signal.SIGKILL

@@ -1,4 +1,4 @@
-"""The command line's secrets and what it prints (issue 35, sections 4, 5 and 6).
+"""The command line's secrets and what it prints.
 
 Passwords and tokens given on the command line are in the process list for every local user
 to read: there are ways to keep them off it (a private file, the environment), a warning

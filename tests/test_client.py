@@ -378,7 +378,7 @@ def test_a_master_that_forgot_its_scripts_still_releases_and_extends(
 ) -> None:
     cluster = fresh_masters(3, persistence="aof-always")
     # Every write waits for an fsync here, and the masters share one disk: a stall of a few
-    # hundred ms (seen on CI, right after pip had written a venv) would time out all three
+    # hundred ms (another process writing much to the same disk makes one) would time out all three
     # at once. This test is about NOSCRIPT, not latency.
     rl = client(cluster.urls, node_timeout=2.0)
     lock = rl.lock(unique(), ttl=10.0)

@@ -75,7 +75,7 @@ def test_sixty_four_threads_on_a_fresh_client_all_succeed(matrix_cluster: LocalM
     # What this checks is the fresh client's connects and sockets under a burst, not its
     # speed: with 64 threads runnable, the thread reading the replies may wait ~64 switch
     # intervals (5 ms each) for the GIL, which the default 50 ms node_timeout does not
-    # cover on a loaded 2-core machine (5 of 320 acquires timed out so in a local CI run).
+    # cover on a loaded 2-core machine.
     with Redlock(masters.urls, node_timeout=0.5) as rl:
 
         def work() -> None:

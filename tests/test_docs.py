@@ -271,10 +271,10 @@ def test_every_public_attribute_of_a_client_is_in_the_reference() -> None:
 
 def test_every_attribute_and_keyword_the_docs_name_exists() -> None:
     """``lock.validity``, ``rl.inspect(name)``, ``replace_ttl=True``, ``redlock.fencing.FencedStore``:
-    what README, api.md and operations.md name in inline code is there to be used."""
+    what README, usage.md, api.md and operations.md name in inline code is there to be used."""
     keywords = _public_parameters() | _FOREIGN_KEYWORDS
     missing = []
-    for page in (ROOT / "README.md", DOCS / "api.md", DOCS / "operations.md"):
+    for page in (ROOT / "README.md", DOCS / "usage.md", DOCS / "api.md", DOCS / "operations.md"):
         for span in re.findall(r"`([^`\n]+)`", page.read_text()):
             for variable, attribute in re.findall(r"(?<![\w.])([a-z]+)\.([a-z_]\w*)", span):
                 classes = _DOC_VARIABLES.get(variable, ())
@@ -339,7 +339,7 @@ _PIP_INSTALL = re.compile(r"^\.venv/bin/pip install (?:-q )?(?:-c constraints\.t
 
 #: Commands too long for the default run, run in the chaos tier (`-m chaos` or REDLOCK_CHAOS=1).
 SLOW = {
-    r"-m chaos run --all": "the whole catalogue (test_chaos_scenarios.py runs each scenario in quick mode)",
+    r"-m chaos run --all": "the catalogue (test_chaos_scenarios.py runs each scenario in quick mode, most in -m slow)",
     r"-m chaos run kill-majority --duration 30": "30 s of workload",
     r"benchmarks/bench\.py": "about a minute (test_packaging.py runs it with --quick, without matplotlib)",
     r"-m chaos (explore|sweep) ": "seconds of faults each (test_chaos_explore.py runs both, and replay)",
@@ -595,17 +595,23 @@ def _default_out_directories(parser: argparse.ArgumentParser) -> set[str]:
     return found
 
 
-def test_every_default_output_directory_is_ignored_or_committed() -> None:
-    """`python -m chaos sim explore` run in the checkout leaves nothing for `git status` to show."""
+def test_every_default_output_directory_is_ignored_and_untracked() -> None:
+    """A documented `python -m chaos` command run in the checkout without --out leaves nothing
+    for `git status` to show: its directory is ignored, and git tracks nothing in it (a
+    tracked file there would be overwritten by the next run, as chaos-selftest/'s were)."""
     from chaos.__main__ import _parser as chaos_parser  # noqa: PLC0415
     from chaos.sim.cli import _parser as sim_parser  # noqa: PLC0415
 
-    ignored = {line.rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines() if line.endswith("/")}
-    committed = {path.parts[0] for path in map(pathlib.PurePath, _tracked_files())}
     defaults = _default_out_directories(chaos_parser()) | _default_out_directories(sim_parser())
     assert defaults, "the harness's commands have no --out default any more: update this test"
-    missing = sorted(defaults - ignored - committed)
-    assert not missing, f"add these to .gitignore: {missing}"
+    tracked = sorted(defaults & {pathlib.PurePath(path).parts[0] for path in _tracked_files()})
+    assert not tracked, f"generated output committed: git rm -r {' '.join(tracked)}"
+    # --no-index: whether a file written there would be ignored, tracked or not.
+    check = ["git", "check-ignore", "--no-index", "--verbose", "--non-matching", *(f"{d}/out.json" for d in defaults)]
+    done = subprocess.run(check, cwd=ROOT, capture_output=True, text=True, check=False)
+    unignored = sorted(line.split("\t")[1].split("/")[0] for line in done.stdout.splitlines() if line.startswith("::"))
+    assert done.returncode in (0, 1), done.stderr
+    assert not unignored, f"add these to .gitignore: {unignored}"
 
 
 def _tracked_files() -> list[str]:
@@ -613,3 +619,195 @@ def _tracked_files() -> list[str]:
     if done.returncode != 0:
         pytest.skip(f"not a git checkout: {done.stderr.strip()}")
     return done.stdout.splitlines()
+
+
+# --- what the pages state about the code is computed from the code ---------------------------------
+#
+# "the 35 scenarios" (53 by then), "about 290 tests" (701), a scenario table that stopped at
+# 31: a count written by hand goes stale the day the code grows. A page states a count of the
+# code's things only where a counter below computes it, and for the things without a counter
+# (tests, modules: pytest and `ls` say how many) it states none.
+
+_NUMBER_WORDS = {
+    word: value
+    for value, word in enumerate(
+        [
+            *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+            *("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen"),
+            *("nineteen", "twenty"),
+        ]
+    )
+}
+_NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60})
+
+
+def _catalogue(expected: str | None = None) -> int:
+    scenarios = pytest.importorskip("chaos.scenarios")
+    return sum(1 for scenario in scenarios.CATALOGUE if expected in (None, scenario.expected))
+
+
+def _layers() -> int:
+    from .test_layers import LAYERS  # noqa: PLC0415
+
+    return len(LAYERS)
+
+
+def _fault_sets() -> int:
+    from chaos.schedule import FAULT_SETS  # noqa: PLC0415
+
+    return len(FAULT_SETS)
+
+
+def _extras() -> int:
+    return len(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+
+
+#: What a count may be stated of, and how the test computes it (None: it may not be stated).
+#: The pattern is the words after the number, the first that matches counting.
+STATED_COUNTS: dict[str, Any] = {
+    r"SAFE scenarios": functools.partial(_catalogue, "SAFE"),
+    r"UNSAFE scenarios": functools.partial(_catalogue, "UNSAFE"),
+    r"(?:[A-Za-z-]+\s+)?scenarios": _catalogue,
+    r"(?:[A-Za-z-]+\s+)?layers": _layers,
+    r"(?:[A-Za-z-]+\s+)?fault sets": _fault_sets,
+    r"(?:[A-Za-z-]+\s+)?extras": _extras,
+    r"(?:[A-Za-z-]+\s+)?exit codes": lambda: len(EXIT_CODES),
+    r"(?:[A-Za-z-]+\s+)?(?:variants|broken clients)": None,
+    r"(?:[A-Za-z-]+\s+)?(?:test files|tests|test cases)": None,
+    r"(?:[A-Za-z-]+\s+)?modules": None,
+}
+
+#: Counts that are not of the code as it is: of a past run, or of a subset the sentence names.
+#: Each entry must still be on its page (so that none outlives its sentence).
+COUNTS_OF_SOMETHING_ELSE = {
+    ("chaos-results.md", "four scenarios"): "the runs of 7a to 8b, which the sentence names",
+    ("chaos-results.md", "Two self-test variants"): "the two that break a shared Lock, named in the sentence",
+    ("chaos-results.md", "25 scenarios"): "the catalogue as it was when that self-test ran",
+    ("chaos-results.md", "6 variants"): "the variants as they were when that self-test ran",
+    ("chaos-results.md", "two variants"): "the two of a shared Lock, named in the sentence",
+    ("chaos-results.md", "six older variants"): "the six the table below names",
+    ("chaos-results.md", "12 scenarios"): "the scenarios in which a self-test run caught no-drift, listed after it",
+    ("chaos-results.md", "22 scenarios"): "those both networks could play in that run",
+    ("simulation.md", "two self-test variants"): "the two of a shared Lock and reentrancy, named in the sentence",
+}
+
+_NUMBER = rf"\b(\d[\d,]*|{'|'.join(_NUMBER_WORDS)})"
+
+
+def _stated_counts(text: str) -> list[tuple[str, int, str]]:
+    """Each (phrase, number, noun pattern) in ``text`` that counts one of STATED_COUNTS's things."""
+    found: dict[int, tuple[str, int, str]] = {}
+    for pattern in STATED_COUNTS:
+        for match in re.finditer(rf"{_NUMBER}\s+(?:{pattern})\b", text, re.IGNORECASE):
+            number = match.group(1).lower()
+            value = int(number.replace(",", "")) if number[0].isdigit() else _NUMBER_WORDS[number]
+            if value != 1 and match.start() not in found:  # "one scenario, by name": an article
+                found[match.start()] = (" ".join(match.group(0).split()), value, pattern)
+    return [found[start] for start in sorted(found)]
+
+
+def test_stated_counts_come_from_the_code() -> None:
+    wrong = []
+    for page in PAGES:
+        name = page.name
+        excused = [phrase for (where, phrase) in COUNTS_OF_SOMETHING_ELSE if where == name]
+        for phrase, value, pattern in _stated_counts(page.read_text()):
+            counter = STATED_COUNTS[pattern]
+            if any(phrase.startswith(other) or other.startswith(phrase) for other in excused):
+                continue
+            if counter is None:
+                wrong.append(f"{name}: {phrase!r}: state no count of these (it goes stale), or add a counter here")
+            elif counter() != value:
+                wrong.append(f"{name}: {phrase!r}, but the code has {counter()}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_counts_of_something_else_are_still_on_their_pages() -> None:
+    for (page, phrase), reason in COUNTS_OF_SOMETHING_ELSE.items():
+        assert phrase in " ".join((DOCS / page).read_text().split()), f"{page}: {phrase!r} ({reason}) is gone: drop it"
+
+
+def test_the_count_check_catches_what_it_must() -> None:
+    """The stale counts of issue 34 are found, and the numbers of a configuration are not."""
+    text = "the 35 scenarios; about 290 tests; 16 UNSAFE scenarios; 8 clients; one scenario"
+    found = [(phrase, value) for phrase, value, _ in _stated_counts(text)]
+    assert found == [("35 scenarios", 35), ("290 tests", 290), ("16 UNSAFE scenarios", 16)]
+    assert _stated_counts("16 UNSAFE scenarios")[0][2] == "UNSAFE scenarios"
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    unlinked = [page.name for page in sorted(DOCS.glob("*.md")) if f"](docs/{page.name}" not in readme]
+    assert not unlinked, f"README.md links to no docs/{unlinked}"
+
+
+def test_the_readme_cites_scenarios_with_their_verdicts() -> None:
+    """The README's guarantees cite scenarios by name: those in "holds while" are SAFE, those
+    in "breaks when" UNSAFE. Its list of them is `chaos list` and docs/safety.md (checked by
+    test_safety_page_lists_every_chaos_scenario), not a table of its own that goes stale."""
+    scenarios = pytest.importorskip("chaos.scenarios")
+    expected = {scenario.name: scenario.expected for scenario in scenarios.CATALOGUE}
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| guarantee |") :].split("\n\n", 1)[0]
+    cited: dict[str, set[str]] = {"SAFE": set(), "UNSAFE": set()}
+    for row in table.splitlines()[2:]:
+        _, holds, breaks = row.strip("| ").split(" | ")
+        cited["SAFE"] |= set(re.findall(r"`([a-z]+(?:-[a-z]+)+)`", holds))
+        cited["UNSAFE"] |= set(re.findall(r"`([a-z]+(?:-[a-z]+)+)`", breaks))
+    for names in cited.values():
+        assert names, "the guarantees table cites no scenario in a column any more: update this test"
+    for verdict, names in cited.items():
+        wrong = sorted(name for name in names if expected.get(name) != verdict)
+        assert not wrong, f"cited as {verdict}, but the catalogue says {[expected.get(n) for n in wrong]}: {wrong}"
+    assert not re.search(r"^\| \d+[a-e]? ", readme, re.MULTILINE), "a per-scenario table belongs in docs/safety.md"
+
+
+def _bench_options() -> tuple[set[str], set[str]]:
+    """The sections and the options of benchmarks/bench.py, read from its source."""
+    import ast  # noqa: PLC0415
+
+    tree = ast.parse((ROOT / "benchmarks" / "bench.py").read_text())
+    sections: set[str] = set()
+    options: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id in ("SECTIONS", "OPTIONAL_SECTIONS") for target in node.targets
+        ):
+            sections |= set(ast.literal_eval(node.value))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            options |= {arg.value for arg in node.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)}
+    return sections, options
+
+
+def test_every_benchmark_table_says_how_to_reproduce_it_and_when_it_ran() -> None:
+    """docs/benchmarks.md: before each table, `Reproduce: <a command of benchmarks/bench.py
+    that exists>` and `Run YYYY-MM-DD`, so that a figure can be checked and its age seen."""
+    sections, options = _bench_options()
+    text = (DOCS / "benchmarks.md").read_text()
+    tables = [match.start() for match in re.finditer(r"^\|.*\|\n\| ---", text, re.MULTILINE)]
+    assert tables, "docs/benchmarks.md has no table any more: update this test"
+    previous = 0
+    for start in tables:
+        before = " ".join(text[previous:start].split())
+        where = f"docs/benchmarks.md:{text.count(chr(10), 0, start) + 1}"
+        command = re.search(r"Reproduce: `\.venv/bin/python (benchmarks/\w+\.py)((?: --?[\w-]+(?: [\w-]+)?)*)`", before)
+        assert command, f"{where}: the table has no `Reproduce: .venv/bin/python benchmarks/bench.py ...` before it"
+        assert (ROOT / command.group(1)).exists(), f"{where}: {command.group(1)} does not exist"
+        for flag, value in re.findall(r"(--?[\w-]+)(?: ([\w-]+))?", command.group(2)):
+            assert flag in options, f"{where}: benchmarks/bench.py has no option {flag}"
+            if flag == "--only":
+                assert value in sections, f"{where}: benchmarks/bench.py has no section {value!r}"
+        assert re.search(r"\bRun \d{4}-\d{2}-\d{2}\b", before), f"{where}: say when the table's run was made"
+        previous = text.index("\n\n", start)
+
+
+def test_the_architecture_page_draws_the_layers_the_tests_enforce() -> None:
+    from .test_layers import LAYERS  # noqa: PLC0415
+
+    page = (DOCS / "architecture.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", page, re.MULTILINE)
+    drawn = [tuple(re.findall(r"`(\w+)/?`", modules)) for _, modules in rows]
+    assert drawn == [tuple(layer) for layer in LAYERS], (
+        "docs/architecture.md's layer table differs from tests/test_layers.py"
+    )
+    assert [int(number) for number, _ in rows] == list(range(1, len(LAYERS) + 1))

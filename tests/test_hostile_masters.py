@@ -3,11 +3,12 @@
 The hostile master is a socket server in this process, on a free loopback port: it answers
 a connection's handshake as a master would (INFO, COMMAND INFO, SCRIPT LOAD), so the client
 takes it for one, and answers the first command of a lock with a reply that never ends, or
-announces one that cannot be held (issue 35 §2). Before the limits on a reply's size the
+announces one that cannot be held. Before the limits on a reply's size the
 client read such a stream into memory without end (+254 MB in a few seconds) and a header
 ``*2147483647`` had hiredis ask for 16 GiB; here each call still succeeds on the healthy
 masters, the hostile one counts as an error naming the limit, and the process's memory
-stays within a loose bound (the figures of a 10 s run are in the closing note of issue 35).
+stays within a loose bound (loose: it tells a bounded read from an unbounded one, and
+measures nothing finer).
 
 The pure part: :class:`redlock._protocol.connection.ReplyReader` cuts any stream of replies at any
 point and reads it as hiredis alone does, within the limits, and refuses what goes past them.

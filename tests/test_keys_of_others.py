@@ -180,7 +180,7 @@ def test_a_semaphore_on_a_plain_lock_s_name_is_a_key_conflict(
     permit.release()
 
 
-# --- a plain lock and a read-write lock on one name (issue 32, 5) ----------------------------
+# --- a plain lock and a read-write lock on one name --------------------------------------------
 
 
 def test_a_plain_lock_and_readers_of_one_name_exclude_each_other(

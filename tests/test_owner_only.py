@@ -1,4 +1,4 @@
-"""Local masters only their owner can use (issue 35, sections 1 and 6).
+"""Local masters only their owner can use.
 
 The attacker is another user of the machine: the masters' TCP port is on loopback, where
 every local process can connect, and their command lines and temp dirs are on view. These

@@ -139,6 +139,11 @@ def test_the_wheel_installs_the_harness_as_redlock_chaos(wheel: zipfile.ZipFile)
     top_level = {name.split("/")[0] for name in wheel.namelist()}
     assert {name for name in top_level if not name.endswith(".dist-info")} == {"redlock", "redlock_chaos"}
     assert "redlock_chaos/__main__.py" in wheel.namelist()
+    # Every package of the harness but the simulator, which runs from a checkout only
+    # (chaos/sim/compiled.py): a subpackage missing from pyproject's list would not ship.
+    chaos = ROOT / "chaos"
+    packages = {path.parent.relative_to(chaos).as_posix() for path in chaos.rglob("__init__.py")} - {"sim"}
+    assert {f"redlock_chaos/{package}/__init__.py".replace("/./", "/") for package in packages} <= set(wheel.namelist())
     # The power-loss fault and the client clock compile their shims from these where they run.
     assert {"redlock_chaos/powerloss.c", "redlock_chaos/clientclock.c"} <= set(wheel.namelist())
     assert "redlock/py.typed" in wheel.namelist()

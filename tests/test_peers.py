@@ -1,5 +1,5 @@
 """Mixed clients: this library and each peer (pottery, redlock-py, aioredlock, node-redlock)
-take the same names on the same five masters, both ways (issue 32, section 4).
+take the same names on the same five masters, both ways.
 
 Every client runs as a worker process of the protocol of docs/peers.md (peers/), this
 library too, so each check drives both sides alike:

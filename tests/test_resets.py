@@ -123,8 +123,8 @@ def test_a_connection_reset_under_a_written_command_sends_it_again(
     # replaced, and the compiled tier runs this test too.)
     monkeypatch.setattr(redlock.Redlock, "_driver_class", _WritesWithoutLooking)
     # The command goes again on a new connection, once its handshake (INFO, COMMAND INFO, a
-    # SCRIPT LOAD of every script) is through: 0.1 s was not always enough on a loaded
-    # machine (all three masters "no reply within 0.10s" once in CI's compiled tier).
+    # SCRIPT LOAD of every script) is through, which can take every master more than 0.1 s
+    # on a loaded machine.
     rl = redlock.Redlock(masters.urls, node_timeout=0.5, wake_on_release=False)
     try:
         lock = rl.lock(unique(), ttl=10.0)
@@ -169,13 +169,13 @@ def test_a_master_restarted_with_its_data_keeps_the_lock_and_takes_the_release(
     masters = fresh_masters(3, persistence="aof-always")
     raw = [redis.Redis.from_url(url, socket_timeout=5) for url in masters.urls]
     # The extend after the restarts goes on new connections, behind their handshakes, and
-    # each master fsyncs it before replying: 0.1 s was not always enough on a loaded machine
-    # (all three masters "no reply within 0.10s" once in CI's compiled tier).
+    # each master fsyncs it before replying, which can take every master more than 0.1 s on
+    # a loaded machine.
     rl = client(masters.urls, wake_on_release=False, node_timeout=0.5)
     lock = rl.lock(unique(), ttl=30.0)
     assert lock.acquire(blocking=False)
     # The acquire returns on a majority's replies: the third master may not have run its
-    # SET yet (it did not on a loaded CI machine, and a restart then loses it unread).
+    # SET yet (a loaded machine delays it, and a restart would then lose it unread).
     assert eventually(lambda: _keys(raw, lock.name) == [1, 1, 1])
     for master in masters:
         master.restart()  # keeps its keys (AOF, fsync always), not our sockets

@@ -322,8 +322,8 @@ SIGNALS_IN_ASYNCIO = pytest.mark.filterwarnings(
 
 def collected_here() -> None:
     """What a storm left for the collector (a connect's transport, struck before it was
-    handed over) is collected now, under this test's filters, not in a later test (CI: a
-    sync test on the same worker failed on an unclosed transport)."""
+    handed over) is collected now, under this test's filters, not in a later test (which
+    would fail on an unclosed transport it never made)."""
     gc.collect()
     gc.collect()
 

@@ -16,7 +16,7 @@ import redlock
 from chaos.__main__ import main
 from chaos.history import AcquireReturned, ExtendReturned
 from chaos.schedule import FaultOp, Schedule
-from chaos.sim import search, variants
+from chaos.sim import families, search, variants
 from chaos.sim.model import MODELLED, Keyspace
 from chaos.sim.trial import Settings, _Trial, run_trial
 from chaos.sim.watch import KINDS, Watch, WatchedMaster
@@ -196,14 +196,33 @@ def test_cli_explore_writes_a_summary_and_replays_it(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "x"
-    assert main(["sim", "explore", "--set", "unsafe-clock", "--trials", "4", "--seed", "1", "--out", str(out)]) == 0
+    assert main(["sim", "explore", "--faults", "unsafe-clock", "--trials", "4", "--seed", "1", "--out", str(out)]) == 0
+    assert "deprecated" not in capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["set"] == "unsafe-clock"
     for key in ("trials", "violations", "rate", "acquisitions", "seconds", "counterexample"):
         assert key in summary
     Schedule.from_dict(summary["counterexample"]["schedule"])  # the chaos schedule format
     assert main(["sim", "replay", str(out / "summary.json")]) == 0
     assert main(["sim", "explore", "--trials", "0"]) == 2
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", ["explore", "hunt"])
+def test_the_old_set_flag_still_names_the_fault_set_and_says_it_is_deprecated(
+    command: str, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--faults`` is the flag, as in the real harness's explore; ``--set`` still works."""
+    out = tmp_path / "x"
+    args = ["--trials", "1", "--out", str(out)] + (["--no-plot"] if command == "explore" else [])
+    assert main(["sim", command, "--set", "unsafe-clock", *args]) in (0, 1)
+    err = capsys.readouterr().err
+    assert "--set is deprecated; use --faults" in err
+    document = json.loads((out / ("summary.json" if command == "explore" else "hunt.json")).read_text())
+    assert document["set"] == "unsafe-clock"
+    # Both, disagreeing: a usage error, not a silent choice.
+    assert main(["sim", command, "--set", "safe", "--faults", "unsafe-clock", *args]) == 2
+    assert "disagree" in capsys.readouterr().err
 
 
 @pytest.mark.chaos
@@ -218,11 +237,11 @@ def test_a_thousand_safe_trials_find_nothing() -> None:
 
 
 def test_the_rate_threshold_is_the_drift_allowance() -> None:
-    assert search.rate_threshold(0.5) == pytest.approx(1 / (1 - 0.01 - 0.004))
-    surface = search.SURFACES["clock-rate", "ttl"]
+    assert families.rate_threshold(0.5) == pytest.approx(1 / (1 - 0.01 - 0.004))
+    surface = families.SURFACES["clock-rate", "ttl"]
     assert surface.unsafe(1.05, 0.5)
     assert not surface.unsafe(1.01, 0.5)
-    assert search.SURFACES["lock-delay", "pause"].unsafe(0.5, 2.0)
+    assert families.SURFACES["lock-delay", "pause"].unsafe(0.5, 2.0)
 
 
 def test_cli_draws_a_phase_diagram(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,17 +1,24 @@
 """``python -m chaos sim``: explore, selftest, sweep and replay on the simulator.
 
-    python -m chaos sim explore --set unsafe-clock --trials 2000 --seed 1 --workers 2 --out DIR
-    python -m chaos sim explore --set safe --trials 1000000 --scheduler tcp://HOST:8786 --out DIR
+    python -m chaos sim explore --faults unsafe-clock --trials 2000 --seed 1 --workers 2 --out DIR
+    python -m chaos sim explore --faults safe --trials 1000000 --scheduler tcp://HOST:8786 --out DIR
     python -m chaos sim selftest
     python -m chaos sim exhaust --deviations 2 --horizon 60 [--variant validity-from-replies]
     python -m chaos sim sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 500 --out DIR
     python -m chaos sim sweep clock-rate --values 1.0 1.02 1.05 --by ttl --by-values 0.25 0.5 1 --out DIR
     python -m chaos sim rates clock-rate=1.012 clock-rate=1.017 --trials 1000000 --seconds 3600
     python -m chaos sim rates clock-rate=1.017 --trial point --trials 1000000
-    python -m chaos sim hunt --set restarts-kept --trials 10000 [--target extend-crossing-restart]
+    python -m chaos sim hunt --faults restarts-kept --trials 10000 [--target extend-crossing-restart]
     python -m chaos sim replay DIR/summary.json            # in the simulator again
     python -m chaos sim replay DIR/summary.json --real     # on real redis-server processes
     python -m chaos sim build                              # the compiled simulator, in this checkout
+
+``--faults NAME`` names the fault set, as ``python -m chaos explore --faults`` does;
+``--set NAME``, its old name here, still works and says so on stderr.
+
+``explore`` writes ``summary.json`` and, with matplotlib (the chaos extra) and unless
+``--no-plot``, the pictures of :mod:`chaos.sim.pictures`: ``trials.png``, ``rates.png``
+and ``counterexample.png``.
 
 Exit status as ``python -m chaos``: 0 when the result met its expectation (``explore``: no
 violation in a SAFE set, some in an UNSAFE one; ``selftest``: every broken client caught;
@@ -28,6 +35,8 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from redlock._extras import can_import, install_hint
+
 from ..schedule import Schedule
 from . import compiled, search
 from .trial import SIM_KINDS, run_trial
@@ -39,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m chaos sim", description="Deterministic simulation of Redlock.")
     commands = parser.add_subparsers(dest="command", required=True)
     explore = commands.add_parser("explore", help="trials of a fault family; rate, counterexample")
-    explore.add_argument("--set", dest="name", default="safe", choices=sorted(search.FAMILIES))
+    _add_fault_set(explore, sorted(search.FAMILIES), "safe")
     explore.add_argument("--trials", type=int, default=1000)
     explore.add_argument("--seed", type=int, default=1)
     explore.add_argument("--workers", type=int, default=1, help="processes (same numbers whatever K)")
@@ -47,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     explore.add_argument(
         "--duration", type=float, default=None, help="simulated seconds a trial (default 6; shorter: more an hour)"
     )
-    explore.add_argument("--out", default="chaos-sim")
+    explore.add_argument("--out", default="chaos-sim", help="directory for summary.json and the pictures")
+    explore.add_argument("--no-plot", action="store_true", help="skip the PNG pictures")
     selftest = commands.add_parser("selftest", help="is every broken client caught?")
     selftest.add_argument("--budget", type=int, default=300, help="trials per variant at most")
     selftest.add_argument("--seed", type=int, default=1)
@@ -80,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     rates.add_argument("--out", default="chaos-sim-rates")
     hunt = commands.add_parser("hunt", help="interleavings outside the catalogue, counted; any violation")
-    hunt.add_argument("--set", dest="name", default="restarts-kept", choices=sorted({*search.FAMILIES, *search.HUNTS}))
+    _add_fault_set(hunt, sorted({*search.FAMILIES, *search.HUNTS}), "restarts-kept")
     hunt.add_argument("--trials", type=int, default=1000, help="random trials (or the budget, with --target)")
     hunt.add_argument("--target", choices=search.KINDS, default=None, help="hypothesis steers towards this one")
     hunt.add_argument("--ignore", nargs="*", default=[], help="with --target: violation kinds not to stop at")
@@ -99,6 +109,36 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--tries", type=int, default=1, help="real plays of it (--real): how often it reproduces")
     replay.add_argument("--out", default="chaos-sim-replay")
     return parser
+
+
+def _add_fault_set(command: argparse.ArgumentParser, names: Sequence[str], default: str) -> None:
+    """``--faults NAME``, and ``--set NAME``, its deprecated old spelling (:func:`_fault_set`)."""
+    command.add_argument(
+        "--faults", dest="name", default=None, choices=names, help=f"the fault set (default {default})"
+    )
+    command.add_argument("--set", dest="old_name", default=None, choices=names, help=argparse.SUPPRESS)
+    command.set_defaults(default_name=default)
+
+
+def _fault_set(args: argparse.Namespace) -> str | None:
+    """The fault set asked for, saying on stderr that ``--set`` is deprecated; None (after
+    saying why) when ``--set`` and ``--faults`` disagree."""
+    if args.old_name is None:
+        return str(args.name or args.default_name)
+    print("warning: --set is deprecated; use --faults (as python -m chaos explore does)", file=sys.stderr)
+    if args.name is not None and args.name != args.old_name:
+        print(f"error: --set {args.old_name} and --faults {args.name} disagree", file=sys.stderr)
+        return None
+    return str(args.old_name)
+
+
+def _plot_wanted(args: argparse.Namespace) -> bool:
+    if getattr(args, "no_plot", False):
+        return False
+    if not can_import("matplotlib"):
+        print(f"pictures skipped: matplotlib is not installed; {install_hint('chaos')}", file=sys.stderr)
+        return False
+    return True
 
 
 def _write(out: str, name: str, document: object) -> pathlib.Path:
@@ -121,19 +161,24 @@ def _usable(args: argparse.Namespace) -> bool:
 
 
 def _explore(args: argparse.Namespace) -> int:
-    if not _usable(args):
+    name = _fault_set(args)
+    if name is None or not _usable(args):
         return EXIT_USAGE
     if args.duration is not None and not args.duration >= 2.0:
         # (A trial's faults end two ttls and a second before its end: shorter leaves none.)
         print("error: --duration must be at least 2 seconds", file=sys.stderr)
         return EXIT_USAGE
     summary = search.explore(
-        args.name, args.trials, args.seed, workers=args.workers, duration=args.duration, scheduler=args.scheduler
+        name, args.trials, args.seed, workers=args.workers, duration=args.duration, scheduler=args.scheduler
     )
     target = _write(args.out, "summary.json", summary)
+    if _plot_wanted(args):
+        from .pictures import write_explore_pictures  # noqa: PLC0415  (matplotlib: only for pictures)
+
+        write_explore_pictures(summary, args.out)
     rate = summary["rate"]
     print(
-        f"{args.name}: {summary['violations']}/{summary['trials']} trials violated "
+        f"{name}: {summary['violations']}/{summary['trials']} trials violated "
         f"(rate {rate['value']:.4f} [{rate['low']:.4f}, {rate['high']:.4f}]), "
         f"{summary['acquisitions']} acquisitions in {summary['seconds']}s "
         f"({summary['acquisitions_per_second']}/s); {target}"
@@ -192,7 +237,10 @@ def _sweep2d(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
     )
     _write(args.out, "sweep.json", document)
-    search.plot_surface(document, pathlib.Path(args.out) / "sweep.png")
+    if _plot_wanted(args):
+        from .pictures import write_surface  # noqa: PLC0415  (matplotlib: only for pictures)
+
+        write_surface(document, pathlib.Path(args.out) / "sweep.png")
     for point in document["points"]:
         print(
             f"  {args.parameter} {point['x']:>7g}  {args.by} {point['y']:>6g}  "
@@ -230,11 +278,14 @@ def _rates(args: argparse.Namespace) -> int:
 
 
 def _hunt(args: argparse.Namespace) -> int:
+    name = _fault_set(args)
+    if name is None:
+        return EXIT_USAGE
     if args.trials < 1:
         print("error: --trials must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     if args.target is None:
-        document = search.hunt(args.name, args.trials, args.seed)
+        document = search.hunt(name, args.trials, args.seed)
         for kind, row in document["interleavings"].items():
             print(
                 f"  {kind:<26} {row['occurrences']} times in {row['trials']} of {args.trials} trials, "
@@ -244,7 +295,7 @@ def _hunt(args: argparse.Namespace) -> int:
         if found:
             print(f"  violating trials by kind: {document['kinds']}")
     else:
-        document = search.hunt_targeted(args.name, args.target, args.trials, args.seed, ignore=args.ignore)
+        document = search.hunt_targeted(name, args.target, args.trials, args.seed, ignore=args.ignore)
         print(
             f"  {args.target}: in {document['with']} of {document['trials']} trials, "
             f"{document['occurrences']} times, at most {document['most']} in one; "
@@ -253,9 +304,9 @@ def _hunt(args: argparse.Namespace) -> int:
         found = int(document["violation"] is not None)
     if args.out:
         _write(args.out, "hunt.json", document)
-    print(f"{args.name}: {found} violating trials in {document['seconds']}s")
+    print(f"{name}: {found} violating trials in {document['seconds']}s")
     # Every hunted set is SAFE: a violation there is a finding, not the expectation.
-    expected = search.hunted(args.name).faults.safe
+    expected = search.hunted(name).faults.safe
     return EXIT_OK if bool(found) != expected else EXIT_MISMATCH
 
 

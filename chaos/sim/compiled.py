@@ -1,7 +1,9 @@
 """The compiled simulator: the simulator's hot modules built with mypyc, for a checkout.
 
 Where it sits: imported first by :mod:`chaos.sim` (before any module it may replace), and
-by ``python -m chaos sim build``, which makes the build. It is never compiled itself.
+by ``python -m chaos sim build``, which makes the build. It is never compiled itself. It
+sits above the modules it compiles all the same: :func:`kind` asks :mod:`chaos.sim.world`
+where it was loaded from (by then, from the build or the sources for good).
 
 The library's compiled core ships in a wheel (setup.py, ``REDLOCK_COMPILE=1``); the
 simulator does not ship compiled: it runs from a checkout, as ``python -m chaos``, and a
@@ -27,20 +29,8 @@ import os
 import pathlib
 import sys
 from collections.abc import MutableSequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from mypy_extensions import mypyc_attr
-else:
-    try:
-        from mypy_extensions import mypyc_attr
-    except ImportError:  # (mypy's, in the dev extra: only a build reads it, and it needs mypy)
-
-        def mypyc_attr(*args: object, **kwargs: object) -> object:
-            return lambda cls: cls
-
-
-__all__ = ["MODULES", "PURE", "build", "build_dir", "kind", "mypyc_attr", "stale", "use_if_built"]
+__all__ = ["MODULES", "PURE", "build", "build_dir", "kind", "stale", "use_if_built"]
 
 #: The modules compiled, in the order of their layers: the scripts' model, the event loop
 #: with its masters, network and clients, the watched master (a subclass of the master:
@@ -88,7 +78,7 @@ def use_if_built(path: MutableSequence[str], package: str, root: pathlib.Path | 
 
 def kind() -> str:
     """Which simulator runs: ``compiled`` or ``pure`` (what the summaries record)."""
-    from . import world  # noqa: PLC0415  (compiled.py is imported before it)
+    from . import world  # noqa: PLC0415  (imported at once, it would load before use_if_built ran)
 
     return "pure" if (world.__file__ or "").endswith(".py") else "compiled"
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from redlock._protocol import scripts as _scripts
 from redlock._protocol.core import READERS_MARK, Command, ErrorReply
 
-from .compiled import mypyc_attr
+from .mypyc_attr import mypyc_attr
 
 __all__ = ["MODELLED", "UNMODELLED", "Keyspace", "Reply"]
 

@@ -1,9 +1,9 @@
 """Point trials: the cheapest trial that still asks a rate point's question.
 
-Where it sits: above :mod:`chaos.sim.search` (its families, sweeps' points and settings)
-and below the command line (``sim rates --trial point``).
+Where it sits: above :mod:`chaos.sim.families` (the families, sweeps' points and settings)
+and below :mod:`chaos.sim.search`, whose rates play it (``sim rates --trial point``).
 
-A sweep trial (:func:`chaos.sim.search.edge_point`) is a 6 s random schedule of 3 clients
+A sweep trial (:func:`chaos.sim.families.edge_point`) is a 6 s random schedule of 3 clients
 on 5 masters: a fault has to happen to meet a holding, among a bare majority, with a rival
 trying at that moment, and most of its 7,400 events (the sweeps' probing workload) bear
 on something else. A point trial stages only the meeting, with its phase random:
@@ -40,7 +40,7 @@ import random
 from dataclasses import dataclass, replace
 
 from ..schedule import FaultOp, FaultSet, Schedule
-from .search import _PROBING, _UNSAFE, Family, edge_point
+from .families import PROBING, UNSAFE, Family, edge_point
 from .trial import Settings
 
 __all__ = ["PointTrial", "point_trial"]
@@ -82,7 +82,7 @@ def _family(faults: FaultSet, value: float, horizon: float, ttl: float) -> Point
         ttl=ttl,
         nodes=3,
         clients=2,
-        expected=_UNSAFE,
+        expected=UNSAFE,
         kind=faults.kinds[0],
         value=value,
         horizon=horizon,
@@ -96,7 +96,7 @@ def _clock_rate(rate: float, ttl: float = 0.5) -> tuple[PointTrial, Settings]:
     # attempts wait for those connects (it needs A or C, and C is undecided until it drops
     # the key), and a shorter wait spends fewer of them outside the window probed.
     settings = replace(
-        _PROBING,
+        PROBING,
         names=1,
         hold_share=(0.999, 1.0),
         connect_timeout=0.02,
@@ -111,14 +111,14 @@ def _pause(delay: float, pause: float, ttl: float = 0.5) -> tuple[PointTrial, Se
     horizon = max((1 + pause) * ttl, expiry) + 0.05
     faults = FaultSet("point-client-pause", ("client-pause",), safe=False, check_first=True)
     settings = replace(
-        _PROBING, names=1, lock_delay=delay * ttl, starts=((0.0, 0.01), (0.9 * expiry, 0.9 * expiry + 0.01))
+        PROBING, names=1, lock_delay=delay * ttl, starts=((0.0, 0.01), (0.9 * expiry, 0.9 * expiry + 0.01))
     )
     return _family(faults, pause, horizon, ttl), settings
 
 
 def point_trial(point: str) -> tuple[Family, Settings, str]:
     """The point trial of a sweep point (``clock-rate=1.017``, ``lock-delay=1,pause=1.1``),
-    with its workload and theory's verdict, as :func:`chaos.sim.search.edge_point` gives
+    with its workload and theory's verdict, as :func:`chaos.sim.families.edge_point` gives
     the sweep trial of the same point."""
     _, _, theory = edge_point(point)  # (the same names, values and errors)
     pairs = [(name, float(value)) for name, value in (part.split("=") for part in point.split(","))]

@@ -1,7 +1,8 @@
 """Trials by seed, counterexamples found and shrunk, sweeps, and the self-test.
 
-Where it sits: above :mod:`chaos.sim.trial` (one judged trial) and below the command line
-(:mod:`chaos.sim.cli`).
+Where it sits: above :mod:`chaos.sim.trial` (one judged trial), :mod:`chaos.sim.families`
+(what the trials are drawn from) and :mod:`chaos.sim.points` (a point's cheapest trial), and
+below the command line (:mod:`chaos.sim.cli`).
 
 * :func:`explore`: ``trials`` independent trials of a fault family, trial ``i`` seeded by
   ``(seed, i)`` whatever process runs it, so the counts are the same for any ``workers``.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -30,17 +32,22 @@ from hypothesis.errors import NoSuchExample
 
 import redlock
 
-from ..schedule import FAULT_SETS, FaultOp, FaultSet, Schedule, generate
+from ..schedule import FaultOp, FaultSet, Schedule
 from ..sweep import clopper_pearson_interval, wilson_interval
 from . import compiled
+from .families import FAMILIES, PROBING, SURFACES, SWEEPS, Family, edge_point
+from .points import point_trial
 from .trial import Settings, TrialResult, _Trial, run_trial
 from .watch import KINDS, Watch
 
+# FAMILIES, SURFACES, SWEEPS, Family, edge_point: chaos.sim.families's, the vocabulary of the
+# command line, which reads them here.
 __all__ = [
     "FAMILIES",
     "HUNTS",
     "KINDS",
     "SURFACES",
+    "SWEEPS",
     "TRIALS",
     "Family",
     "edge_point",
@@ -59,41 +66,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Family:
-    """A fault set with the shape of its trials (short runs: a trial is a few ttls)."""
-
-    faults: FaultSet
-    duration: float = 6.0
-    ttl: float = 0.5
-    nodes: int = 5
-    clients: int = 3
-    interval: float = 0.5
-    #: Violation kinds its faults may cause a correct client (none for a SAFE family).
-    expected: tuple[str, ...] = ()
-
-    def schedule(self, seed: int) -> Schedule:
-        return generate(
-            seed,
-            self.duration,
-            self.faults,
-            nodes=self.nodes,
-            clients=self.clients,
-            ttl=self.ttl,
-            interval=self.interval,
-        )
-
-
-_UNSAFE = ("mutual-exclusion", "lost-update")
-FAMILIES: dict[str, Family] = {
-    name: Family(faults, expected=() if faults.safe else _UNSAFE) for name, faults in FAULT_SETS.items()
-}
-# The power cut under everysec: the catalogue's own scenario, as a family of its own.
-FAMILIES.setdefault(
-    "unsafe-powerloss", Family(FaultSet("unsafe-powerloss", ("power-loss",), safe=False), expected=_UNSAFE)
-)
-
-
 def trial_seed(seed: int, index: int) -> int:
     """Trial ``index`` of a run seeded ``seed``: independent of who runs it."""
     return random.Random(f"trial:{seed}:{index}").getrandbits(48)
@@ -108,13 +80,22 @@ class Counts:
     kinds: dict[str, int] = field(default_factory=dict)
     #: (trial index, its seed) of the first violating trial.
     first: tuple[int, int] | None = None
+    #: The violating trials' indexes (for the rate over trials), in no order.
+    violating: list[int] = field(default_factory=list)
+    #: Per fault kind: [trials whose schedule had it, how many of those violated].
+    faults: dict[str, list[int]] = field(default_factory=dict)
 
-    def add(self, index: int, seed: int, result: TrialResult) -> None:
+    def add(self, index: int, seed: int, result: TrialResult, faults: Sequence[str] = ()) -> None:
         self.trials += 1
         self.acquisitions += result.acquisitions
         self.events += result.events
+        for kind in set(faults):
+            row = self.faults.setdefault(kind, [0, 0])
+            row[0] += 1
+            row[1] += result.violated
         if result.violated:
             self.violations += 1
+            self.violating.append(index)
             for kind in result.kinds:
                 self.kinds[kind] = self.kinds.get(kind, 0) + 1
             if self.first is None or index < self.first[0]:
@@ -127,6 +108,11 @@ class Counts:
         self.events += other.events
         for kind, n in other.kinds.items():
             self.kinds[kind] = self.kinds.get(kind, 0) + n
+        self.violating += other.violating
+        for kind, (trials, violations) in other.faults.items():
+            row = self.faults.setdefault(kind, [0, 0])
+            row[0] += trials
+            row[1] += violations
         if other.first is not None and (self.first is None or other.first[0] < self.first[0]):
             self.first = other.first
 
@@ -135,7 +121,8 @@ def _shard(family: Family, seed: int, indexes: Sequence[int], settings_: Setting
     counts = Counts()
     for index in indexes:
         each = trial_seed(seed, index)
-        counts.add(index, each, run_trial(family.schedule(each), each, settings_))
+        schedule = family.schedule(each)
+        counts.add(index, each, run_trial(schedule, each, settings_), [op.kind for op in schedule.ops])
     return counts
 
 
@@ -203,6 +190,37 @@ def _violated(result: TrialResult) -> bool:
     return result.violated
 
 
+#: How many bins of trials the summary's ``over_trials`` has at most.
+_TRIAL_BINS = 100
+
+
+def _over_trials(counts: Counts) -> dict[str, Any]:
+    """Violating trials per bin of consecutive trial indexes (``width`` each, the last
+    maybe fewer): how the rate settled as trials were added."""
+    width = max(1, math.ceil(counts.trials / _TRIAL_BINS))
+    bins = [0] * math.ceil(counts.trials / width) if counts.trials else []
+    for index in counts.violating:
+        bins[index // width] += 1
+    return {"width": width, "violations": bins}
+
+
+def _by_fault(counts: Counts) -> dict[str, Any]:
+    """Per fault kind, the violating share of the trials whose schedule had it and of
+    those whose schedule did not, each with its Wilson interval."""
+    rows: dict[str, Any] = {}
+    for kind, (trials, violations) in sorted(counts.faults.items()):
+        rows[kind] = {
+            "with": _share(violations, trials),
+            "without": _share(counts.violations - violations, counts.trials - trials),
+        }
+    return rows
+
+
+def _share(violations: int, trials: int) -> dict[str, Any]:
+    low, high = wilson_interval(violations, trials)
+    return {"trials": trials, "violations": violations, "low": low, "high": high}
+
+
 def explore(
     name: str,
     trials: int,
@@ -229,6 +247,8 @@ def explore(
         "violations": counts.violations,
         "rate": {"value": counts.violations / max(1, counts.trials), "low": low, "high": high},
         "kinds": dict(sorted(counts.kinds.items())),
+        "by_fault_kind": _by_fault(counts),
+        "over_trials": _over_trials(counts),
         "acquisitions": counts.acquisitions,
         "events": counts.events,
         "seconds": round(seconds, 3),
@@ -303,12 +323,6 @@ def search(
     return build(found), found[0], runs
 
 
-#: The sweeps' workload probes the edge: holders work to the end of their validity (where
-#: an early expiry or a late write shows), rivals retry every ~10 ms (as the real sweep's c2,
-#: every ~20 ms), and nobody extends (an extend this close to the end would be late itself).
-_PROBING = Settings(hold_share=(0.9, 0.98), retry_delay=0.01, extend_share=0.0)
-
-
 def sweep(
     parameter: str,
     values: Sequence[float],
@@ -323,7 +337,7 @@ def sweep(
     points = []
     for value in values:
         family = make(value)
-        counts = _run_shards(family, seed, trials, workers, _PROBING, scheduler=scheduler)
+        counts = _run_shards(family, seed, trials, workers, PROBING, scheduler=scheduler)
         points.append({"value": value, **_rate(counts), "theory": theory(value)})
     return {"parameter": parameter, "seed": seed, "simulator": compiled.kind(), "points": points}
 
@@ -339,111 +353,6 @@ def _rate(counts: Counts) -> dict[str, Any]:
         "high": high,
         "acquisitions": counts.acquisitions,
     }
-
-
-def _fixed(
-    kind: str, value: float, *, faults: tuple[str, ...] = ("blackhole",), ttl: float = 0.5, check_first: bool = False
-) -> Family:
-    """A family whose every ``kind`` op has magnitude ``value`` (clock rate) or length
-    ``value`` ttls (pause, restart delay), beside ``faults`` that make the K3 partitions.
-    A longer ttl gets a longer run (twelve ttls at least), so that each trial sees about as
-    many holdings and faults whatever the ttl."""
-    faults_set = FaultSet(f"sweep-{kind}", (kind, *faults), safe=False, check_first=check_first)
-
-    duration = max(6.0, 12 * ttl)
-    return Fixed(faults_set, expected=_UNSAFE, ttl=ttl, duration=duration, interval=ttl, kind=kind, value=value)
-
-
-@dataclass(frozen=True)
-class Fixed(Family):
-    """A family of :func:`_fixed` (at module level: worker processes unpickle it)."""
-
-    kind: str = "clock-rate"
-    value: float = 1.0
-
-    def fix(self, op: FaultOp) -> FaultOp:
-        if op.kind != self.kind:
-            return op
-        if self.kind == "clock-rate":
-            return replace(op, value=self.value)
-        return replace(op, end=op.start + self.value * self.ttl)
-
-    def schedule(self, seed: int) -> Schedule:
-        base = super().schedule(seed)
-        ops = [self.fix(op) for op in base.ops]
-        return replace(base, ops=tuple(o for o in ops if o.end < self.duration - 1.0))
-
-
-# (The default from an instance: on a compiled Settings the class holds a field's descriptor.)
-def rate_threshold(ttl: float, drift_factor: float = Settings().drift_factor) -> float:
-    """The clock rate past which a master expires a key before its holder's validity ends:
-    ``ttl / r < ttl - drift`` with ``drift = ttl * f + 2 ms`` (the library's allowance)."""
-    return 1 / (1 - drift_factor - 0.002 / ttl)
-
-
-SWEEPS: dict[str, tuple[Callable[[float], Family], Callable[[float], str]]] = {
-    # A master's clock rate: unsafe past the drift allowance (1.0142 at ttl 0.5 s).
-    "clock-rate": (
-        lambda v: _fixed("clock-rate", v),
-        lambda v: "SAFE" if v <= rate_threshold(0.5) else "UNSAFE",
-    ),
-    # How long a killed master (no persistence) stays down, in ttls: safe beyond one ttl.
-    "restart-delay": (
-        lambda v: _fixed("kill", v),
-        lambda v: "SAFE" if v > 1.0 else "UNSAFE",
-    ),
-}
-
-
-@dataclass(frozen=True)
-class Surface:
-    """A 2-D sweep: the trials at each (x, y), and theory's boundary between the phases,
-    given as the x at which a row of height y turns unsafe."""
-
-    x_label: str
-    y_label: str
-    make: Callable[[float, float], tuple[Family, Settings]]
-    boundary: Callable[[float], float]
-    #: True when points right of the boundary (larger x) are the unsafe ones.
-    unsafe_right: bool
-    theory: str
-
-    def unsafe(self, x: float, y: float) -> bool:
-        edge = self.boundary(y)
-        return x > edge if self.unsafe_right else x < edge
-
-
-def _rate_by_ttl(rate: float, ttl: float) -> tuple[Family, Settings]:
-    return _fixed("clock-rate", rate, ttl=ttl), _PROBING
-
-
-def _pause_by_lock_delay(delay: float, pause: float) -> tuple[Family, Settings]:
-    # Holders check their validity before their work (K1), so that a pause makes a stale
-    # write; the masters keep each key lock_delay (in ttls) past its ttl.
-    family = _fixed("client-pause", pause, faults=(), check_first=True)
-    return family, replace(_PROBING, lock_delay=delay * family.ttl)
-
-
-SURFACES: dict[tuple[str, str], Surface] = {
-    ("clock-rate", "ttl"): Surface(
-        "master clock rate",
-        "ttl (s)",
-        _rate_by_ttl,
-        rate_threshold,
-        unsafe_right=True,
-        theory="two holders iff r > 1 / (1 - f - 0.002 s / ttl)",
-    ),
-    ("lock-delay", "pause"): Surface(
-        "lock_delay (ttls)",
-        "holder pause (ttls)",
-        _pause_by_lock_delay,
-        # A stale write needs the pause to outlast what validity was left plus lock_delay:
-        # never when pause <= lock_delay, whatever moment the pause takes the holder.
-        lambda pause: pause,
-        unsafe_right=False,
-        theory="a stale write only if the pause outlasts lock_delay (and what validity was left)",
-    ),
-}
 
 
 def sweep2d(
@@ -479,26 +388,6 @@ def sweep2d(
     }
 
 
-def edge_point(point: str) -> tuple[Family, Settings, str]:
-    """A point of a sweep by name, ``clock-rate=1.012`` (a 1-D sweep) or
-    ``lock-delay=1,pause=1.1`` (a 2-D one): its family, workload and theory's verdict.
-    The same trials as ``sweep`` plays at that value, so the counts agree for a seed."""
-    try:
-        pairs = [(name, float(value)) for name, value in (part.split("=") for part in point.split(","))]
-    except ValueError:
-        raise ValueError(f"point must be NAME=VALUE or X=V,Y=W, not {point!r}") from None
-    if len(pairs) == 1 and pairs[0][0] in SWEEPS:
-        ((name, value),) = pairs
-        make, theory = SWEEPS[name]
-        return make(value), _PROBING, theory(value)
-    if len(pairs) == 2 and (pairs[0][0], pairs[1][0]) in SURFACES:
-        (x, x_value), (y, y_value) = pairs
-        surface = SURFACES[x, y]
-        family, settings_ = surface.make(x_value, y_value)
-        return family, settings_, "UNSAFE" if surface.unsafe(x_value, y_value) else "SAFE"
-    raise ValueError(f"no sweep has the point {point!r}: {', '.join(SWEEPS)} or X=V,Y=W of {list(SURFACES)}")
-
-
 def history_digest(name: str, seed: int, index: int = 0) -> str:
     """The recorded history of trial ``index`` of seed ``seed``, hashed (16 hex digits):
     ``name`` a family (``unsafe-clock``) or a sweep point (``clock-rate=1.05``). Equal
@@ -523,8 +412,6 @@ def trials_of(trial: str) -> Callable[[str], tuple[Family, Settings, str]]:
     if trial == "sweep":
         return edge_point
     if trial == "point":
-        from .points import point_trial  # noqa: PLC0415  (points builds on this module)
-
         return point_trial
     raise ValueError(f"trial must be one of {', '.join(TRIALS)}, not {trial!r}")
 
@@ -590,53 +477,6 @@ def rates(
         if save is not None:
             save(document())
     return document()
-
-
-def plot_surface(document: dict[str, Any], path: str | Any) -> None:
-    """The phase diagram: each grid point coloured by its violation rate, theory's boundary
-    on top, points with no violation ringed."""
-    import matplotlib  # noqa: PLC0415  (only for the picture)
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    surface = SURFACES[document["x"], document["y"]]
-    points = document["points"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    scatter = ax.scatter(
-        [p["x"] for p in points],
-        [p["y"] for p in points],
-        c=[p["rate"] for p in points],
-        cmap="viridis_r",
-        vmin=0.0,
-        vmax=max([p["rate"] for p in points] + [0.01]),
-        s=260,
-        marker="s",
-        edgecolors=["white" if p["violations"] == 0 else "none" for p in points],
-    )
-    ys = sorted({p["y"] for p in points})
-    low, high = ys[0], ys[-1]
-    fine = [low + (high - low) * i / 200 for i in range(201)]
-    ax.plot([surface.boundary(v) for v in fine], fine, color="red", linewidth=2, label=f"theory: {surface.theory}")
-    darkest = max([p["rate"] for p in points] + [0.01])
-    for p in points:
-        ink = "white" if p["rate"] > darkest / 2 else "black"  # (readable on the dark squares)
-        ax.annotate(
-            f"{p['violations']}/{p['trials']}", (p["x"], p["y"]), fontsize=6, ha="center", va="center", color=ink
-        )
-    ax.set_xlabel(surface.x_label)
-    ax.set_ylabel(surface.y_label)
-    xs = sorted({p["x"] for p in points})
-    # (A margin even for a grid one point wide: matplotlib refuses an empty range.)
-    x_margin, y_margin = (xs[-1] - xs[0]) * 0.06 or 0.05, (high - low) * 0.08 or 0.05
-    ax.set_xlim(xs[0] - x_margin, xs[-1] + x_margin)
-    ax.set_ylim(low - y_margin, high + y_margin)
-    fig.colorbar(scatter, ax=ax, label="violating trials / trials")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
-    ax.set_title(f"simulated: {surface.y_label} x {surface.x_label}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 # --- interleavings outside the catalogue ---------------------------------------------------------

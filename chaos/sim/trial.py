@@ -28,7 +28,7 @@ from redlock._protocol.flows import Lease, LockSpec, Tokens, extend_flow, releas
 from redlock._protocol.kinds import FENCED, PLAIN
 
 from ..checkers import Verdict, check_all
-from ..history import Event, Recorder, voters_of
+from ..history import Event, History, Recorder, voters_of
 from ..schedule import FaultOp, FaultSet, Schedule
 from .watch import Watch, WatchedMaster
 from .world import Client, Clock, Master, Network, World
@@ -85,6 +85,8 @@ class TrialResult:
     #: and clients whose flow raised.
     leftovers: list[str] = field(default_factory=list)
     events: int = 0
+    #: The judged history (for a picture of the trial).
+    history: History | None = field(default=None, repr=False, compare=False)
 
     @property
     def violated(self) -> bool:
@@ -413,7 +415,7 @@ def run_trial(
     trial.world.run(schedule.duration)
     history = trial.recorder.history()
     verdict = check_all(history, initial=0, final=None)
-    return TrialResult(verdict, trial.acquisitions, trial.leftovers[:3], trial.world.events)
+    return TrialResult(verdict, trial.acquisitions, trial.leftovers[:3], trial.world.events, history)
 
 
 def schedule_of(

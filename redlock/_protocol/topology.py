@@ -262,7 +262,8 @@ class MasterReport:
     address: str
     #: Whether it answered this check's PING (a master refused for what it said answers it).
     reachable: bool
-    #: Why it failed or was refused; "" when it answered a PING.
+    #: Why it failed or was refused; "" when neither (a refused master, a replica say, may have
+    #: answered the PING and still has its refusal here).
     error: str
     #: "redis" or "valkey".
     server: str | None
