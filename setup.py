@@ -24,13 +24,13 @@ from setuptools import setup
 #: Ctrl-C lands in compiled code only where it calls back into Python, a subset of the places
 #: the pure package's per-line interrupt test covers.)
 COMPILED = (
-    "redlock/_core.py",
-    "redlock/_kinds.py",
-    "redlock/_flows.py",
-    "redlock/_connection.py",
-    "redlock/_driver.py",
-    "redlock/_aio.py",
-    "redlock/_sync.py",
+    "redlock/_protocol/core.py",
+    "redlock/_protocol/kinds.py",
+    "redlock/_protocol/flows.py",
+    "redlock/_protocol/connection.py",
+    "redlock/_io/driver.py",
+    "redlock/_io/aio.py",
+    "redlock/_io/sync.py",
 )
 
 

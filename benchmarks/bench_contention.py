@@ -153,7 +153,7 @@ def waiters_section(cluster: LocalMasters, seconds: float) -> dict[str, Any]:
     """Master commands per acquisition when a web service waits on one name, as it is
     usually written: a new Lock per request, every request a blocking acquire, each holder
     briefly at work. One waiter (requests one after another) against a hundred at once: the
-    client's line (redlock._core.Line) should keep the hundred near the one."""
+    client's line (redlock._protocol.core.Line) should keep the hundred near the one."""
     rows: dict[str, Any] = {}
     for waiters in (1, 100):
         rows[str(waiters)] = asyncio.run(_waiting_service(cluster, waiters, seconds))

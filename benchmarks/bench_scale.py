@@ -28,7 +28,8 @@ from _common import TOKEN_BYTES, UNLOCK, percentiles
 from redis.utils import HIREDIS_AVAILABLE
 
 import redlock.asyncio
-from redlock import Redlock, _proc
+from redlock import Redlock
+from redlock._process import proc as _proc
 from redlock.servers import LocalMasters
 
 SCALE_TASKS = (1, 10, 100, 1000)

@@ -16,7 +16,8 @@ from typing import Any
 from _common import RETRY_FOR, percentiles, timed, timed_async
 
 import redlock.asyncio
-from redlock import Redlock, _telemetry
+from redlock import Redlock
+from redlock._api import telemetry as _telemetry
 from redlock._extras import install_hint
 from redlock.servers import LocalMasters
 
@@ -24,7 +25,7 @@ from redlock.servers import LocalMasters
 @contextlib.contextmanager
 def opentelemetry_absent() -> Any:
     """Clients made inside take the path of an environment without OpenTelemetry: the one
-    flag redlock._telemetry sets when its import fails, so the same code runs as there."""
+    flag redlock._api.telemetry sets when its import fails, so the same code runs as there."""
     available, _telemetry.AVAILABLE = _telemetry.AVAILABLE, False
     try:
         yield

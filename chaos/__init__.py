@@ -60,7 +60,7 @@ import sys
 if "redlock" not in sys.modules:
     os.environ.setdefault("REDLOCK_PURE", "1")
 
-from redlock._console import to_a_reader
+from redlock._cli.console import to_a_reader
 from redlock._extras import can_import, install_hint
 
 #: chaos.__main__'s exit status for an environment that lacks something (it cannot be

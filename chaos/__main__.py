@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
 
-from redlock._console import to_a_reader
+from redlock._cli.console import to_a_reader
 from redlock._extras import can_import, install_hint, redis_server_hint
 from redlock.servers import RedisServerNotFound
 

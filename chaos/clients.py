@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-from redlock import _proc
+from redlock._process import proc as _proc
 
 from .worker import PARENT_ENV
 

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from redlock import _proc
+from redlock._process import proc as _proc
 from redlock.servers import Persistence
 
 from .checkers import TokenRegression, Verdict, check_all, percentile

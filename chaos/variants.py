@@ -2,11 +2,11 @@
 
 Would the harness notice a broken client? Each variant here is one mistake a client of the
 algorithm (docs/algorithm.md) could make, made by patching the pure core
-(:mod:`redlock._kinds`, :mod:`redlock._flows`, :mod:`redlock._scripts`, the flows
-:mod:`redlock._lock` calls) inside a client process at start-up: :mod:`chaos.worker`
-applies the variant named in its configuration before it builds its Redlock, so the
-library's source stays as it is and every other process runs the real client. A variant
-that the catalogue does not catch is a hole in the harness, not in the lock.
+(:mod:`redlock._protocol.kinds`, :mod:`redlock._protocol.flows`, :mod:`redlock._protocol.scripts`,
+the flows :mod:`redlock._api.state` calls) inside a client process at start-up:
+:mod:`chaos.worker` applies the variant named in its configuration before it builds its
+Redlock, so the library's source stays as it is and every other process runs the real
+client. A variant that the catalogue does not catch is a hole in the harness, not in the lock.
 
 The flow-level mistakes are made by a relay between the driver and the real flow
 (:func:`_relay`): it passes every request and reply through, except what the mistake
@@ -20,8 +20,13 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from redlock import _core, _election, _flows, _kinds, _lock, _scripts
-from redlock._core import Command, Flow, Result, Round
+from redlock._api import election as _election
+from redlock._api import state as _lock
+from redlock._protocol import core as _core
+from redlock._protocol import flows as _flows
+from redlock._protocol import kinds as _kinds
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.core import Command, Flow, Result, Round
 from redlock.exceptions import NodeStatus
 
 __all__ = ["VARIANTS", "Variant", "apply", "find"]

@@ -12,11 +12,11 @@ from redlock import _compiled
 
 _compiled.prefer_sources_if_asked()  # (first: before anything imports the core)
 
-from redlock import _core
-from redlock._client import Election, Lock, ReadWriteLock, Redlock, Semaphore
-from redlock._core import quorum_size, semaphore_quorum, validity_left
-from redlock._flows import LockInfo, MasterInfo
-from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
+from redlock._api.sync import Election, Lock, ReadWriteLock, Redlock, Semaphore
+from redlock._protocol import core as _core
+from redlock._protocol.core import quorum_size, semaphore_quorum, validity_left
+from redlock._protocol.flows import LockInfo, MasterInfo
+from redlock._protocol.topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock._version import __version__ as __version__
 from redlock.exceptions import (
     AcquireTimeout,

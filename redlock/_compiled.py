@@ -37,13 +37,13 @@ __all__ = ["MODULES", "PURE", "mypyc_attr", "prefer_sources_if_asked"]
 #: What setup.py compiles (tests/test_packaging.py checks they agree): the sans-I/O core,
 #: the drivers' shared base and both drivers.
 MODULES = (
-    "redlock._core",
-    "redlock._kinds",
-    "redlock._flows",
-    "redlock._connection",
-    "redlock._driver",
-    "redlock._aio",
-    "redlock._sync",
+    "redlock._protocol.core",
+    "redlock._protocol.kinds",
+    "redlock._protocol.flows",
+    "redlock._protocol.connection",
+    "redlock._io.driver",
+    "redlock._io.aio",
+    "redlock._io.sync",
 )
 #: The environment variable that makes the sources run.
 PURE = "REDLOCK_PURE"
@@ -57,7 +57,8 @@ class _Sources(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MODULES:
             return None
-        source = pathlib.Path(__file__).with_name(fullname.rpartition(".")[2] + ".py")
+        # (redlock._protocol.core -> redlock/_protocol/core.py)
+        source = pathlib.Path(__file__).parent.joinpath(*fullname.split(".")[1:]).with_suffix(".py")
         return importlib.util.spec_from_file_location(fullname, source) if source.exists() else None
 
 

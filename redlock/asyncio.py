@@ -6,7 +6,7 @@
     ...     await do_work(lock.validity)
 
 It runs the same pure flows as the sync client over one connection per master shared by
-every task of the client (the driver is :mod:`redlock._aio`). A cancelled acquire rolls back
+every task of the client (the driver is :mod:`redlock._io.aio`). A cancelled acquire rolls back
 and a cancelled release completes, shielded, before the cancellation goes on.
 """
 
@@ -20,10 +20,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Gener
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from redlock._aio import Driver
-from redlock._core import Result
-from redlock._election import UNCHANGED, Campaign, Elected, ElectionState, Resign, Runner, Step, Wait
-from redlock._flows import (
+from redlock._api.election import UNCHANGED, Campaign, Elected, ElectionState, Resign, Runner, Step, Wait
+from redlock._api.locked import NO_DEFAULT, LockedCall
+from redlock._api.rwlock import ReadWriteState
+from redlock._api.state import (
+    DEFAULT_TTL,
+    ClusterConfig,
+    LockOptions,
+    LockState,
+    PermitView,
+    Turn,
+    _masters_text,
+    semaphore_options,
+)
+from redlock._io.aio import Driver
+from redlock._protocol.core import Result
+from redlock._protocol.flows import (
     Lease,
     LockInfo,
     LockSpec,
@@ -35,19 +47,7 @@ from redlock._flows import (
     rollback_failed,
     rollback_note,
 )
-from redlock._lock import (
-    DEFAULT_TTL,
-    ClusterConfig,
-    LockOptions,
-    LockState,
-    PermitView,
-    Turn,
-    _masters_text,
-    semaphore_options,
-)
-from redlock._locked import NO_DEFAULT, LockedCall
-from redlock._rwlock import ReadWriteState
-from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
+from redlock._protocol.topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock.exceptions import (
     AcquireTimeout,
     ClientClosed,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from redlock import Redlock
 from redlock._extras import can_import, install_hint, redis_server_hint
-from redlock._urls import redacted
+from redlock._protocol.urls import redacted
 from redlock.servers import LocalMasters, RedisServerNotFound
 
 EXIT_MISSING = 3

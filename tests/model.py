@@ -1,11 +1,11 @@
 """Model masters, and the trampoline that drives a flow of the core: the pure tier's cluster.
 
-The core's flows (:mod:`redlock._core`) never touch a socket or a clock: each yields a
-request (a :class:`~redlock._core.Round` of commands for some masters, or a
-:class:`~redlock._core.Pause`) and is sent back the time once it is answered. :func:`drive`
+The core's flows (:mod:`redlock._protocol.core`) never touch a socket or a clock: each yields a
+request (a :class:`~redlock._protocol.core.Round` of commands for some masters, or a
+:class:`~redlock._protocol.core.Pause`) and is sent back the time once it is answered. :func:`drive`
 is the one loop that does that; what answers is the test's. :class:`ModelCluster` answers
 from :class:`ModelMaster` s, which apply SET NX PX and every Lua script of
-:mod:`redlock._scripts` the way a real master does, expiry included (the model of
+:mod:`redlock._protocol.scripts` the way a real master does, expiry included (the model of
 :mod:`chaos.sim.model`, the simulator's too), so that the flows'
 decisions (hold, roll back, retry, give up) can be checked over thousands of cases without a
 server. A script the model does not know fails the test rather than answering something.
@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from chaos.sim.model import Keyspace
-from redlock import _core
-from redlock._core import Command, ErrorReply, Pause, Request, Round
-from redlock._flows import LockSpec, Tokens, acquire_flow
+from redlock._protocol import core as _core
+from redlock._protocol.core import Command, ErrorReply, Pause, Request, Round
+from redlock._protocol.flows import LockSpec, Tokens, acquire_flow
 from redlock.exceptions import NodeStatus
 
 
@@ -47,7 +47,7 @@ def drive(flow: _core.Flow, answer: Callable[[Request], float]) -> _core.Result:
 @dataclass
 class ModelMaster(Keyspace):
     """A master as far as the flows can tell: chaos.sim.model's keyspace, which applies SET
-    NX PX and every script of :mod:`redlock._scripts` (the one model of them, shared with the
+    NX PX and every script of :mod:`redlock._protocol.scripts` (the one model of them, shared with the
     simulator), and which can be down.
 
     ``keys[name] = (value, expires_at)``; a semaphore's permits are a dict value (token ->

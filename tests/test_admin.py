@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import redlock
 from redlock import LockInfo, LockLost, MasterInfo, NodeStatus
-from redlock._core import MAX_TTL, Command, Request, Result, Round
-from redlock._flows import LockSpec, force_release_flow, inspect_flow, lock_info
+from redlock._protocol.core import MAX_TTL, Command, Request, Result, Round
+from redlock._protocol.flows import LockSpec, force_release_flow, inspect_flow, lock_info
 from redlock.servers import LocalMasters
 
 from .cli_helpers import closed_ports

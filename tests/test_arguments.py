@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 import redlock
 import redlock.asyncio
-from redlock import _lock, _locked
+from redlock._api import locked as _locked
+from redlock._api import state as _lock
 
 NOWHERE = ["redis://127.0.0.1:1", "redis://127.0.0.1:2", "redis://127.0.0.1:3"]
 CLIENTS = [redlock.Redlock, redlock.asyncio.Redlock]
@@ -148,7 +149,7 @@ def test_a_semaphore_needs_a_limit_before_any_traffic(make: Any, limit: Any, err
         rl.semaphore("x", limit=limit)
 
 
-# --- the checked specs a client keeps (redlock._lock: _settings_key) ---------------------------
+# --- the checked specs a client keeps (redlock._api.state: _settings_key) ---------------------------
 
 OTHERS = [
     "redis://127.0.0.1:4",
@@ -301,7 +302,7 @@ def test_a_cached_spec_is_the_spec_every_check_makes(
         assert _outcome(rl._lock_spec, name, ttl, **arguments) == expected
 
 
-# --- the checked options kept for any client (redlock._lock: LockOptions.checked) --------------
+# --- the checked options kept for any client (redlock._api.state: LockOptions.checked) --------------
 
 
 @pytest.mark.parametrize("make", CLIENTS)
@@ -382,7 +383,7 @@ def test_cached_options_are_the_options_every_check_makes(
         assert _outcome(_lock.LockOptions.checked, _OPTION_SPECS[spec], **arguments) == expected
 
 
-# --- @rl.locked: a call's arguments bound without inspect.Signature.bind (redlock._locked) -----
+# --- @rl.locked: a call's arguments bound without inspect.Signature.bind (redlock._api.locked) -----
 
 
 def _plain(a: int, b: int = 1, c: str = "x") -> None: ...

@@ -43,7 +43,7 @@ from chaos.report import markdown_table, text_table
 from chaos.runner import Params, Run, Scenario, ScenarioResult, partitions, run_scenario
 from chaos.scenarios import CATALOGUE, find
 from chaos.timeline import plot_timeline
-from redlock import _proc
+from redlock._process import proc as _proc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUICK = Params(seed=11, quick=True, duration=1.5)

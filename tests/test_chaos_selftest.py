@@ -22,8 +22,8 @@ from chaos.history import AcquireInvoked, AcquireReturned, Event, History
 from chaos.runner import Check, Expected, Params, Scenario, ScenarioResult
 from chaos.selftest import judge
 from chaos.variants import VARIANTS, _relay, find
-from redlock._core import Request, Result, Round, drift_allowance
-from redlock._flows import LockSpec, Tokens, acquire_flow
+from redlock._protocol.core import Request, Result, Round, drift_allowance
+from redlock._protocol.flows import LockSpec, Tokens, acquire_flow
 from redlock.exceptions import NodeStatus
 
 from .model import drive

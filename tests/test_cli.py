@@ -29,7 +29,9 @@ import pytest
 import redis
 
 import redlock
-from redlock import Redlock, _lifeline, _supervisor
+from redlock import Redlock
+from redlock._cli import supervisor as _supervisor
+from redlock._process import lifeline as _lifeline
 from redlock.cli import ENV_MASTERS, ENV_SERVERS_PID, EXEC_ENVIRONMENT, EXIT_CODES, ExitCode, _build_parser, main
 from redlock.servers import ENV_VAR
 
@@ -1216,7 +1218,7 @@ def test_script_exec_killed_without_its_guard_still_takes_its_command_along(
     # PR_SET_PDEATHSIG alone: the guard process is killed first.
     proc, command_pid, child_pid = started_with_a_child(script, unique(), tmp_path)
     try:
-        (guard,) = [pid for pid in children(proc.pid) if any("_lifeline" in word for word in cmdline(pid))]
+        (guard,) = [pid for pid in children(proc.pid) if any("_process/lifeline" in word for word in cmdline(pid))]
         os.kill(guard, signal.SIGKILL)
         wait_until(functools.partial(gone, guard), "the guard is gone")
         proc.send_signal(signal.SIGKILL)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from redlock import Redlock
-from redlock._core import readers_key
+from redlock._protocol.core import readers_key
 from redlock.cli import ENV_MASTERS, ExitCode
 
 from .cli_helpers import unique

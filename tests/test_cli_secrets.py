@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from redlock import Redlock
-from redlock._console import printable
-from redlock._urls import redacted
+from redlock._cli.console import printable
+from redlock._protocol.urls import redacted
 from redlock.cli import ENV_MASTERS, ExitCode, main
 
 from .cli_helpers import PATIENCE, gone, unique, wait_until

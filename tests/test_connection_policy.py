@@ -1,4 +1,4 @@
-"""The connection policy (redlock._connection) without sockets: stateful and property tests.
+"""The connection policy (redlock._protocol.connection) without sockets: stateful and property tests.
 
 A model master executes, in order, whatever the policy tells a driver to write, and answers
 in order; the policy must keep every command a round submitted in submission order on the
@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from redlock import _scripts
-from redlock._config import Credentials
-from redlock._connection import (
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.config import Credentials
+from redlock._protocol.connection import (
     MAX_IN_FLIGHT,
     RECONNECT_BACKOFF_MAX,
     Connect,
@@ -26,7 +26,7 @@ from redlock._connection import (
     encode,
     reply_parser,
 )
-from redlock._core import Command, ErrorReply, Round
+from redlock._protocol.core import Command, ErrorReply, Round
 from redlock.exceptions import NodeStatus
 
 NAMES = ("m0", "m1", "m2")
@@ -379,7 +379,7 @@ def test_our_own_interruption_mid_handshake_is_no_news_about_the_master(caplog: 
     # Ctrl-C (or the CLI's SIGTERM handler) while the first connection's handshake is read:
     # the connection starts over, the round learns the master did not answer, and nothing
     # tells the operator the master is unreachable (it was us).
-    from redlock._connection import Interrupted  # noqa: PLC0415
+    from redlock._protocol.connection import Interrupted  # noqa: PLC0415
 
     policy = _policy()
     first = policy.submit(_round(1), 0, 0.0)

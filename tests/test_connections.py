@@ -229,7 +229,7 @@ def test_nothing_holds_a_weak_reference_to_a_driver(masters: LocalMasters) -> No
     them: the weakref that the at-fork hook once held was freed while still in its set, and
     the next fork or collection crashed (seen in the compiled wheel's smoke test; a
     weakref's refcount fell by one when its driver was collected). The hook holds a small
-    interpreted object of the driver's instead (redlock/_held_weakly.py)."""
+    interpreted object of the driver's instead (redlock/_io/held_weakly.py)."""
     with Redlock(masters.urls) as rl, rl.lock(unique("weakly"), ttl=5.0):
         assert weakref.getweakrefcount(rl._driver) == 0
 

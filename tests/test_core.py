@@ -16,9 +16,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
-from redlock import _core
-from redlock._connection import Waiters
-from redlock._core import (
+from redlock._protocol import core as _core
+from redlock._protocol.connection import Waiters
+from redlock._protocol.core import (
     Command,
     Pause,
     Round,
@@ -28,7 +28,7 @@ from redlock._core import (
     ttl_milliseconds,
     validity_left,
 )
-from redlock._flows import (
+from redlock._protocol.flows import (
     Lease,
     Tokens,
     acquire_flow,
@@ -38,7 +38,7 @@ from redlock._flows import (
     renewal_flow,
     rollback_flow,
 )
-from redlock._kinds import FENCED
+from redlock._protocol.kinds import FENCED
 from redlock.exceptions import NodeStatus
 
 from .conftest import FlagEvent

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redlock._core import drift_allowance, validity_left
-from redlock._flows import (
+from redlock._api.locked import NO_DEFAULT, LockedCall, _fields
+from redlock._protocol.core import drift_allowance, validity_left
+from redlock._protocol.flows import (
     Lease,
     Tokens,
     acquire_flow,
@@ -22,7 +23,6 @@ from redlock._flows import (
     hold_start,
     renewal_flow,
 )
-from redlock._locked import NO_DEFAULT, LockedCall, _fields
 
 from .model import ModelCluster
 

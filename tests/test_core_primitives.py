@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redlock import _core
-from redlock._core import Round
-from redlock._flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, release_flow
-from redlock._kinds import kind_of
+from redlock._protocol import core as _core
+from redlock._protocol.core import Round
+from redlock._protocol.flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, release_flow
+from redlock._protocol.kinds import kind_of
 
 from .model import ModelCluster
 

@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 import redlock
 import redlock.asyncio
 from redlock import LockLost, QuorumUnavailable
-from redlock._config import MAX_IDENTITY_BYTES, check_identity
-from redlock._core import Pause, Request, Round
-from redlock._election import UNCHANGED, Observer, default_observe_interval
-from redlock._flows import LockSpec
-from redlock._kinds import FENCED
-from redlock._lock import identity_of, identity_token
+from redlock._api.election import UNCHANGED, Observer, default_observe_interval
+from redlock._api.state import identity_of, identity_token
+from redlock._protocol.config import MAX_IDENTITY_BYTES, check_identity
+from redlock._protocol.core import Pause, Request, Round
+from redlock._protocol.flows import LockSpec
+from redlock._protocol.kinds import FENCED
 from redlock.exceptions import NodeStatus
 from redlock.servers import LocalMasters
 

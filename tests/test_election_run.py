@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 import redlock
 import redlock.asyncio
 from redlock import QuorumUnavailable
-from redlock._election import Campaign, Elected, Ended, Resign, Runner, Wait, backoff_after_loss
+from redlock._api.election import Campaign, Elected, Ended, Resign, Runner, Wait, backoff_after_loss
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique

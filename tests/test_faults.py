@@ -14,8 +14,9 @@ import time
 import pytest
 import redis
 
-from redlock import LockLost, QuorumUnavailable, Redlock, ReleaseUnconfirmed, _scripts
-from redlock._core import order_key
+from redlock import LockLost, QuorumUnavailable, Redlock, ReleaseUnconfirmed
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.core import order_key
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique
 

@@ -1,4 +1,4 @@
-"""A release hands the lock to a waiter of the same client in one round (redlock._core.Handoff):
+"""A release hands the lock to a waiter of the same client in one round (redlock._protocol.core.Handoff):
 the masters swap the releaser's token for the waiter's, only where the releaser's still holds.
 
 The pure parts (the offer's states, the flows around it) are tested by hand and by
@@ -15,8 +15,8 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from redlock import LockLost
-from redlock._core import HANDOFF_CHAIN, Flow, Handoff, Pause, Result, Round
-from redlock._flows import LockSpec, Tokens, _handed_over, acquire_flow, release_flow
+from redlock._protocol.core import HANDOFF_CHAIN, Flow, Handoff, Pause, Result, Round
+from redlock._protocol.flows import LockSpec, Tokens, _handed_over, acquire_flow, release_flow
 from redlock.exceptions import NodeStatus
 from redlock.servers import LocalMasters
 
@@ -113,7 +113,8 @@ def test_a_claim_whose_swap_never_came_is_given_up_and_its_token_deleted_everywh
     handoff.park()
     assert handoff.claim(expires_at=5.0)
     token = handoff.token
-    assert handoff.abandon()  # the waiter's patience with the claim ran out (redlock._connection.Waiters.waits)
+    # The waiter's patience with the claim ran out (redlock._protocol.connection.Waiters.waits).
+    assert handoff.abandon()
     rollback = flow.send(6.0)  # type: ignore[attr-defined]
     assert isinstance(rollback, Round)
     assert rollback.cleanup
@@ -291,7 +292,7 @@ TestHandoffStates.settings = settings(max_examples=200, stateful_step_count=30, 
 
 
 def test_a_chain_of_handovers_is_bounded() -> None:
-    from redlock._connection import Waiters  # noqa: PLC0415
+    from redlock._protocol.connection import Waiters  # noqa: PLC0415
 
     waiters: Waiters[FlagEvent] = Waiters()
     handed = to_all = 0

@@ -10,7 +10,7 @@ masters, the hostile one counts as an error naming the limit, and the process's 
 stays within a loose bound (loose: it tells a bounded read from an unbounded one, and
 measures nothing finer).
 
-The pure part: :class:`redlock._connection.ReplyReader` cuts any stream of replies at any
+The pure part: :class:`redlock._protocol.connection.ReplyReader` cuts any stream of replies at any
 point and reads it as hiredis alone does, within the limits, and refuses what goes past them.
 """
 
@@ -31,7 +31,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from redlock import NodeStatus, QuorumUnavailable
-from redlock._connection import ErrorReply, ProtocolViolation, ReplyTooLarge, reply_parser
+from redlock._protocol.connection import ErrorReply, ProtocolViolation, ReplyTooLarge, reply_parser
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, unique

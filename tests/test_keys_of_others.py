@@ -21,7 +21,7 @@ import pytest
 import redis
 
 from redlock import ExtendUnconfirmed, KeyConflict, LockLost
-from redlock._core import (
+from redlock._protocol.core import (
     NAMESPACE,
     READERS_MARK,
     fence_key,

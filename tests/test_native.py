@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from redlock import _scripts
-from redlock._config import Credentials
-from redlock._connection import (
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.config import Credentials
+from redlock._protocol.connection import (
     NEEDS_SCRIPTING,
     NO_SCRIPTING_NOR_NATIVE,
     Connect,
@@ -29,9 +29,9 @@ from redlock._connection import (
     Write,
     reply_parser,
 )
-from redlock._core import DELEX, DELIFEQ, SET_IFEQ, Command, Round, native_form
-from redlock._facts import MasterFacts, native_commands, releases_natively, with_commands
-from redlock._kinds import FENCED, PLAIN, MultiLock, Semaphore
+from redlock._protocol.core import DELEX, DELIFEQ, SET_IFEQ, Command, Round, native_form
+from redlock._protocol.facts import MasterFacts, native_commands, releases_natively, with_commands
+from redlock._protocol.kinds import FENCED, PLAIN, MultiLock, Semaphore
 from redlock.exceptions import MasterMisconfigured, NodeStatus
 from redlock.servers import AclUser, LocalMasters, server_version
 

@@ -25,7 +25,7 @@ import redis
 
 import redlock
 import redlock.asyncio
-from redlock import _proc
+from redlock._process import proc as _proc
 from redlock.servers import LocalMasters
 
 from .cli_helpers import PATIENCE, gone, wait_until

@@ -27,7 +27,7 @@ import pytest
 
 import redlock
 from redlock import _version
-from redlock._console import READER_GONE
+from redlock._cli.console import READER_GONE
 from redlock.servers import ENV_VAR, LocalMasters
 
 from .cli_helpers import PATIENCE, script, without_modules
@@ -471,8 +471,6 @@ def test_what_is_compiled_is_the_pure_core_and_the_test_tier_checks_it() -> None
 
     from redlock import _compiled  # noqa: PLC0415
 
-    from .test_layers import PURE  # noqa: PLC0415
-
     setup = ast.parse((ROOT / "setup.py").read_text())
     (compiled,) = [
         ast.literal_eval(node.value)
@@ -484,8 +482,8 @@ def test_what_is_compiled_is_the_pure_core_and_the_test_tier_checks_it() -> None
     # Compiled code cannot be patched from Python: beside the sans-I/O core, only the
     # drivers are compiled, never the public classes; and what the sync driver holds weakly
     # must stay interpreted (a compiled object takes no weak reference).
-    assert {module.removeprefix("redlock.") for module in modules} <= {*PURE, "_driver", "_aio", "_sync"}
-    assert "redlock._held_weakly" not in modules
+    assert all(module.startswith(("redlock._protocol.", "redlock._io.")) for module in modules)
+    assert "redlock._io.held_weakly" not in modules
 
 
 def test_a_pure_build_needs_no_compiler_and_a_compiled_one_asks_for_mypy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -501,7 +499,7 @@ def test_a_pure_build_needs_no_compiler_and_a_compiled_one_asks_for_mypy(monkeyp
 
 
 def test_redlock_pure_runs_the_sources_of_the_core() -> None:
-    probe = "import redlock, redlock._core as core; print(redlock.compiled, core.__file__.endswith('.py'))"
+    probe = "import redlock, redlock._protocol.core as core; print(redlock.compiled, core.__file__.endswith('.py'))"
     done = subprocess.run(
         [sys.executable, "-c", probe],
         env={**os.environ, "REDLOCK_PURE": "1"},

@@ -16,7 +16,7 @@ import redis
 
 import redlock
 from redlock import LockLost, QuorumUnavailable, Redlock
-from redlock._core import order_key
+from redlock._protocol.core import order_key
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, MastersFactory, eventually, in_threads, unique

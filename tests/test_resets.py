@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import redlock
-import redlock._sync
+import redlock._io.sync
 import redlock.asyncio
 from chaos.proxy import ProxyLoop
 from redlock import ExtendUnconfirmed, LockLost
@@ -106,7 +106,7 @@ def test_client_kill_over_unix_sockets(client: ClientFactory, unix_masters: Loca
     _killed_between_operations(client, unix_masters)
 
 
-class _WritesWithoutLooking(redlock._sync.Driver):
+class _WritesWithoutLooking(redlock._io.sync.Driver):
     def _look_before_writing(self) -> None:
         pass
 

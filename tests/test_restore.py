@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from redlock import _scripts
-from redlock._core import Command, Round, fence_key, order_key, quorum_size
-from redlock._flows import Lease, extend_flow, lost_keys
-from redlock._kinds import FENCED, MultiLock, Semaphore
-from redlock._telemetry import step_of
+from redlock._api.telemetry import step_of
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.core import Command, Round, fence_key, order_key, quorum_size
+from redlock._protocol.flows import Lease, extend_flow, lost_keys
+from redlock._protocol.kinds import FENCED, MultiLock, Semaphore
 from redlock.exceptions import ExtendUnconfirmed, LockLost, NodeStatus
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique

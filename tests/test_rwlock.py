@@ -17,7 +17,7 @@ import redis
 
 import redlock
 from redlock import LockLost, Redlock
-from redlock._core import intent_key, order_key, readers_key, release_channel
+from redlock._protocol.core import intent_key, order_key, readers_key, release_channel
 from redlock.servers import LocalMasters
 
 from .conftest import ClientFactory, MastersFactory, eventually, unique

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
 from chaos.sim.model import Keyspace
-from redlock import _scripts
-from redlock._connection import Waiters
-from redlock._core import (
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.connection import Waiters
+from redlock._protocol.core import (
     READERS_MARK,
     Command,
     Pause,
@@ -36,8 +36,8 @@ from redlock._core import (
     reply_status,
     wakes_all,
 )
-from redlock._flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, release_flow
-from redlock._kinds import ALL_STEPS, READ, WRITE, kind_of
+from redlock._protocol.flows import Lease, LockSpec, Tokens, acquire_flow, extend_flow, release_flow
+from redlock._protocol.kinds import ALL_STEPS, READ, WRITE, kind_of
 from redlock.exceptions import NodeStatus
 from redlock.servers import LocalMasters
 

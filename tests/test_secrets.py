@@ -15,7 +15,7 @@ import pytest
 import redlock
 import redlock.asyncio
 from redlock import MasterMisconfigured
-from redlock._config import Credentials
+from redlock._protocol.config import Credentials
 from redlock.servers import LocalMasters
 
 from .conftest import ACL_PASSWORD, ClientFactory, unique
@@ -40,7 +40,7 @@ def _everything_said(client: Any, caplog: pytest.LogCaptureFixture, telemetry: T
         texts += [str(error), repr(error), repr(getattr(error, "outcomes", ()))]
     texts += [record.getMessage() for record in caplog.records]
     texts += [repr(record.args) for record in caplog.records]
-    redlock._telemetry.flush()
+    redlock._api.telemetry.flush()
     for name in ("redlock.acquire", "redlock.release"):
         for span in telemetry.spans(name):
             texts.append(repr(dict(span.attributes or {})))

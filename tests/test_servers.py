@@ -18,7 +18,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redlock import _proc
+from redlock._process import proc as _proc
 from redlock.servers import ENV_VAR, LocalMasters, RedisServerNotFound, find_redis_server
 
 # The fresh_masters fixture of conftest.py: fresh_masters(n=5, **kwargs) -> LocalMasters.

@@ -27,9 +27,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 import redlock
 import redlock.asyncio
 from redlock import LockAlreadyHeld, LockNotHeld
-from redlock._core import Result
-from redlock._flows import LockSpec
-from redlock._lock import LockOptions, LockState, Turn
+from redlock._api.state import LockOptions, LockState, Turn
+from redlock._protocol.core import Result
+from redlock._protocol.flows import LockSpec
 from redlock.servers import LocalMasters
 
 from .conftest import eventually, unique

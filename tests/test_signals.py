@@ -36,7 +36,7 @@ from .conftest import eventually, raw_clients, unique
 
 STORM = """
 import signal, sys, time
-from redlock import _connection
+from redlock._protocol import connection as _connection
 
 class Tick(Exception):
     pass

@@ -21,10 +21,10 @@ from chaos.sim.model import MODELLED, Keyspace
 from chaos.sim.trial import Settings, _Trial, run_trial
 from chaos.sim.watch import KINDS, Watch, WatchedMaster
 from chaos.sim.world import Clock, World, resp
-from redlock import _scripts
-from redlock._connection import reply_parser
-from redlock._core import Command, ErrorReply
-from redlock._kinds import PLAIN
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.connection import reply_parser
+from redlock._protocol.core import Command, ErrorReply
+from redlock._protocol.kinds import PLAIN
 
 
 def test_every_script_is_modelled() -> None:

@@ -29,10 +29,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import redlock
-from redlock import ClientClosed, LockLost, MasterMisconfigured, QuorumUnavailable, _telemetry
-from redlock._config import Credentials
-from redlock._connection import CLOSED, Link, Submit
-from redlock._core import Command, Round
+from redlock import ClientClosed, LockLost, MasterMisconfigured, QuorumUnavailable
+from redlock._api import telemetry as _telemetry
+from redlock._protocol.config import Credentials
+from redlock._protocol.connection import CLOSED, Link, Submit
+from redlock._protocol.core import Command, Round
 from redlock.servers import LocalMasters
 
 from .cli_helpers import PATIENCE, without_modules
@@ -450,7 +451,7 @@ def test_without_opentelemetry_the_library_works_and_prints_nothing(
     env = without_modules(tmp_path / "shadow", checkout_env(), "opentelemetry")
     code = f"""
         import redis, redlock
-        from redlock import _telemetry
+        from redlock._api import telemetry as _telemetry
 
         assert not _telemetry.AVAILABLE
         urls = {masters.urls!r}

@@ -1,7 +1,7 @@
 """What the client makes of the masters it is given: replicas, cluster nodes, one server
 under two addresses, eviction, persistence; the handshake's judgement and ``check()``.
 
-The rules themselves (redlock._topology) are pure and tested without servers first, then
+The rules themselves (redlock._protocol.topology) are pure and tested without servers first, then
 the connection policy that applies them at each handshake; the rest runs on real masters
 (replicas made with REPLICAOF, a node started in cluster mode), once per public API where
 the API is involved.
@@ -19,12 +19,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import redlock
-from redlock import _scripts
-from redlock._config import Credentials
-from redlock._connection import RECONNECT_BACKOFF_MAX, Connect, Connections, Write, reply_parser
-from redlock._core import Command, Round
-from redlock._facts import MasterFacts, facts_from_info
-from redlock._topology import (
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.config import Credentials
+from redlock._protocol.connection import RECONNECT_BACKOFF_MAX, Connect, Connections, Write, reply_parser
+from redlock._protocol.core import Command, Round
+from redlock._protocol.facts import MasterFacts, facts_from_info
+from redlock._protocol.topology import (
     CLUSTER_MODE,
     EVICTS_KEYS,
     FACTS_UNKNOWN,

@@ -1,4 +1,4 @@
-"""Redis URLs: redlock._urls reads them as its documented grammar says, and as redis-py does.
+"""Redis URLs: redlock._protocol.urls reads them as its documented grammar says, and as redis-py does.
 
 Pure, no servers. Two references, each compared on generated URLs:
 
@@ -6,7 +6,7 @@ Pure, no servers. Two references, each compared on generated URLs:
   schemes and the false words are read from that text, so the docs cannot drift from the
   parser unnoticed;
 * the installed redis-py's own ``parse_url`` (a dev dependency; a user's install may lack
-  it, which is the point of redlock._urls), with the few refusals the docstring lists.
+  it, which is the point of redlock._protocol.urls), with the few refusals the docstring lists.
   Where a redis-py release reads a URL otherwise, the failure names that release and both
   readings, so that a change of theirs shows up as a difference, not as a mystery.
 """
@@ -25,7 +25,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import redlock
-from redlock._urls import FALSE_WORDS, SCHEMES, parse_url
+from redlock._protocol.urls import FALSE_WORDS, SCHEMES, parse_url
 
 redis_connection = pytest.importorskip("redis.connection")
 REDIS_PY = version("redis")
@@ -128,7 +128,7 @@ def test_the_docstring_states_the_grammar() -> None:
 
 def assert_reads_as_documented_and_as_redis_py(url: str) -> None:
     mine = ours(url)
-    assert mine == documented(url), f"redlock._urls and the grammar of Redlock's docstring disagree on {url!r}"
+    assert mine == documented(url), f"redlock._protocol.urls and the grammar of Redlock's docstring disagree on {url!r}"
     theirs = expected(url)
     assert mine == theirs, (
         f"redis-py {REDIS_PY} reads {url!r} as {theirs!r}; the documented grammar (Redlock's docstring, "
@@ -197,7 +197,7 @@ def redis_urls(draw: st.DrawFn) -> str:
 
 
 def expected(url: str) -> dict[str, Any] | str:
-    """redis-py's reading of ``url``, but for the cases redlock/_urls.py lists, which it refuses."""
+    """redis-py's reading of ``url``, but for the cases redlock/_protocol/urls.py lists, which it refuses."""
     theirs = redis_py(url)
     if isinstance(theirs, str):
         return theirs
@@ -289,7 +289,7 @@ def test_examples(url: str, settings: dict[str, object]) -> None:
         ("redis://h:x", "Port could not be cast to integer value"),
         ("redis://h:65536", "Port out of range"),
         ("redis://[::1", "Invalid IPv6 URL"),
-        # redis-py reads these silently as something else (redlock/_urls.py says why not here).
+        # redis-py reads these silently as something else (redlock/_protocol/urls.py says why not here).
         ("redis://h:0", r"^port must be in 1\.\.65535, got 0$"),
         ("redis://h/1x", "the path must be a database number"),
         ("redis://h/x?db=1", "the path must be a database number"),

@@ -1,4 +1,4 @@
-"""Blocking acquires of one client on one name take turns at the masters (redlock._core.Line):
+"""Blocking acquires of one client on one name take turns at the masters (redlock._protocol.core.Line):
 a web service that makes a new Lock per request, with a hundred requests waiting on one
 name, costs the masters what one waiter does, not a hundred times that."""
 
@@ -109,7 +109,7 @@ def test_a_holder_that_never_releases_is_outwaited_by_the_line(
 
 
 def test_the_line_is_the_acquires_in_arrival_order_and_watchers_do_not_hold_it() -> None:
-    from redlock._connection import Waiters  # noqa: PLC0415
+    from redlock._protocol.connection import Waiters  # noqa: PLC0415
 
     waiters: Waiters[FlagEvent] = Waiters()
     watcher, first, second = FlagEvent(), FlagEvent(), FlagEvent()

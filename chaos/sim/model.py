@@ -1,9 +1,9 @@
 """What a master does with each command the lock sends: SET NX PX and every Lua script of
-:mod:`redlock._scripts`, modelled in Python once, here.
+:mod:`redlock._protocol.scripts`, modelled in Python once, here.
 
 Where it sits: below the simulated masters (:mod:`chaos.sim.world`), which feed it the
 commands they parse off the wire, and the pure tests (``tests/test_core.py``,
-``tests/test_core_primitives.py``), which feed it :class:`~redlock._core.Command` objects.
+``tests/test_core_primitives.py``), which feed it :class:`~redlock._protocol.core.Command` objects.
 It reads no clock: every call takes the master's own time (seconds of its wall clock),
 which is what Redis expires keys by, so a simulated clock that jumps or runs fast expires
 keys early exactly as a real one does.
@@ -20,8 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from redlock import _scripts
-from redlock._core import READERS_MARK, Command, ErrorReply
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.core import READERS_MARK, Command, ErrorReply
 
 from .mypyc_attr import mypyc_attr
 
@@ -135,7 +135,7 @@ Model = Callable[[Keyspace, list[str], list[str], float], Reply]
 
 def _foreign(ks: Keyspace, key: str, now: float, wanted: type, shape: str = "") -> ErrorReply | None:
     """The scripts' refusal to touch a key that holds what we never write there (see
-    redlock._scripts, "keys of others"): ``wanted`` str or dict, ``shape`` a regex a string
+    redlock._protocol.scripts, "keys of others"): ``wanted`` str or dict, ``shape`` a regex a string
     must match."""
     value = ks.get(key, now)
     if value is None or (isinstance(value, wanted) and (not shape or re.search(shape, str(value)))):

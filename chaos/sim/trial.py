@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from redlock import _lock
-from redlock._core import Result, retry_delays
-from redlock._flows import Lease, LockSpec, Tokens, extend_flow, release_flow
-from redlock._kinds import FENCED, PLAIN
+from redlock._api import state as _lock
+from redlock._protocol.core import Result, retry_delays
+from redlock._protocol.flows import Lease, LockSpec, Tokens, extend_flow, release_flow
+from redlock._protocol.kinds import FENCED, PLAIN
 
 from ..checkers import Verdict, check_all
 from ..history import Event, History, Recorder, voters_of

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import redlock
-from redlock import _compiled, _core, _flows, _kinds, _lock, _scripts
+from redlock import _compiled
+from redlock._api import state as _lock
+from redlock._protocol import core as _core
+from redlock._protocol import flows as _flows
+from redlock._protocol import kinds as _kinds
+from redlock._protocol import scripts as _scripts
 
 from .. import variants as real
 from .model import MODELLED, _release

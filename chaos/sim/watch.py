@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from redlock import _scripts
+from redlock._protocol import scripts as _scripts
 
 from .model import Reply
 from .world import Master, World, _sha

@@ -1,7 +1,7 @@
 """The simulated world: masters, network and clients in one thread, on simulated time.
 
 Where it sits: above the library's pure layers, which it drives as they are (the lock
-flows of :mod:`redlock._flows` and the connection policy :class:`redlock._connection.Connections`,
+flows of :mod:`redlock._protocol.flows` and the connection policy :class:`redlock._protocol.connection.Connections`,
 both sans-I/O), and above :mod:`chaos.sim.model` (what a master does with a command).
 Below :mod:`chaos.sim.trial`, which builds a world from a fault schedule and judges it.
 
@@ -11,8 +11,8 @@ One heap of events ordered by (true time, sequence number); nothing reads a real
 and every random choice comes from one seeded generator, so a seed replays a run exactly.
 
 * **Clients** run the real flows. A ``Round`` is submitted to the real policy for each
-  master; the policy answers with :class:`~redlock._connection.Write` and
-  :class:`~redlock._connection.Connect` actions, which become messages. Replies are fed
+  master; the policy answers with :class:`~redlock._protocol.connection.Write` and
+  :class:`~redlock._protocol.connection.Connect` actions, which become messages. Replies are fed
   to the client's own ``hiredis`` parser and matched by the policy, which records them in
   the round; the round's timer and overtime follow the synchronous driver's ``_run_round``.
   A client reads its own clock (offset + rate); its deadlines are mapped back to true time
@@ -41,10 +41,10 @@ from typing import Any
 
 import hiredis
 
-from redlock._config import Credentials
-from redlock._connection import Connect, Connections, Write, reply_parser
-from redlock._core import ErrorReply, Flow, Pause, Result, Round
-from redlock._scripts import Script
+from redlock._protocol.config import Credentials
+from redlock._protocol.connection import Connect, Connections, Write, reply_parser
+from redlock._protocol.core import ErrorReply, Flow, Pause, Result, Round
+from redlock._protocol.scripts import Script
 
 from .model import UNMODELLED, Keyspace, Reply
 

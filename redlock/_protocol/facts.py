@@ -3,7 +3,7 @@
 Where it sits: a pure module (no I/O) below the connection policy. The policy sends ``INFO``
 as one step of every command connection's handshake (pipelined with the rest, so it costs no
 round trip) and hands the reply to :func:`facts_from_info`; what it learns is kept per master
-(:attr:`redlock._connection.Link.facts`), where the policy and the lock kinds can read it.
+(:attr:`redlock._protocol.connection.Link.facts`), where the policy and the lock kinds can read it.
 
 Anything a master does not say (an ACL user denied ``INFO``, a managed service that hides
 sections, an older server without a field) stays ``None``: unknown, never an error.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from redlock._core import DELEX, DELIFEQ, SET_IFEQ
+from redlock._protocol.core import DELEX, DELIFEQ, SET_IFEQ
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def native_commands(facts: MasterFacts) -> frozenset[str]:
     ``SET ... IFEQ`` is an option, which ``COMMAND INFO`` does not list: it comes with
     either delete (each server added it before or with its own), or goes by the version.
     A guess that turns out wrong costs one round trip: the master answers that it does not
-    know the command, and the policy sends the script instead (redlock._connection).
+    know the command, and the policy sends the script instead (redlock._protocol.connection).
     """
     if facts.commands is not None:
         deletes = facts.commands & {DELIFEQ, DELEX}

@@ -23,7 +23,7 @@ itself be killed; and SIGKILL gives the command no chance to clean up (it was ru
 without the lock already). When ``redlock exec`` ends normally it tells the guard ``done``,
 and the guard leaves the group alone.
 
-This file is also the guard's program: it runs as a script (``python -I -S _lifeline.py``)
+This file is also the guard's program: it runs as a script (``python -I -S lifeline.py``)
 without importing the ``redlock`` package, to start fast and depend on nothing.
 """
 

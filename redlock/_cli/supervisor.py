@@ -14,7 +14,7 @@ terminal, it hands the terminal to that group while the command runs, as a shell
 job: keyboard signals and terminal input then go to the command directly. When the command
 stops (Ctrl-Z), ``exec`` stops its own job too, so that the shell gets control back and the
 lock is not extended for a stopped job; on continue it checks the lock before the command
-goes on. The command dies with ``exec`` (:mod:`redlock._lifeline`): without ``exec``
+goes on. The command dies with ``exec`` (:mod:`redlock._process.lifeline`): without ``exec``
 nothing extends the lock.
 """
 
@@ -31,9 +31,9 @@ from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import Any
 
-from redlock import _proc
-from redlock._client import Lock
-from redlock._lifeline import Guard
+from redlock._api.sync import Lock
+from redlock._process import proc as _proc
+from redlock._process.lifeline import Guard
 
 __all__ = ["CannotRun", "Interrupted", "Supervisor"]
 
@@ -202,7 +202,7 @@ class Supervisor:
             try:
                 # A group of its own: the lost-lock SIGTERM and forwarded signals reach everything
                 # the command starts, and the command's job control stays its own. It dies with
-                # us (see redlock._lifeline): without us nothing extends the lock. The preexec_fn
+                # us (see redlock._process.lifeline): without us nothing extends the lock. The preexec_fn
                 # is safe beside the extension thread: it takes no lock, imports nothing and
                 # only makes system calls (prctl, getppid, write).
                 child = subprocess.Popen(

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redlock._lock import ClusterConfig
+from redlock._api.state import ClusterConfig
 from redlock.exceptions import LockAlreadyHeld, LockNotAcquired, QuorumUnavailable
 
 ON_BUSY = ("wait", "raise", "skip")

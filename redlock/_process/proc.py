@@ -1,6 +1,6 @@
 """What Linux's ``/proc`` says about a process: the one reader of ``/proc/<pid>/stat``.
 
-``redlock exec`` (:mod:`redlock._supervisor`), the local masters (:mod:`redlock.servers`),
+``redlock exec`` (:mod:`redlock._cli.supervisor`), the local masters (:mod:`redlock.servers`),
 the chaos harness's clients, the benchmark and the tests all ask the kernel the same few
 things: is a process stopped, a zombie or gone, who is its parent and group, how much CPU
 has it used. They read them here, so that the one subtle part of the format is handled

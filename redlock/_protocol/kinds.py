@@ -1,10 +1,10 @@
 """The kinds of lock: what each one sends to a master, and how many masters must agree.
 
-Where it sits: above the protocol's vocabulary (:mod:`redlock._core`) and below the flows
-(:mod:`redlock._flows`), which are the same for every kind. A kind is one object carrying
+Where it sits: above the protocol's vocabulary (:mod:`redlock._protocol.core`) and below the flows
+(:mod:`redlock._protocol.flows`), which are the same for every kind. A kind is one object carrying
 its commands for acquire, extend, release and rollback, its quorum rule, the key a failed
 acquire waits on, and the names telemetry gives its rounds. A new primitive is one new
-class here plus its scripts in :mod:`redlock._scripts` (the read-write lock is two: its readers and
+class here plus its scripts in :mod:`redlock._protocol.scripts` (the read-write lock is two: its readers and
 its writer, each a kind).
 
 Every kind also has a *restore*: the command that writes our holding back on a master that
@@ -13,7 +13,7 @@ the extend elsewhere. It is the kind's own acquire with our token, so it never o
 another holder and keeps every per-master limit (docs/algorithm.md, "Restoring a key a
 master lost", says why it is safe).
 
-Every kind keeps an extend-order key (:func:`~redlock._core.order_key`) beside its first
+Every kind keeps an extend-order key (:func:`~redlock._protocol.core.order_key`) beside its first
 key, so that an extend arriving late never undoes a newer one, and its release deletes it.
 
 A lock on one name also has native forms of its extend and release (``SET IFEQ``,
@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from redlock import _scripts
-from redlock._core import (
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.core import (
     DELEX,
     DELIFEQ,
     SET_IFEQ,
@@ -81,13 +81,13 @@ class LockKind:
     @property
     def waits_in_line(self) -> bool:
         """Whether this client's blocking acquires of it take turns at the masters (see
-        :class:`~redlock._core.Line`): locks with one holder of one name, not semaphores."""
+        :class:`~redlock._protocol.core.Line`): locks with one holder of one name, not semaphores."""
         return not self.names and not self.limit
 
     @property
     def hands_over(self) -> bool:
         """Whether a release may hand the holding to a waiter in line of the same client by
-        swapping tokens on the masters (see :class:`~redlock._core.Handoff`): a plain lock.
+        swapping tokens on the masters (see :class:`~redlock._protocol.core.Handoff`): a plain lock.
         Not a fenced one (the swap raises no counter), nor a writer (whose release also takes
         its intent back and tells the readers)."""
         return self.waits_in_line
@@ -144,7 +144,7 @@ class LockKind:
 @dataclass(frozen=True)
 class FencedLock(LockKind):
     """A lock on one name whose holders get increasing fencing tokens (see
-    :func:`redlock._flows.fencing_token_from`): the acquire also reads each master's counter."""
+    :func:`redlock._protocol.flows.fencing_token_from`): the acquire also reads each master's counter."""
 
     @property
     def fencing(self) -> bool:
@@ -209,7 +209,7 @@ class MultiLock(LockKind):
 
 @dataclass(frozen=True)
 class Semaphore(LockKind):
-    """Up to ``permits`` holders at once on one name (see :func:`~redlock._core.semaphore_quorum`)."""
+    """Up to ``permits`` holders at once on one name (see :func:`~redlock._protocol.core.semaphore_quorum`)."""
 
     permits: int = 1
 
@@ -242,7 +242,7 @@ def _extend_args(token: str, ttl_ms: int, extend_id: int, adopt: bool) -> list[s
 
 
 def _rw_keys(key: str) -> list[str]:
-    """The keys every read-write script takes (see redlock._scripts, "a read-write lock")."""
+    """The keys every read-write script takes (see redlock._protocol.scripts, "a read-write lock")."""
     return [key, intent_key(key), readers_key(key), order_key(readers_key(key))]
 
 
@@ -261,7 +261,7 @@ class ReadLock(LockKind):
     @property
     def waits_in_line(self) -> bool:
         # Readers share: a client's readers waiting for a writer all go when it leaves,
-        # rather than one by one behind the first (see _core.Line and _core.wakes_all).
+        # rather than one by one behind the first (see core.Line and core.wakes_all).
         return False
 
     def acquire(self, key: str, token: str, ttl_ms: int) -> Command:
@@ -284,7 +284,7 @@ class ReadLock(LockKind):
 
     def wake_key(self, key: str, acquire: Round) -> str:
         """Readers wait for the writer (or its intent) to go: announced on the readers' own
-        channel, which wakes every reader of a client at once (see _core.wakes_all)."""
+        channel, which wakes every reader of a client at once (see core.wakes_all)."""
         return readers_key(key)
 
 

@@ -1,8 +1,9 @@
 """The asyncio driver: the lock flows over the event loop's transports.
 
-It runs the same pure flows as the sync driver (``redlock._core``) over the same connection
-policy (``redlock._connection``): one command connection and one subscriber connection per
-master, shared by every task of the client. Each connection is an asyncio protocol whose
+It runs the same pure flows as the sync driver (:mod:`redlock._protocol.flows`) over the
+same connection policy (:mod:`redlock._protocol.connection`) and the same
+:class:`redlock._io.driver.DriverBase`: one command connection and one subscriber
+connection per master, shared by every task of the client. Each connection is an asyncio protocol whose
 ``buffer_updated`` feeds the RESP parser and records every reply in the round that asked for
 it, so rounds need no reader task and a task cancelled mid-round leaves nothing out of step:
 every change to the policy happens between two awaits. Clean-up after cancellation
@@ -20,10 +21,10 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from redlock._connection import Connect, Kind, ProtocolViolation, ReplyTooLarge, Write
-from redlock._core import Flow, Pause, Result, Round, release_channel
-from redlock._driver import DriverBase, keep_alive, read_buffer
-from redlock._flows import rollback_failed, rollback_note
+from redlock._io.driver import DriverBase, keep_alive, read_buffer
+from redlock._protocol.connection import Connect, Kind, ProtocolViolation, ReplyTooLarge, Write
+from redlock._protocol.core import Flow, Pause, Result, Round, release_channel
+from redlock._protocol.flows import rollback_failed, rollback_note
 
 T = TypeVar("T")
 

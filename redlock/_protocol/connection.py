@@ -1,12 +1,15 @@
 """The connection policy: one multiplexed, ordered connection per master, without I/O.
 
-Both drivers (``redlock._sync`` over sockets and a thread, ``redlock.asyncio`` over an event
-loop's transports) keep one command connection per master per client, shared by every
-concurrent operation of that client, and one subscriber connection per master for wake-up
-on release. Everything they decide about those connections is written once, here: what a
-round may send to a master now, what waits for a connect, what is skipped as hung, how
-replies are matched to the rounds that asked, what a connection says first, what a failure
-means, and when to reconnect. The drivers only move bytes and wake waiters.
+Where it sits: at the top of :mod:`redlock._protocol`, below the drivers of
+:mod:`redlock._io`. Both drivers (:mod:`redlock._io.sync` over sockets and threads,
+:mod:`redlock._io.aio` over an event loop's transports) keep one command connection per
+master per client, shared by every concurrent operation of that client, and one subscriber
+connection per master for wake-up on release. Everything they decide about those
+connections is written once, here: what a round may send to a master now, what waits for a
+connect, what is skipped as hung, how replies are matched to the rounds that asked, what a
+connection says first, what a failure means, and when to reconnect. What the drivers do
+alike with each answer is :class:`redlock._io.driver.DriverBase`; they only move bytes and
+wake waiters.
 
 Theory of operation
 -------------------
@@ -49,7 +52,7 @@ master :attr:`~redlock.NodeStatus.MISCONFIGURED`, which the lock flows turn into
 :class:`~redlock.MasterMisconfigured` when no majority is left.
 
 So does what a master says about itself at the handshake (``INFO``), judged by the rules of
-:mod:`redlock._topology`. A cluster node, a replica, or the same server as another master
+:mod:`redlock._protocol.topology`. A cluster node, a replica, or the same server as another master
 (its ``run_id``) is *refused*: every round waiting for it learns why, and later rounds are
 told at once, without sending, while clean-ups still go (they take our keys back, and the
 handshake carried the queued commands). The connection stays up: once a second at most, a
@@ -59,7 +62,7 @@ evicting ``maxmemory-policy``, fencing without an append-only file) is logged on
 connection and handed to :attr:`Connections.on_finding`; with ``strict`` each is a refusal.
 
 **Native commands.** A command with native forms (a lock's release and extend: see
-:class:`~redlock._core.NativeForm`) goes to each master in the form it runs: the built-in
+:class:`~redlock._protocol.core.NativeForm`) goes to each master in the form it runs: the built-in
 command where the handshake found it (``COMMAND INFO``, or the version), else the script.
 So that one connection carries one form of extend from its start, an extend waits for the
 handshake's answer when it comes while the connection is new (``LEARNING``); a release
@@ -86,9 +89,9 @@ from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 import hiredis
 
-from redlock import _scripts
-from redlock._config import DEFAULT_MAX_REPLY_BYTES, DEFAULT_MAX_REPLY_ELEMENTS, Credentials
-from redlock._core import (
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.config import DEFAULT_MAX_REPLY_BYTES, DEFAULT_MAX_REPLY_ELEMENTS, Credentials
+from redlock._protocol.core import (
     DENIED,
     GRANTED,
     HANDOFF_CHAIN,
@@ -104,7 +107,7 @@ from redlock._core import (
     reply_status,
     wakes_all,
 )
-from redlock._facts import (
+from redlock._protocol.facts import (
     ASKED,
     UNKNOWN,
     MasterFacts,
@@ -113,7 +116,7 @@ from redlock._facts import (
     releases_natively,
     with_commands,
 )
-from redlock._topology import (
+from redlock._protocol.topology import (
     Finding,
     Severity,
     judged_at_handshake,
@@ -516,7 +519,7 @@ class Waiters(Generic[EventT]):
         self._held: dict[str, bool] = {}
         #: The waiters that are acquires in line (others only watch: an election's observer).
         self._in_line: set[EventT] = set()
-        #: The offers of the waiters in line to take a holding over (see _core.Handoff).
+        #: The offers of the waiters in line to take a holding over (see core.Handoff).
         self._handoffs: dict[EventT, Handoff] = {}
         #: By channel: how many handovers in a row since when (see :meth:`claim`).
         self._chains: dict[str, tuple[int, float]] = {}
@@ -567,7 +570,7 @@ class Waiters(Generic[EventT]):
         waits each and comes back; the sync driver under its lock), until it is to try.
 
         Without a line, one sleep of ``seconds`` or until woken. In line (see
-        :class:`~redlock._core.Line`): the first try of the first in line goes at once; after
+        :class:`~redlock._protocol.core.Line`): the first try of the first in line goes at once; after
         its own timer a waiter tries only when :meth:`may_try` says so, else it looks again
         every ``line.step`` until woken, first, or out of patience. An event already set (a
         release came while it tried) sends it at the masters again at once. Meanwhile a
@@ -631,12 +634,12 @@ class Waiters(Generic[EventT]):
     def handed_over(self, handoff: Handoff) -> None:
         """Wake the waiter ``handoff`` was claimed from: its swap's round ended (delivered or
         not). Not one woken already when the swap reached a majority (see
-        redlock._flows.release_flow): it may be in line again, and would try once for nothing."""
+        redlock._protocol.flows.release_flow): it may be in line again, and would try once for nothing."""
         handoff.wake_waiter()
 
     def may_try(self, channel: str, event: EventT) -> bool:
         """Whether a waiter in line whose own timer ran out tries at the masters now (see
-        :class:`~redlock._core.Line`): the first in line does; the others wait their turn
+        :class:`~redlock._protocol.core.Line`): the first in line does; the others wait their turn
         while the lock was last found held. Not where the last try found no majority
         answering: then waiting behind the first would make each give up in turn, not at
         once, so each tries on its own timer."""
@@ -767,14 +770,14 @@ class State(enum.Enum):
     #: so that none is ever written on a connection a middlebox forgot.
     PROBING = "probing"
     #: Connected, the handshake's question about native commands not answered yet: extends
-    #: queue until it is (:attr:`~redlock._core.Command.waits_for_form`), the rest go at once.
+    #: queue until it is (:attr:`~redlock._protocol.core.Command.waits_for_form`), the rest go at once.
     LEARNING = "learning"
     BACKING_OFF = "backing off"  # a connect failed: rounds get that failure until retry_at
 
 
 #: The members the paths run per command and per reply compare with, as module constants:
 #: an Enum member looked up on its class costs ten times a plain attribute on Python 3.11
-#: (see redlock._core.GRANTED).
+#: (see redlock._protocol.core.GRANTED).
 READY: Final = State.READY
 SEND: Final = Submit.SEND
 
@@ -1495,7 +1498,7 @@ class Connections:
         """For each master, the earlier one it turned out to be the same server as, if any."""
         return [link.same_as for link in self.links]
 
-    # --- what the masters are (see redlock._topology) ---------------------------------------
+    # --- what the masters are (see redlock._protocol.topology) ---------------------------------------
 
     def _judge(self, link: Link, now: float) -> None:
         """``link``'s master has just said what it is: warn about its risks, refuse it if unfit."""

@@ -1,18 +1,18 @@
 """What the lock operations report: OpenTelemetry metrics and spans, and DEBUG logs per round.
 
-Where it sits: :mod:`redlock._lock` hands every flow it starts (acquire, release, extend, and
+Where it sits: :mod:`redlock._api.state` hands every flow it starts (acquire, release, extend, and
 auto-extension) to :func:`observe`, and both drivers run whatever comes back like any other
 flow, so both APIs report the same things from this one module.
 
 Theory of operation
 -------------------
-A flow yields its rounds and receives the time each one completed (see :mod:`redlock._core`),
+A flow yields its rounds and receives the time each one completed (see :mod:`redlock._protocol.core`),
 so everything worth reporting passes through it. :func:`observe` wraps the flow in a
 generator that hands every request and every time through unchanged and, on the side, times
 each round and reads its outcomes, and once the flow returns, classifies its result. Each
 master's request duration is taken where it is known, in the connection policy, as the reply
 arrives: the wrapper hands the round a recorder (:attr:`Round.latencies
-<redlock._core.Round.latencies>`), so a reply that comes after the round was decided (the
+<redlock._protocol.core.Round.latencies>`), so a reply that comes after the round was decided (the
 slowest master's, always) is measured too. Auto-extension is one long flow of pauses and
 extends: each of its rounds is reported as an extend of its own.
 
@@ -39,8 +39,8 @@ the clients that report to it, since an observable instrument is registered once
 
 Logs (the ``redlock`` logger; it has a NullHandler, so nothing is printed unless the
 application configures logging): WARNING when auto-extension finds a lock lost
-(``redlock._lock``; INFO when the caller gets LockLost for it anyway), when a master turns
-misconfigured, unreachable or hung (``redlock._connection``, once per change of state), and
+(``redlock._api.state``; INFO when the caller gets LockLost for it anyway), when a master turns
+misconfigured, unreachable or hung (``redlock._protocol.connection``, once per change of state), and
 when a master's handshake shows a risk to the locks (replicas, an evicting memory policy,
 fencing without an append-only file: once per connection, also counted as
 ``redlock.master.findings``); INFO when it answers again, DEBUG for every round.
@@ -58,11 +58,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from redlock._config import Clock, MasterAddress
-from redlock._core import Flow, Result, Round
 from redlock._extras import install_hint
-from redlock._kinds import ALL_STEPS
-from redlock._topology import Finding
+from redlock._protocol.config import Clock, MasterAddress
+from redlock._protocol.core import Flow, Result, Round
+from redlock._protocol.kinds import ALL_STEPS
+from redlock._protocol.topology import Finding
 from redlock.exceptions import NodeOutcome, NodeStatus
 
 try:
@@ -129,7 +129,7 @@ STEPS = ("acquire", "fence", "rollback", "release", "extend", "restore")
 
 
 class ObservedLock(Protocol):
-    """What telemetry reads of a lock (a ``redlock._lock.LockState``, which sits above)."""
+    """What telemetry reads of a lock (a ``redlock._api.state.LockState``, which sits above)."""
 
     @property
     def name(self) -> str: ...

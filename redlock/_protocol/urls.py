@@ -19,7 +19,7 @@ raises ``ValueError`` instead:
 
 Of the query parameters, only ``db`` (an int) and ``ssl_check_hostname`` (a bool) are
 converted, as redis-py converts them; the others keep their text, and the caller decides
-which it accepts (:mod:`redlock._config` refuses those it does not use).
+which it accepts (:mod:`redlock._protocol.config` refuses those it does not use).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Lock on the election's name, made with ``fencing=True`` and ``auto_extend=True``
   lost, and reported exactly as a lost lock is (``on_lost``, ``LockLost`` from ``resign()``
   or from leaving the ``with`` block, and in asyncio ``cancel_on_lost``).
 * **Who leads** is readable by anyone: the Lock's tokens carry the campaigner's identity
-  after their random part (:func:`redlock._lock.identity_token`), so ``leader()`` is an
+  after their random part (:func:`redlock._api.state.identity_token`), so ``leader()`` is an
   inspect of the masters and the identity of the token a majority holds.
 * **Campaigning** is a blocking acquire with no give-up: a campaigner's job is to lead as
   soon as the cluster lets it, so it keeps trying through an outage of the masters (its
@@ -48,10 +48,10 @@ from enum import Enum
 from types import FrameType
 from typing import Any, Generic, TypeVar
 
-from redlock import _config
-from redlock._core import WOKEN_MARGIN, Flow, Pause, Result
-from redlock._flows import LockInfo, LockSpec, inspect_flow, lock_info
-from redlock._lock import ClusterConfig, LockOptions, LockState, identity_of, logger
+from redlock._api.state import ClusterConfig, LockOptions, LockState, identity_of, logger
+from redlock._protocol import config as _config
+from redlock._protocol.core import WOKEN_MARGIN, Flow, Pause, Result
+from redlock._protocol.flows import LockInfo, LockSpec, inspect_flow, lock_info
 from redlock.exceptions import QuorumUnavailable, RedlockError, ReleaseUnconfirmed
 
 #: How often, at most, an observer looks at the masters when no release is announced.

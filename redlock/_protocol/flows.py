@@ -1,9 +1,9 @@
 """The lock flows: acquire, extend, release, rollback, renewal, inspection; and the lease.
 
-Where it sits: above the protocol's vocabulary (:mod:`redlock._core`: rounds, pauses,
-results, the arithmetic) and the lock kinds (:mod:`redlock._kinds`), below everything that
+Where it sits: above the protocol's vocabulary (:mod:`redlock._protocol.core`: rounds, pauses,
+results, the arithmetic) and the lock kinds (:mod:`redlock._protocol.kinds`), below everything that
 does I/O. Like the core, nothing here touches a socket or reads a clock: see the theory of
-operation in :mod:`redlock._core`. The flows are the same for every kind of lock; only the
+operation in :mod:`redlock._protocol.core`. The flows are the same for every kind of lock; only the
 commands (and the quorum) the kind gives them differ.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Callable, Generator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from redlock import _scripts
-from redlock._core import (
+from redlock._protocol import scripts as _scripts
+from redlock._protocol.core import (
     EXPIRY_PRECISION,
     READERS_MARK,
     WOKEN_MARGIN,
@@ -39,7 +39,7 @@ from redlock._core import (
     ttl_milliseconds,
     validity_left,
 )
-from redlock._kinds import PLAIN, FencedLock, LockKind
+from redlock._protocol.kinds import PLAIN, FencedLock, LockKind
 from redlock.exceptions import MasterMisconfigured, NodeOutcome, NodeStatus
 
 
@@ -199,7 +199,7 @@ class Lease:
     #: loss that comes at the deadline is the bounded hold's, reported as such.
     held_out: bool = False
     #: The waiter of this client its release hands the holding over to (see
-    #: :class:`~redlock._core.Handoff`), claimed when the release begins; and whether the
+    #: :class:`~redlock._protocol.core.Handoff`), claimed when the release begins; and whether the
     #: release is instead one every client's waiters hear of alike (a chain's end).
     handoff: Handoff | None = None
     release_to_all: bool = False
@@ -212,7 +212,7 @@ class Lease:
     _guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     # (Written out, not generated: one is made per acquire, and mypyc runs a dataclass's
-    # generated __init__ as Python; see redlock._core.Command. It takes every init field, so
+    # generated __init__ as Python; see redlock._protocol.core.Command. It takes every init field, so
     # that dataclasses.replace works; the extends in flight and their guard are a new
     # lease's own.)
     def __init__(
@@ -360,10 +360,10 @@ def acquire_flow(
     woken = False
     in_line = blocking and spec.kind.waits_in_line
     # While it waits in line, a Lock of this client that releases the name may hand the
-    # holding over to it in one round (see _core.Handoff).
+    # holding over to it in one round (see core.Handoff).
     handoff = Handoff(tokens.fresh, spec.key_milliseconds(spec.ttl)) if in_line and spec.kind.hands_over else None
     if in_line:
-        # Behind this client's other acquires of the name, if any (see _core.Line): the
+        # Behind this client's other acquires of the name, if any (see core.Line): the
         # first tries at once.
         first = Line(_patience(give_up_at, now), spec.retry_delay, None)
         now = yield Pause(0.0, wake_on=spec.key, line=first, handoff=handoff)
@@ -594,7 +594,7 @@ def release_flow(
 ) -> Flow:
     """Delete our token everywhere; ok once a majority confirmed it held our token.
 
-    With a claimed ``handoff`` (see :class:`~redlock._core.Handoff`), the token is not
+    With a claimed ``handoff`` (see :class:`~redlock._protocol.core.Handoff`), the token is not
     deleted but replaced by the waiter's, where ours holds; a master that swapped confirms
     our release as one that deleted would. The swap is delivered to the waiter; if it left
     meanwhile, its token is deleted here, announced as our release would have been.

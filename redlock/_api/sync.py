@@ -1,4 +1,9 @@
-"""The synchronous client: ``Redlock`` and ``Lock``, over :class:`redlock._sync.Driver`."""
+"""The sync API's shell: :mod:`redlock`'s ``Redlock``, ``Lock`` and the other primitives.
+
+Each class calls the sync driver (:class:`redlock._io.sync.Driver`) with the flows and the
+state written once for both APIs (:mod:`redlock._api.state` and its neighbours); the
+asyncio API's shell, :mod:`redlock.asyncio`, awaits the asyncio driver instead.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,7 @@ from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from redlock._core import Result
-from redlock._election import (
+from redlock._api.election import (
     UNCHANGED,
     Campaign,
     Elected,
@@ -21,7 +25,21 @@ from redlock._election import (
     Wait,
     stopped_by_sigterm,
 )
-from redlock._flows import (
+from redlock._api.locked import NO_DEFAULT, LockedCall
+from redlock._api.rwlock import ReadWriteState
+from redlock._api.state import (
+    DEFAULT_TTL,
+    ClusterConfig,
+    LockOptions,
+    LockState,
+    PermitView,
+    Turn,
+    _masters_text,
+    semaphore_options,
+)
+from redlock._io.sync import Driver
+from redlock._protocol.core import Result
+from redlock._protocol.flows import (
     Lease,
     LockInfo,
     LockSpec,
@@ -32,20 +50,7 @@ from redlock._flows import (
     rollback_failed,
     rollback_note,
 )
-from redlock._lock import (
-    DEFAULT_TTL,
-    ClusterConfig,
-    LockOptions,
-    LockState,
-    PermitView,
-    Turn,
-    _masters_text,
-    semaphore_options,
-)
-from redlock._locked import NO_DEFAULT, LockedCall
-from redlock._rwlock import ReadWriteState
-from redlock._sync import Driver
-from redlock._topology import TopologyReport
+from redlock._protocol.topology import TopologyReport
 from redlock.exceptions import LockLost, LockNotAcquired
 
 P = ParamSpec("P")

@@ -1,5 +1,9 @@
 """What a Lock is and means, shared by the sync and asyncio clients.
 
+Where it sits: above the drivers (:mod:`redlock._io`), whose shared state it owns (one per
+client, :class:`ClusterConfig`), and below the two API shells (:mod:`redlock._api.sync`,
+:mod:`redlock.asyncio`), which run the flows made here on their driver.
+
 The two public ``Lock`` classes differ only in how they run a flow (calling a driver, or
 awaiting one). Everything else, the state of the lock, argument checks, and the mapping of a
 flow's result to a return value or an exception, is written once here.
@@ -18,11 +22,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from redlock import _config, _telemetry
-from redlock._core import Flow, Result
-from redlock._driver import DriverBase
+from redlock._api import telemetry as _telemetry
 from redlock._extras import loaded_class
-from redlock._flows import (
+from redlock._io.driver import DriverBase
+from redlock._protocol import config as _config
+from redlock._protocol.core import Flow, Result
+from redlock._protocol.flows import (
     RELEASE_PATIENCE,
     Lease,
     LockSpec,
@@ -37,9 +42,9 @@ from redlock._flows import (
     renewal_flow,
     rollback_flow,
 )
-from redlock._kinds import kind_of
-from redlock._scripts import FOREIGN_KEY
-from redlock._topology import TopologyReport, check_flow, topology_report
+from redlock._protocol.kinds import kind_of
+from redlock._protocol.scripts import FOREIGN_KEY
+from redlock._protocol.topology import TopologyReport, check_flow, topology_report
 from redlock._version import __version__
 from redlock.exceptions import (
     AcquireTimeout,

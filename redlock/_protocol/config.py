@@ -1,8 +1,10 @@
 """Argument checking, master addresses and credentials, shared by the sync and asyncio clients.
 
-Where it sits: above the lock protocol (:mod:`redlock._core` and the lock kinds, whose limits
-it checks against) and below the connection policy (:mod:`redlock._connection`), which reads
-the addresses, credentials and :class:`DriverSettings` made here. It does no I/O.
+Where it sits: above the protocol's vocabulary (:mod:`redlock._protocol.core`, whose
+limits it checks against) and below the connection policy
+(:mod:`redlock._protocol.connection`), which reads the addresses, credentials and
+:class:`DriverSettings` made here. It opens no connection; the only files it reads are a
+``rediss://`` master's CA and certificate files, when its SSL context is made.
 
 Everything a caller passes is checked here, before any connection is made, and a bad
 argument raises ``TypeError`` or ``ValueError`` naming it.
@@ -17,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from redlock._core import MAX_TTL, MIN_TTL, RESERVED_PREFIXES, semaphore_quorum, validity_left
-from redlock._urls import parse_url, read_bool, redacted, redacted_error, scheme_of
+from redlock._protocol.core import MAX_TTL, MIN_TTL, RESERVED_PREFIXES, semaphore_quorum, validity_left
+from redlock._protocol.urls import parse_url, read_bool, redacted, redacted_error, scheme_of
 
 #: What a caller's redis-py client may tell us beyond its address: who to be. Everything else
 #: (timeouts, retries, health checks, handshake extras) is ours to set, so a caller's defaults
@@ -373,8 +375,8 @@ class DriverSettings:
     wake_on_release: bool
     #: A connection idle this long is checked with a PING before it carries a command.
     health_check_interval: float = math.inf
-    #: Every warning about a master is a refusal (see redlock._topology).
+    #: Every warning about a master is a refusal (see redlock._protocol.topology).
     strict: bool = False
-    #: The most one reply may take (see redlock._connection.ReplyReader).
+    #: The most one reply may take (see redlock._protocol.connection.ReplyReader).
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     max_reply_elements: int = DEFAULT_MAX_REPLY_ELEMENTS

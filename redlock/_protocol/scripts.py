@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 #: Where every key this library keeps beside a lock's own lives. Not ``redlock:``: that is
 #: pottery's namespace (its ``Redlock(key="order:42")`` is the key ``redlock:order:42``), and
 #: keys of ours there once deleted and overwrote pottery's held locks. No lock name of this
-#: library may start with it (redlock._core.RESERVED_PREFIXES); a peer that names its lock
+#: library may start with it (redlock._protocol.core.RESERVED_PREFIXES); a peer that names its lock
 #: so anyway finds its key left alone (see "keys of others" below).
 NAMESPACE = "redlock-quorum:"
 #: The value a read-write lock's readers keep in the name's own key while any of them holds
@@ -27,7 +27,7 @@ class Script:
     sha: str = field(init=False)
     #: Running it twice does what running it once does (a compare-and-act on the caller's
     #: own token, or a read): it may be sent again on a new connection when the one it was
-    #: written on broke before its answer came (see redlock._connection.Link.lost).
+    #: written on broke before its answer came (see redlock._protocol.connection.Link.lost).
     idempotent: bool = False
     #: It deletes the caller's token (a release, a rollback): sent again after its first
     #: send's fate was lost, a "not there" answer may be that first send's own work.
@@ -115,7 +115,7 @@ return 0
 # when there is no key at all (the master restarted empty, or our key expired there):
 # either way nothing is touched, since extending must never re-create a lock that expired.
 # The difference tells the client where it may write its key back once a majority has
-# confirmed it (see redlock._flows.extend_flow). The order key lives as long as the lock key.
+# confirmed it (see redlock._protocol.flows.extend_flow). The order key lives as long as the lock key.
 # ARGV[4] '1' (optional) for an adoption: another Lock object takes the holding over by its
 # token and numbers its extends from 1 again, so the number replaces whatever the giver's
 # extends left instead of being compared with it (else the adopter's first extends would be
@@ -624,7 +624,7 @@ return held
 
 # KEYS[1] lock key; KEYS[2] its extend-order key; ARGV[1] the releaser's token, ARGV[2] the
 # next holder's, ARGV[3] the next holder's ttl in ms. Hands the lock over (a local waiter
-# takes it in one round: redlock._core.Handoff): 1 when the releaser's token was there and
+# takes it in one round: redlock._protocol.core.Handoff): 1 when the releaser's token was there and
 # is now replaced, else 0 and nothing changes. It compares first: where the releaser's
 # holding is gone (expired, and maybe taken by someone else) it writes nothing. The
 # releaser's extend numbering goes with its token. Not idempotent: sent again it finds

@@ -1,8 +1,9 @@
 """The synchronous driver: the lock flows over non-blocking sockets and threads.
 
-It runs the pure flows of ``redlock._core`` over the connection policy of
-``redlock._connection``: one command connection and one subscriber connection per master,
-shared by every thread that uses the client.
+It runs the pure flows of :mod:`redlock._protocol.flows` over the connection policy of
+:mod:`redlock._protocol.connection`, doing what both drivers do alike through
+:class:`redlock._io.driver.DriverBase`: one command connection and one subscriber
+connection per master, shared by every thread that uses the client.
 
 Threads (leader and followers)
     A round is written by the calling thread and read by a calling thread too: of the
@@ -39,12 +40,12 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from redlock._compiled import mypyc_attr
-from redlock._config import DriverSettings
-from redlock._connection import Connect, Interrupted, Kind, ReplyReader, Write
-from redlock._core import Flow, Pause, Result, Round, release_channel
-from redlock._driver import READ_SIZE, DriverBase, open_socket, read_buffer
-from redlock._flows import rollback_failed, rollback_note
-from redlock._held_weakly import ForkHook, Ticket
+from redlock._io.driver import READ_SIZE, DriverBase, open_socket, read_buffer
+from redlock._io.held_weakly import ForkHook, Ticket
+from redlock._protocol.config import DriverSettings
+from redlock._protocol.connection import Connect, Interrupted, Kind, ReplyReader, Write
+from redlock._protocol.core import Flow, Pause, Result, Round, release_channel
+from redlock._protocol.flows import rollback_failed, rollback_note
 
 T = TypeVar("T")
 
@@ -421,7 +422,7 @@ class Driver(DriverBase["_Socket"]):
 
     def _wait_for_release(self, channel: str, pause: Pause, waiting: _Waiting | None) -> _Waiting:
         """Sleep until ``channel`` announces a release (one waiter per release) or time runs
-        out; in line (see :class:`~redlock._core.Line`), until it is this waiter's turn."""
+        out; in line (see :class:`~redlock._protocol.core.Line`), until it is this waiter's turn."""
         waiters = self._policy.waiters
         with self._lock:
             if waiting is None or waiting[0] != channel:  # (a multi-name lock waits on the name found held)

@@ -1,7 +1,7 @@
 """The read-write lock, shared by the sync and asyncio clients.
 
 A read-write lock on a name is not a new mechanism beside the lock: each side is a Lock of
-its own kind (:class:`redlock._kinds.ReadLock`, :class:`redlock._kinds.WriteLock`) on the
+its own kind (:class:`redlock._protocol.kinds.ReadLock`, :class:`redlock._protocol.kinds.WriteLock`) on the
 same name, run by the same flows and the same Lock classes as every other lock. What makes
 them one read-write lock is on the masters: each master grants a reader only where no writer
 holds the name and none waits, and a writer only where no writer and no unexpired reader
@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from redlock import _config
-from redlock._flows import LockSpec
-from redlock._lock import ClusterConfig, LockOptions, LockState
+from redlock._api.state import ClusterConfig, LockOptions, LockState
+from redlock._protocol import config as _config
+from redlock._protocol.flows import LockSpec
 
 LockT = TypeVar("LockT", bound=LockState[Any])
 

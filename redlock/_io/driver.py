@@ -1,9 +1,9 @@
 """What both drivers do alike: the driver base, and how a socket to a master is opened.
 
-Where it sits: above the pure connection policy (:mod:`redlock._connection`), which it asks
-what to do at each event, and below the two drivers (:mod:`redlock._sync` over sockets and
-threads, :mod:`redlock._aio` over an event loop), which move the bytes and wait. This is the
-lowest layer that does I/O.
+Where it sits: above the pure connection policy (:mod:`redlock._protocol.connection`),
+which it asks what to do at each event, and below the two drivers (:mod:`redlock._io.sync`
+over sockets and threads, :mod:`redlock._io.aio` over an event loop), which move the bytes
+and wait. This is the lowest layer that does I/O.
 """
 
 from __future__ import annotations
@@ -17,11 +17,20 @@ from contextlib import AbstractContextManager
 from typing import Generic, Protocol, TypeVar
 
 from redlock._compiled import mypyc_attr
-from redlock._config import DriverSettings, MasterAddress
-from redlock._connection import CLOSED, Connect, Connections, Interrupted, Kind, ReplyReader, Write, reply_parser
-from redlock._core import Handoff, Round, release_channel
-from redlock._facts import MasterFacts
-from redlock._topology import Finding
+from redlock._protocol.config import DriverSettings, MasterAddress
+from redlock._protocol.connection import (
+    CLOSED,
+    Connect,
+    Connections,
+    Interrupted,
+    Kind,
+    ReplyReader,
+    Write,
+    reply_parser,
+)
+from redlock._protocol.core import Handoff, Round, release_channel
+from redlock._protocol.facts import MasterFacts
+from redlock._protocol.topology import Finding
 from redlock.exceptions import ClientClosed
 
 #: TCP keepalive on every connection to a master: the first probe after this many seconds
@@ -244,7 +253,7 @@ class DriverBase(Generic[ConnectionT]):
             return []
         return self._policy.connection_states()
 
-    # --- what the masters are (see redlock._topology) ---------------------------------------
+    # --- what the masters are (see redlock._protocol.topology) ---------------------------------------
 
     def _guarded(self) -> AbstractContextManager[object]:
         """Held around a look at the policy from outside the driver's own events (the sync
@@ -255,10 +264,10 @@ class DriverBase(Generic[ConnectionT]):
         """A Lock of this client released ``key``: the first of its waiters here tries now,
         not once the masters' announcement comes back (which then finds the token counted
         and wakes nobody else), and also where wake-up on release is off: the line of this
-        client's waiters (see :class:`~redlock._core.Line`) moves on at each local release.
+        client's waiters (see :class:`~redlock._protocol.core.Line`) moves on at each local release.
 
         Not a release ``to_all`` (the end of a chain of handovers, see
-        :meth:`~redlock._connection.Waiters.claim`) where the announcement wakes waiters:
+        :meth:`~redlock._protocol.connection.Waiters.claim`) where the announcement wakes waiters:
         this client's then hear of it as other clients' do, with no head start."""
         if to_all and self._wake_on_release:
             return
@@ -270,7 +279,7 @@ class DriverBase(Generic[ConnectionT]):
 
     def claim_handoff(self, key: str, expires_at: float) -> tuple[Handoff | None, bool]:
         """A Lock of this client is about to release ``key``: a waiter here to hand it over
-        to, claimed (see :meth:`~redlock._connection.Waiters.claim`), if any."""
+        to, claimed (see :meth:`~redlock._protocol.connection.Waiters.claim`), if any."""
         channel = release_channel(key)
         if not self._policy.waiters.may_be_waiting(channel):
             return None, False

@@ -1,15 +1,15 @@
 """Whether the masters are what Redlock needs: the rules, and the report of ``check()``.
 
 Where it sits: a pure module (no I/O, no clock) above what a master says about itself
-(:mod:`redlock._facts`) and the addresses (:mod:`redlock._config`), below the connection
-policy (:mod:`redlock._connection`), which applies :func:`master_findings` to every command
+(:mod:`redlock._protocol.facts`) and the addresses (:mod:`redlock._protocol.config`), below the connection
+policy (:mod:`redlock._protocol.connection`), which applies :func:`master_findings` to every command
 connection's ``INFO`` at its handshake, and below the clients, whose ``check()`` runs
 :func:`check_flow` and turns what it found into a :class:`TopologyReport`.
 
 Theory of operation
 -------------------
 Redlock is safe only on *independent* masters that *keep* their keys. Each rule below reads
-one master's :class:`~redlock._facts.MasterFacts` and says what it finds, with a severity:
+one master's :class:`~redlock._protocol.facts.MasterFacts` and says what it finds, with a severity:
 
 * ``refusal``: the master cannot take part in Redlock as configured. The policy makes it
   :attr:`~redlock.NodeStatus.MISCONFIGURED` (rounds are told so without sending to it), so
@@ -32,9 +32,9 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from redlock._config import MasterAddress
-from redlock._core import Command, Flow, Result, Round, quorum_size
-from redlock._facts import MasterFacts
+from redlock._protocol.config import MasterAddress
+from redlock._protocol.core import Command, Flow, Result, Round, quorum_size
+from redlock._protocol.facts import MasterFacts
 from redlock.exceptions import NodeStatus
 
 

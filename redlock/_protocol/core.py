@@ -1,8 +1,11 @@
-"""The pure Redlock core: quorum arithmetic, rounds, and the acquire/extend/release flows.
+"""The protocol's vocabulary: quorum and validity arithmetic, commands, rounds, pauses, results.
 
-Nothing here touches a socket or reads a clock. Time and each master's reply are inputs,
-so every decision can be tested exhaustively (see tests/test_core.py) and the same code
-drives both the synchronous and the asyncio client.
+Where it sits: at the bottom of :mod:`redlock._protocol`, below the lock kinds
+(:mod:`redlock._protocol.kinds`) and the flows built of these requests
+(:mod:`redlock._protocol.flows`: acquire, extend, release, ...). Nothing here touches a
+socket or reads a clock. Time and each master's reply are inputs, so every decision can be
+tested exhaustively (see tests/test_core.py) and the same code drives both the synchronous
+and the asyncio client.
 
 Theory of operation
 -------------------
@@ -36,7 +39,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from redlock import _scripts
+from redlock._protocol import scripts as _scripts
 from redlock.exceptions import NodeOutcome, NodeStatus
 
 
@@ -194,7 +197,7 @@ class Command:
 
 
 # Native commands a master may have, as the names its capabilities go by (see
-# redlock._facts.native_commands): each does exactly what one of our scripts does for a lock
+# redlock._protocol.facts.native_commands): each does exactly what one of our scripts does for a lock
 # on one name, without Lua.
 #: ``DELIFEQ key value`` (Valkey 9.0+): delete if the value is ours; 1 or 0.
 DELIFEQ = "DELIFEQ"
@@ -313,14 +316,14 @@ class Round:
     #: Kept as outcomes are recorded: every reply of every round asks for them.
     granted: int = field(default=0, init=False)
     #: Where the connection policy puts the seconds from sending to each master's reply
-    #: (late ones too) when not None: redlock._telemetry sets it for the rounds it reports.
+    #: (late ones too) when not None: redlock._api.telemetry sets it for the rounds it reports.
     latencies: Latencies | None = field(default=None, repr=False)
     #: Called once, under the driver's lock, when the grants first make a majority, before
-    #: the round settles (a handover wakes its waiter there: see redlock._flows.release_flow).
+    #: the round settles (a handover wakes its waiter there: see redlock._protocol.flows.release_flow).
     on_majority: Callable[[], None] | None = field(default=None, repr=False)
 
     # (Written out rather than generated: mypyc runs a dataclass's generated __init__ as
-    # Python, and a round is made for every command; see redlock._connection.InFlight.)
+    # Python, and a round is made for every command; see redlock._protocol.connection.InFlight.)
     def __init__(
         self,
         command: Command,
@@ -660,7 +663,7 @@ class Result:
 
 
 #: Where every key this library keeps beside a lock's own lives (see
-#: :data:`redlock._scripts.NAMESPACE`, and "keys of others" there).
+#: :data:`redlock._protocol.scripts.NAMESPACE`, and "keys of others" there).
 NAMESPACE = _scripts.NAMESPACE
 FENCE_PREFIX = NAMESPACE + "fence:"
 ORDER_PREFIX = NAMESPACE + "order:"
