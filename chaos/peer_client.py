@@ -14,10 +14,12 @@ CLOCK_MONOTONIC, the history's clock). So the checkers judge every client from t
 events, with nothing special-cased for any of them:
 
 * an acquire or extend is invoked at the worker's ``t0`` and returns at its ``t1``; its
-  deadline is the worker's ``deadline_ns`` where the client tells its validity, else the
-  careful caller's own bound, ``t0 + ttl - (ttl * 0.01 + 2 ms)`` (no key set after ``t0``
-  expires earlier, by the masters' clocks): a client that tells nothing is trusted no
-  further than its caller can reason;
+  deadline is the worker's ``deadline_ns`` where the client tells its validity, else
+  ``ttl - (ttl * 0.01 + 2 ms)`` from the start of its one attempt (an extend, a
+  non-blocking acquire: ``t0``) or from the return of a blocking acquire (``t1``: the
+  start of its winning attempt is the client's secret): the most that
+  :func:`chaos.checkers.check_validity` allows any client, so a client that tells nothing
+  is credited with what a correct one could claim, and no more;
 * the read and the write of the protected counter are the worker's own ``read`` and
   ``write`` on the resource server (a write carries the holder's deadline, which the
   worker checks just before it writes, as a careful holder would); a ``pause`` of
@@ -44,8 +46,19 @@ from urllib.parse import urlsplit
 from peers import install, workers
 
 from .clients import ClientError, ClientProcess, Pending, _registry
-from .history import AcquireInvoked, AcquireReturned, ExtendInvoked, ExtendReturned, FaultBegin, FaultEnd
-from .history import Recorder, ReleaseInvoked, ReleaseReturned, ResourceRead, ResourceWrite
+from .history import (
+    AcquireInvoked,
+    AcquireReturned,
+    ExtendInvoked,
+    ExtendReturned,
+    FaultBegin,
+    FaultEnd,
+    Recorder,
+    ReleaseInvoked,
+    ReleaseReturned,
+    ResourceRead,
+    ResourceWrite,
+)
 from .workload import LoopSpec, resource_key
 
 __all__ = ["PeerClient", "PeerSession", "Peers", "caller_deadline"]
@@ -53,7 +66,7 @@ __all__ = ["PeerClient", "PeerSession", "Peers", "caller_deadline"]
 #: How much longer than its own timeout an answer may take before the worker counts as hung
 #: (aioredlock waits for every master, with no per-master timeout: a paused master holds
 #: its acquire until the pause ends).
-ANSWER_GRACE = 30.0
+ANSWER_GRACE = 10.0
 #: The drift allowance of the Redlock specification, for the bound of a caller whose client
 #: tells no validity (as chaos.checkers writes it out, not the client's).
 _DRIFT_FACTOR = 0.01
@@ -94,10 +107,11 @@ class Peers:
         return {"clients": list(self.clients), "key_prefix": self.key_prefix}
 
 
-def caller_deadline(t0: float, ttl: float) -> float:
-    """The latest a caller may rely on a lock whose client tells no validity: every key was
-    set after ``t0``, so none expires before ``t0 + ttl`` less the drift allowance."""
-    return t0 + ttl - (ttl * _DRIFT_FACTOR + _EXPIRY_PRECISION)
+def caller_deadline(since: float, ttl: float) -> float:
+    """How long a caller relies on a lock whose client tells no validity: ``ttl`` less the
+    drift allowance from ``since``, the start of the attempt that won it where the caller
+    knows it (every key was set after it), else the acquire's return (module docstring)."""
+    return since + ttl - (ttl * _DRIFT_FACTOR + _EXPIRY_PRECISION)
 
 
 def _address(url: str) -> str:
@@ -119,6 +133,8 @@ class _Hung(ClientError):
 class _Held:
     token: str | None
     deadline: float
+    #: The ttl it was taken with: an extend without one asks for the same again.
+    ttl: float
 
 
 class PeerSession:
@@ -213,9 +229,9 @@ class PeerSession:
             self.recorder.record(AcquireReturned(time=t1, client=self.client, name=name, op=op, ok=False, error=error))
             return {"ok": False, "error": error, "deadline": None, "fencing": None, "token": None}
         told = answer.get("deadline_ns")
-        deadline = _seconds(told) if told is not None else caller_deadline(t0, ttl)
+        deadline = _seconds(told) if told is not None else caller_deadline(t1 if blocking else t0, ttl)
         token = None if answer.get("token") is None else str(answer["token"])
-        self.held[name] = _Held(token, deadline)
+        self.held[name] = _Held(token, deadline, ttl)
         self.recorder.record(
             AcquireReturned(time=t1, client=self.client, name=name, op=op, ok=True, token=token, deadline=deadline)
         )
@@ -276,8 +292,7 @@ class PeerSession:
         held = self.held.get(name)
         if held is None:
             raise RuntimeError(f"{self.client}: no lock held on {name!r}; acquire it first")
-        if ttl is None:
-            raise ValueError("ttl: a peer's extend needs the new ttl")
+        ttl = held.ttl if ttl is None else ttl
         answer = self.request("extend", 0.0, name=self.key(name), ttl_ms=round(ttl * 1000))
         t0, t1 = _seconds(answer["t0"]), _seconds(answer["t1"])
         op = self.recorder.next_op()
@@ -409,7 +424,8 @@ class PeerClient(ClientProcess):
         """Nothing yet: the worker's command line names its masters, which :meth:`init` brings."""
 
     def _start(self, config: dict[str, Any]) -> dict[str, Any]:
-        for option, feature in (("fencing", "fencing"), ("variant", "a broken variant"), ("clock_rate", "a clock rate")):
+        own = (("fencing", "fencing"), ("variant", "a broken variant"), ("clock_rate", "a clock rate"))
+        for option, feature in own:
             if config.get(option):
                 raise ValueError(f"{option}: {feature} is the library's own clients' (chaos.worker), not a peer's")
         addresses = [_address(url) for url in config["urls"]]
@@ -453,7 +469,9 @@ class PeerClient(ClientProcess):
         try:
             return future.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
-            raise ClientError(f"client {self.name} ({self.peer}) did not answer {pending.command!r} in {timeout}s")
+            raise ClientError(
+                f"client {self.name} ({self.peer}) did not answer {pending.command!r} in {timeout}s"
+            ) from None
         except ClientError:
             raise
         except Exception as exc:
