@@ -50,7 +50,6 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
 
-from peers import install
 from redlock._console import to_a_reader
 from redlock._extras import can_import, install_hint, redis_server_hint
 from redlock.servers import RedisServerNotFound
@@ -68,7 +67,7 @@ from .selftest import add_arguments as add_selftest_arguments
 from .selftest import selftest
 from .shrink import shrink_window
 from .sweep import PARAMETERS, run_sweep
-from .trial import FAMILIES, QUICK_SCENARIOS, run_trial
+from .trial import FAMILIES, QUICK_SCENARIOS, clients, run_trial
 from .trial import SCENARIOS as TRIAL_SCENARIOS
 
 __all__ = ["main"]
@@ -110,7 +109,7 @@ def _add_trial_parser(commands: Any) -> None:
     trial = commands.add_parser(
         "trial", help="put any Redlock client (a peers worker) through the catalogue and explore"
     )
-    trial.add_argument("client", nargs="?", help=f"the client: one of {', '.join(install.CLIENTS)}")
+    trial.add_argument("client", nargs="?", help="the client: one of peers.install.CLIENTS (docs/peers.md)")
     trial.add_argument("--with", dest="partner", default=None, help="a second client on the same masters and names")
     trial.add_argument("--all", action="store_true", help="every installed client, one comparison")
     trial.add_argument(
@@ -135,13 +134,18 @@ def _trial(args: argparse.Namespace) -> int:
     if args.all == (args.client is not None):
         print("error: give a CLIENT or --all", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        known = clients()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     chosen = [args.client, args.partner] if args.client else []
-    unknown = [c for c in chosen if c is not None and c not in install.CLIENTS]
+    unknown = [c for c in chosen if c is not None and c not in known]
     if unknown:
-        print(f"error: unknown client {unknown[0]!r}; choose from {', '.join(install.CLIENTS)}", file=sys.stderr)
+        print(f"error: unknown client {unknown[0]!r}; choose from {', '.join(known)}", file=sys.stderr)
         return EXIT_USAGE
     trials: list[tuple[str, ...]] = (
-        [(client,) for client in install.CLIENTS]
+        [(client,) for client in known]
         if args.all
         else [(args.client,) if args.partner is None else (args.client, args.partner)]
     )

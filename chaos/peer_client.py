@@ -40,10 +40,8 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
-
-from peers import install, workers
 
 from .clients import ClientError, ClientProcess, Pending, _registry
 from .history import (
@@ -61,7 +59,10 @@ from .history import (
 )
 from .workload import LoopSpec, resource_key
 
-__all__ = ["PeerClient", "PeerSession", "Peers", "caller_deadline"]
+if TYPE_CHECKING:
+    from peers import workers
+
+__all__ = ["PeerClient", "PeerSession", "Peers", "caller_deadline", "peers_tier"]
 
 #: How much longer than its own timeout an answer may take before the worker counts as hung
 #: (aioredlock waits for every master, with no per-master timeout: a paused master holds
@@ -75,6 +76,17 @@ _EXPIRY_PRECISION = 0.002
 #: What a scenario may ask of a client that only the library's own clients have.
 _OWN_FEATURES = ("lock_delay", "also", "limit", "quorum", "auto_extend", "mode")
 _LOOP_FEATURES = ("limit", "quorum", "together", "threads", "reentrant", "rwlock")
+
+
+def peers_tier() -> Any:
+    """The checkout's ``peers`` package (the workers and their installs), imported only
+    when a run has peer clients: the installed harness (``redlock_chaos``) ships without it."""
+    try:
+        import peers.install  # noqa: PLC0415
+        import peers.workers  # noqa: PLC0415
+    except ImportError as exc:
+        raise ValueError(f"peer clients need the checkout's peers/ package (docs/peers.md): {exc}") from None
+    return peers
 
 
 @dataclass(frozen=True)
@@ -92,9 +104,10 @@ class Peers:
     def __post_init__(self) -> None:
         if not self.clients:
             raise ValueError("clients: give at least one")
-        unknown = [c for c in self.clients if c not in install.CLIENTS]
+        known = peers_tier().install.CLIENTS
+        unknown = [c for c in self.clients if c not in known]
         if unknown:
-            raise ValueError(f"clients: unknown {unknown}; choose from {list(install.CLIENTS)}")
+            raise ValueError(f"clients: unknown {unknown}; choose from {list(known)}")
 
     def client_for(self, name: str, index: int) -> str:
         """The peer client that the run's client ``name`` (its ``index``-th) runs: by the
@@ -176,11 +189,14 @@ class PeerSession:
         try:
             self.worker.send({"op": op, "id": ident, **fields})
             answer = self.worker.receive(timeout=wait + ANSWER_GRACE)
-        except (workers.WorkerError, OSError, ValueError) as exc:
+        except (peers_tier().workers.WorkerError, OSError, ValueError) as exc:
             self.recorder.error(self.client, f"{op}: {exc}")
             raise _Hung(f"{self.client}: {exc}") from None
         if answer.get("id") != ident:
             raise _Hung(f"{self.client}: answer {answer.get('id')} to request {ident}")
+        if stop == "after" and "stopped_ns" in answer:
+            # The step was over when the worker stopped: it answers only once continued.
+            answer["t1"] = answer["stopped_ns"]
         if "stopped_ns" in answer:
             # Recorded afterwards, at the worker's own stamps of the stop (the history
             # orders events by time).
@@ -430,10 +446,12 @@ class PeerClient(ClientProcess):
                 raise ValueError(f"{option}: {feature} is the library's own clients' (chaos.worker), not a peer's")
         addresses = [_address(url) for url in config["urls"]]
         directory = None if self.peers.directory is None else pathlib.Path(self.peers.directory)
-        argv, env = workers.command(self.peer, addresses, directory)
+        tier = peers_tier()
+        argv, env = tier.workers.command(self.peer, addresses, directory)
         env.update(self.env)
         log = cast(IO[bytes], open(self.log_path, "a+b"))  # noqa: SIM115  (the worker closes it)
-        worker = workers.Worker(self.peer, [*self.launcher, *argv], env, errors=log, new_session=True)
+        argv = [*self.launcher, *argv]
+        worker: workers.Worker = tier.workers.Worker(self.peer, argv, env, errors=log, new_session=True)
         self.worker = worker
         self.greeting = worker.greeting
         # The worker's process is the client's: pid, pause, resume, kill and close act on it.

@@ -43,12 +43,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from peers import install, workers
 from redlock.servers import LocalMasters
 
 from .explore import ExploreConfig, explore
 from .history import AcquireReturned, History
-from .peer_client import ANSWER_GRACE, Peers
+from .peer_client import ANSWER_GRACE, Peers, peers_tier
 from .runner import Params, ScenarioResult, run_scenario
 from .scenarios import CATALOGUE, find
 from .schedule import FAULT_SETS, FaultSet, resolve_fault_set
@@ -60,6 +59,7 @@ __all__ = [
     "KEYED",
     "SCENARIOS",
     "Outcome",
+    "clients",
     "greet",
     "recovery_times",
     "run_trial",
@@ -162,6 +162,11 @@ _RETURNS = frozenset({"kill", "crash-restart", "power-loss"})
 EXPLORE_TTL = 1.0
 
 
+def clients() -> tuple[str, ...]:
+    """Every client a trial can put a worker of on masters (``peers.install.CLIENTS``)."""
+    return tuple(peers_tier().install.CLIENTS)
+
+
 def _check_known(numbers: Sequence[str]) -> None:
     for number in numbers:
         if number in EXCLUDED:
@@ -174,14 +179,15 @@ def greet(clients: Sequence[str], directory: pathlib.Path | None = None) -> dict
     """Each client's greeting (version, supports, claims, key_prefix, wraps), from a worker
     started on a master of its own, or ``{"error": why}`` where it cannot be installed or
     started."""
+    tier = peers_tier()
     found: dict[str, dict[str, Any]] = {}
     with LocalMasters(1, owner_only=False) as master:
         address = f"{master[0].host}:{master[0].port}"
         for client in dict.fromkeys(clients):
             try:
-                with workers.start(client, [address], directory) as worker:
+                with tier.workers.start(client, [address], directory) as worker:
                     found[client] = worker.greeting
-            except (install.InstallFailed, workers.WorkerError, OSError) as exc:
+            except (tier.install.InstallFailed, tier.workers.WorkerError, OSError) as exc:
                 found[client] = {"error": str(exc)}
     return found
 
