@@ -12,6 +12,9 @@ From a checkout, ``python -m chaos``; installed (as ``redlock_chaos``), ``redloc
     python -m chaos shrink explore-out/violations/violation-1.json --tries 3 --need 2
     python -m chaos explore --faults unsafe-single --duration 30 --shrink
     python -m chaos sweep clock-rate --values 1.0 1.005 1.02 1.05 --trials 5
+    python -m chaos trial pottery --scenarios 1,5,13a --explore restart,pause --duration 20
+    python -m chaos trial redlock-quorum --with node-redlock --scenarios 5,9
+    python -m chaos trial --all
 
 Exit status: 0 when every scenario ran and its observed verdict (and checks) matched the
 expected one; 1 when any did not (a SAFE scenario with a violation, or an UNSAFE one whose
@@ -26,7 +29,9 @@ otherwise, whatever the goals (the summary says which were met); ``replay`` 0 wh
 kind happened again in any of its ``--tries`` (it says "reproduced k of n tries") and 1
 when in none; ``shrink`` 0 when the window reproduced and was shrunk, 1 when the whole
 window did not reproduce (``--need`` of ``--tries``); ``sweep`` 0 once every trial ran (its curve is the
-result, not a verdict). Usage errors, the environment and Ctrl-C as for ``run``.
+result, not a verdict). ``trial`` exits 0 once every client it could start was tried (its
+table is the result: :mod:`chaos.trial`), 1 when a deliberately broken adapter did not come
+out worse than the client it wraps. Usage errors, the environment and Ctrl-C as for ``run``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ from .selftest import add_arguments as add_selftest_arguments
 from .selftest import selftest
 from .shrink import shrink_window
 from .sweep import PARAMETERS, run_sweep
+from .trial import FAMILIES, QUICK_SCENARIOS, clients, run_trial
+from .trial import SCENARIOS as TRIAL_SCENARIOS
 
 __all__ = ["main"]
 
@@ -92,9 +99,81 @@ def _parser() -> argparse.ArgumentParser:
     _add_network_argument(run)
     add_selftest_arguments(commands.add_parser("selftest", help="would the catalogue catch a broken client?"))
     _add_explore_parsers(commands)
+    _add_trial_parser(commands)
     # Everything after "sim" is chaos.sim.cli's to parse (it needs no redis-server).
     commands.add_parser("sim", help="deterministic simulation (python -m chaos sim --help)", add_help=False)
     return parser
+
+
+def _add_trial_parser(commands: Any) -> None:
+    trial = commands.add_parser(
+        "trial", help="put any Redlock client (a peers worker) through the catalogue and explore"
+    )
+    trial.add_argument("client", nargs="?", help="the client: one of peers.install.CLIENTS (docs/peers.md)")
+    trial.add_argument("--with", dest="partner", default=None, help="a second client on the same masters and names")
+    trial.add_argument("--all", action="store_true", help="every installed client, one comparison")
+    trial.add_argument(
+        "--scenarios",
+        default=None,
+        help=f"numbers, comma-separated, of: {', '.join(TRIAL_SCENARIOS)} (default: all of them; with --all: "
+        f"{','.join(QUICK_SCENARIOS)}; 'none' for none)",
+    )
+    trial.add_argument(
+        "--explore",
+        default=None,
+        help=f"fault families, comma-separated, of: {', '.join(FAMILIES)} (default: none; with --all: all)",
+    )
+    trial.add_argument("--duration", type=float, default=15.0, help="seconds of explore per family (default 15)")
+    trial.add_argument("--seed", type=int, default=None, help="seed of every run (default: random)")
+    trial.add_argument("--out", default="chaos-trial", help="directory for trial.json, trial.md and each run's files")
+    trial.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _trial(args: argparse.Namespace) -> int:
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
+    if args.all == (args.client is not None):
+        print("error: give a CLIENT or --all", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        known = clients()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    chosen = [args.client, args.partner] if args.client else []
+    unknown = [c for c in chosen if c is not None and c not in known]
+    if unknown:
+        print(f"error: unknown client {unknown[0]!r}; choose from {', '.join(known)}", file=sys.stderr)
+        return EXIT_USAGE
+    trials: list[tuple[str, ...]] = (
+        [(client,) for client in known]
+        if args.all
+        else [(args.client,) if args.partner is None else (args.client, args.partner)]
+    )
+    default_scenarios = QUICK_SCENARIOS if args.all else tuple(TRIAL_SCENARIOS)
+    scenarios = _listed(args.scenarios, default_scenarios)
+    families = _listed(args.explore, tuple(FAMILIES) if args.all else ())
+    try:
+        document = run_trial(
+            trials,
+            args.out,
+            scenarios=scenarios,
+            families=families,
+            duration=args.duration,
+            seed=seed,
+            progress=_progress(args.quiet),
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print((pathlib.Path(args.out) / "trial.md").read_text(encoding="utf-8"))
+    print(f"written: {pathlib.Path(args.out) / 'trial.json'} (seed {seed}, {document['seconds']:.0f}s)")
+    return EXIT_MISMATCH if any(not entry["worse"] for entry in document["selftest"]) else EXIT_OK
+
+
+def _listed(text: str | None, default: Sequence[str]) -> list[str]:
+    if text is None:
+        return list(default)
+    return [] if text.strip() == "none" else [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _add_explore_parsers(commands: Any) -> None:
@@ -518,8 +597,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "selftest":
         return _selftest(args)
     with _no_empty_out(args.out):
-        if args.command in ("explore", "replay", "shrink", "sweep"):
-            command = {"explore": _explore, "replay": _replay, "shrink": _shrink, "sweep": _sweep}[args.command]
+        if args.command in ("explore", "replay", "shrink", "sweep", "trial"):
+            command = {"explore": _explore, "replay": _replay, "shrink": _shrink, "sweep": _sweep, "trial": _trial}[
+                args.command
+            ]
             return _guarded(lambda: command(args))
         return _run(args, arguments)
 

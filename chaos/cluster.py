@@ -37,6 +37,7 @@ from .clients import ClientProcess
 from .clock import ClockControl, client_env
 from .history import master_label
 from .netns import Network, NetworkKind
+from .peer_client import PeerClient, Peers
 from .powerloss import Disk
 from .proxy import Link, ProxyLoop
 from .workload import direct_client
@@ -258,17 +259,30 @@ class Cluster:
         seed: int = 0,
         variant: str | None = None,
         clock_rates: dict[str, float] | None = None,
+        peers: Peers | None = None,
     ) -> list[ClientProcess]:
         """Start client processes (in parallel) and wait until each is connected and warm.
 
         ``variant`` breaks every client's Redlock (:mod:`chaos.variants`); ``clock_rates``
-        runs the named clients' clocks at those rates (:func:`~chaos.clock.client_env`)."""
+        runs the named clients' clocks at those rates (:func:`~chaos.clock.client_env`);
+        ``peers``: the clients are workers of those peer clients (:mod:`chaos.peer_client`)."""
         rates = clock_rates or {}
         started: list[ClientProcess] = []
         for name in names:
             launcher = self.network.add(name).launcher if self.network is not None else []
             env = client_env(rates[name]) if name in rates else None
-            client = ClientProcess(name, self.workdir, env=env, launcher=launcher)
+            client = (
+                ClientProcess(name, self.workdir, env=env, launcher=launcher)
+                if peers is None
+                else PeerClient(
+                    name,
+                    self.workdir,
+                    peer=peers.client_for(name, len(self.clients)),
+                    peers=peers,
+                    env=env,
+                    launcher=launcher,
+                )
+            )
             self.clients[name] = client
             client.spawn()
             started.append(client)

@@ -49,6 +49,7 @@ from .history import AcquireInvoked, AcquireReturned, Event, History
 from .judgement import FAILURE_COLOUR, judge_run
 from .margins import Coverage, goals_reached, judge, judge_goals
 from .netns import NetworkKind, unavailable
+from .peer_client import Peers
 from .reactive import REACTIVE_KINDS, Reactor
 from .runner import Params, Run, Scenario, ScenarioResult, run_scenario
 from .scenarios import _loop
@@ -549,15 +550,22 @@ def explore(
     schedule: Schedule | None = None,
     progress: Callable[[str], None] | None = None,
     plot: bool = True,
+    peers: Peers | None = None,
 ) -> ExploreOutcome:
     """Play ``schedule`` (default: the one ``config`` generates) and write the files of the
-    module docstring to ``out_dir``."""
+    module docstring to ``out_dir``; ``peers``: the clients are workers of those peer
+    clients (:mod:`chaos.trial`), not the library's own."""
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     schedule = config.schedule() if schedule is None else schedule
     (out / "schedule.json").write_text(json.dumps(schedule.to_dict(), indent=1), encoding="utf-8")
     params = Params(
-        seed=config.seed, quick=True, duration=schedule.duration, nodes=config.nodes, network=config.network
+        seed=config.seed,
+        quick=True,
+        duration=schedule.duration,
+        nodes=config.nodes,
+        network=config.network,
+        peers=peers,
     )
     result = run_scenario(_scenario(config, schedule), params, out, progress=progress, plot=False)
     assert result.history_path is not None

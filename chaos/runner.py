@@ -44,6 +44,7 @@ from .margins import Coverage, Margins, measure_coverage, measure_margins
 from .nemesis import Nemesis
 from .netns import NetworkKind, choose_network
 from .observer import Observer
+from .peer_client import Peers
 from .workload import RESOURCE_PREFIX, direct_client
 
 __all__ = [
@@ -81,6 +82,9 @@ class Params:
     network: NetworkKind = "proxy"
     #: Record the masters' ground truth (:mod:`chaos.observer`): margins and coverage.
     observe: bool = True
+    #: Run every client as a worker of these peer clients (:mod:`chaos.trial`); None: the
+    #: library's own client processes.
+    peers: Peers | None = None
 
     @property
     def loop_duration(self) -> float:
@@ -117,6 +121,8 @@ class Params:
             data["variant"] = self.variant
         if not self.observe:
             data["observe"] = False
+        if self.peers is not None:
+            data["peers"] = self.peers.to_dict()
         return data
 
 
@@ -234,6 +240,7 @@ class Run:
             seed=self.params.seed,
             variant=self.params.variant,
             clock_rates=clock_rates,
+            peers=self.params.peers,
         )
 
     def partition_k3(self, c1: str = "c1", c2: str = "c2") -> None:

@@ -25,6 +25,7 @@ import faulthandler
 import importlib
 import importlib.metadata
 import json
+import os
 import random
 import signal
 import socket
@@ -37,7 +38,15 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 #: Requests whose answer this worker gives; a client may support fewer (see ``supports``).
-OPS = ("acquire", "release", "extend", "incr", "quit")
+OPS = ("acquire", "release", "extend", "incr", "read", "write", "quit")
+#: Where a request may ask the worker to SIGSTOP itself (``stop``): the harness pauses a
+#: holder at a chosen step, and the stop pauses this very process, whatever the client.
+STOPS = ("before", "after")
+
+#: The resource write: SET the counter and INCR its sequence key in one step, so that the
+#: harness knows the order in which the server applied writes (KEYS[1] the counter,
+#: KEYS[2] its sequence, ARGV[1] the value; returns the sequence number).
+WRITE_SCRIPT = "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('INCR', KEYS[2])"
 
 
 class Refused(Exception):
@@ -61,6 +70,12 @@ class Adapter:
     distribution = ""
     claims: dict[str, str] = {}  # noqa: RUF012  (each adapter's own, read only)
     supports: tuple[str, ...] = ("acquire", "release", "extend", "incr")
+    #: What every key of this client starts with (pottery's ``redlock:``): the protocol's
+    #: names must carry it; the greeting says it, so that a harness can choose names.
+    key_prefix = ""
+    #: A deliberately broken adapter names the client it wraps (greeting ``wraps``): the
+    #: harness's self-test expects it to fare worse than that client.
+    wraps = ""
 
     def __init__(self, masters: list[tuple[str, int]]) -> None:
         self.masters = masters
@@ -167,6 +182,7 @@ class Pottery(Adapter):
     client = "pottery"
     distribution = "pottery"
     PREFIX = "redlock:"
+    key_prefix = PREFIX
     claims = {  # noqa: RUF012
         "drift": "ttl * 0.01 + 2 ms",
         "clock": "timeit.default_timer (perf_counter), from before the first SET",
@@ -377,9 +393,33 @@ class Resource:
             raise RuntimeError(line[1:].strip().decode())
         return line[1:].strip()
 
+    def get(self, key: str) -> int:
+        return int(self.command("GET", key) or b"0")
+
+    def write(self, key: str, value: int) -> int:
+        """SET ``key`` to ``value``; the sequence number of this write on the server."""
+        return int(self.command("EVAL", WRITE_SCRIPT, "2", key, f"{key}:seq", str(value)) or b"0")
+
     def close(self) -> None:
         self.reader.close()
         self.sock.close()
+
+
+def with_deadline(answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer`` with ``deadline_ns``, the moment on this worker's clock until which the
+    client says the lock holds, where the client tells its validity."""
+    validity = answer.get("validity_ms")
+    if validity is None:
+        return answer
+    return {**answer, "deadline_ns": now() + int(float(validity) * 1e6)}
+
+
+def stop_self() -> dict[str, int]:
+    """SIGSTOP this process (a holder paused at a chosen step); once someone continued it,
+    when it stopped and when it went on."""
+    stopped = now()
+    os.kill(os.getpid(), signal.SIGSTOP)
+    return {"stopped_ns": stopped, "continued_ns": now()}
 
 
 class Worker:
@@ -392,36 +432,69 @@ class Worker:
             "hello": self.adapter.client,
             "version": self.adapter.version(),
             "language": "python",
-            "supports": list(self.adapter.supports),
+            "supports": [*self.adapter.supports, "read", "write"],
             "claims": self.adapter.claims,
             "clock": "CLOCK_MONOTONIC ns",
+            "key_prefix": self.adapter.key_prefix,
+            "wraps": self.adapter.wraps,
         }
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        stop = request.get("stop")
+        if stop is not None and stop not in STOPS:
+            raise ValueError(f"stop must be one of {list(STOPS)}, not {stop!r}")
         op = request.get("op")
+        stopped: dict[str, int] = {}
+        if stop == "before" and op != "write":
+            stopped = stop_self()
+        answer = self.step(op, request)
+        if stop == "after":
+            stopped = stop_self()
+        return {**answer, **stopped}
+
+    def step(self, op: Any, request: dict[str, Any]) -> dict[str, Any]:
         if op == "acquire":
-            return self.adapter.acquire(
-                request["name"],
-                int(request["ttl_ms"]),
-                bool(request.get("blocking", False)),
-                float(request.get("timeout_s", 10.0)),
+            return with_deadline(
+                self.adapter.acquire(
+                    request["name"],
+                    int(request["ttl_ms"]),
+                    bool(request.get("blocking", False)),
+                    float(request.get("timeout_s", 10.0)),
+                )
             )
         if op == "release":
             return self.adapter.release(request["name"])
         if op == "extend":
-            return self.adapter.extend(request["name"], int(request["ttl_ms"]))
+            return with_deadline(self.adapter.extend(request["name"], int(request["ttl_ms"])))
         if op == "incr":
             return self.incr(request)
+        if op == "read":
+            return {"value": self.resource(request["resource"]).get(request["counter"])}
+        if op == "write":
+            return self.write(request)
         raise ValueError(f"unknown op {op!r}; the ops are {list(OPS)}")
+
+    def resource(self, address: str) -> Resource:
+        if address not in self.resources:
+            self.resources[address] = Resource(address)
+        return self.resources[address]
+
+    def write(self, request: dict[str, Any]) -> dict[str, Any]:
+        """SET the counter to ``value`` if ``until_ns`` (the caller's deadline) has not
+        passed: a careful holder checks its lock before it writes, and a ``stop`` of
+        "before" falls between that check and the write (the stale write of a paused holder)."""
+        until_ns = request.get("until_ns")
+        if until_ns is not None and now() >= int(until_ns):
+            return {"written": False}
+        stopped = stop_self() if request.get("stop") == "before" else {}
+        seq = self.resource(request["resource"]).write(request["counter"], int(request["value"]))
+        return {"written": True, "seq": seq, **stopped}
 
     def incr(self, request: dict[str, Any]) -> dict[str, Any]:
         """Acquire (blocking), GET the counter, pause, SET it one higher, release: a lost
         update shows in the final count."""
         name = request["name"]
-        resource = request["resource"]
-        if resource not in self.resources:
-            self.resources[resource] = Resource(resource)
-        counter = self.resources[resource]
+        counter = self.resource(request["resource"])
         granted = self.adapter.acquire(name, int(request["ttl_ms"]), True, float(request.get("timeout_s", 30.0)))
         acquired = now()
         read = counter.command("GET", request["counter"])

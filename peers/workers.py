@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 from . import install
 
@@ -71,14 +71,33 @@ class Worker:
     ``send`` and ``receive`` do the halves, for a request whose answer comes later (a
     blocking acquire)."""
 
-    def __init__(self, client: str, argv: list[str], env: dict[str, str], timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        client: str,
+        argv: list[str],
+        env: dict[str, str],
+        timeout: float = 60.0,
+        *,
+        errors: IO[bytes] | None = None,
+        new_session: bool = False,
+    ) -> None:
+        """``errors``: the file the worker's stderr goes to (default a temporary one);
+        ``new_session``: in a session of its own, out of reach of a terminal's Ctrl-C
+        (the chaos harness stops its workers itself, in order)."""
         self.client = client
         self.timeout = timeout
         # stderr into a file, not a pipe: a chatty client (tracebacks it logs) must not
         # fill a pipe nobody reads and stall the worker mid-answer.
-        self._errors = tempfile.TemporaryFile()  # noqa: SIM115  (closed by close())
+        self._errors = tempfile.TemporaryFile() if errors is None else errors  # noqa: SIM115  (closed by close())
         self.process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors, env=env, text=True, bufsize=1
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errors,
+            env=env,
+            text=True,
+            bufsize=1,
+            start_new_session=new_session,
         )
         assert self.process.stdout is not None
         self._out = self.process.stdout.fileno()

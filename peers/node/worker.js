@@ -25,7 +25,14 @@
 
 const readline = require("readline");
 
-const OPS = ["acquire", "release", "extend", "incr", "quit"];
+const OPS = ["acquire", "release", "extend", "incr", "read", "write", "quit"];
+// Where a request may ask the worker to SIGSTOP itself ("stop"): the harness pauses a holder
+// at a chosen step, and the stop pauses this very process, whatever the client.
+const STOPS = ["before", "after"];
+// The resource write: SET the counter and INCR its sequence key in one step, so that the
+// harness knows the order in which the server applied writes (KEYS[1] the counter, KEYS[2]
+// its sequence, ARGV[1] the value; returns the sequence number). As peers/python_worker.py's.
+const WRITE_SCRIPT = "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('INCR', KEYS[2])";
 
 function now() {
   // process.hrtime reads CLOCK_MONOTONIC on Linux (libuv), the clock of the Python workers'
@@ -47,6 +54,21 @@ function parseArgs(argv) {
 class Refused extends Error {}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// The answer with deadline_ns, the moment on this worker's clock until which the client says
+// the lock holds, where the client tells its validity.
+function withDeadline(answer) {
+  if (answer.validity_ms === undefined || answer.validity_ms === null) return answer;
+  return { ...answer, deadline_ns: now() + Math.round(answer.validity_ms * 1e6) };
+}
+
+// SIGSTOP this process (a holder paused at a chosen step); once continued, when it stopped
+// and when it went on. The signal is delivered before kill returns (to itself, unblocked).
+function stopSelf() {
+  const stopped = now();
+  process.kill(process.pid, "SIGSTOP");
+  return { stopped_ns: stopped, continued_ns: now() };
+}
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
@@ -111,13 +133,36 @@ async function main() {
     }
   }
 
-  async function incr(request) {
-    let counter = resources.get(request.resource);
+  function resource(address) {
+    let counter = resources.get(address);
     if (!counter) {
-      const at = request.resource.lastIndexOf(":");
-      counter = new Redis({ host: request.resource.slice(0, at), port: Number(request.resource.slice(at + 1)) });
-      resources.set(request.resource, counter);
+      const at = address.lastIndexOf(":");
+      counter = new Redis({ host: address.slice(0, at), port: Number(address.slice(at + 1)) });
+      resources.set(address, counter);
     }
+    return counter;
+  }
+
+  // SET the counter to `value` if until_ns (the caller's deadline) has not passed: a careful
+  // holder checks its lock before it writes, and a stop "before" falls between that check
+  // and the write (the stale write of a paused holder).
+  async function writeResource(request) {
+    if (request.until_ns !== undefined && request.until_ns !== null && now() >= request.until_ns) {
+      return { written: false };
+    }
+    const stopped = request.stop === "before" ? stopSelf() : {};
+    const seq = await resource(request.resource).eval(
+      WRITE_SCRIPT,
+      2,
+      request.counter,
+      `${request.counter}:seq`,
+      String(request.value),
+    );
+    return { written: true, seq: Number(seq), ...stopped };
+  }
+
+  async function incr(request) {
+    const counter = resource(request.resource);
     const granted = await acquire(request.name, request.ttl_ms, true, request.timeout_s ?? 30);
     const acquired = now();
     const read = await counter.get(request.counter);
@@ -130,15 +175,32 @@ async function main() {
   }
 
   async function handle(request) {
+    const stop = request.stop ?? null;
+    if (stop !== null && !STOPS.includes(stop)) {
+      throw new Error(`stop must be one of ${STOPS.join(", ")}, not ${JSON.stringify(stop)}`);
+    }
+    const before = stop === "before" && request.op !== "write" ? stopSelf() : {};
+    const answer = await step(request);
+    const after = stop === "after" ? stopSelf() : {};
+    return { ...answer, ...before, ...after };
+  }
+
+  async function step(request) {
     switch (request.op) {
       case "acquire":
-        return acquire(request.name, request.ttl_ms, Boolean(request.blocking), request.timeout_s ?? 10);
+        return withDeadline(await acquire(request.name, request.ttl_ms, Boolean(request.blocking), request.timeout_s ?? 10));
       case "release":
         return release(request.name);
       case "extend":
-        return extend(request.name, request.ttl_ms);
+        return withDeadline(await extend(request.name, request.ttl_ms));
       case "incr":
         return incr(request);
+      case "read": {
+        const read = await resource(request.resource).get(request.counter);
+        return { value: Number(read ?? 0) };
+      }
+      case "write":
+        return writeResource(request);
       default:
         throw new Error(`unknown op ${JSON.stringify(request.op)}; the ops are ${OPS.join(", ")}`);
     }
@@ -149,7 +211,7 @@ async function main() {
     hello: "node-redlock",
     version: require("@sesamecare-oss/redlock/package.json").version,
     language: "node",
-    supports: ["acquire", "release", "extend", "incr"],
+    supports: ["acquire", "release", "extend", "incr", "read", "write"],
     claims: {
       drift: "round(duration * 0.01) + 2 ms",
       clock: "Date.now (wall clock)",
@@ -159,6 +221,8 @@ async function main() {
       keys: "the resource is the key",
     },
     clock: "CLOCK_MONOTONIC ns",
+    key_prefix: "",
+    wraps: "",
   });
 
   const lines = readline.createInterface({ input: process.stdin, terminal: false });
