@@ -114,7 +114,11 @@ def wanted(client: str) -> dict[str, object]:
     installed = home(client)
     if installed in PYTHON_PEERS:
         # A directory of compiled wheels (mmh3, hiredis) serves one Python only.
-        return {"client": installed, "requirements": list(PYTHON_PEERS[installed]), "python": sys.implementation.cache_tag}
+        return {
+            "client": installed,
+            "requirements": list(PYTHON_PEERS[installed]),
+            "python": sys.implementation.cache_tag,
+        }
     lock = (NODE_SOURCE / installed / "package-lock.json").read_bytes()
     return {"client": installed, "package-lock": hashlib.sha256(lock).hexdigest()}
 

@@ -441,8 +441,7 @@ class BrokenRedlockNg(RedlockNg):
 
 
 ADAPTERS: dict[str, type[Adapter]] = {
-    adapter.client: adapter
-    for adapter in (RedlockQuorum, Pottery, RedlockPy, Aioredlock, RedlockNg, BrokenRedlockNg)
+    adapter.client: adapter for adapter in (RedlockQuorum, Pottery, RedlockPy, Aioredlock, RedlockNg, BrokenRedlockNg)
 }
 
 
