@@ -16,8 +16,7 @@ imports only the standard library at the top: the client is imported by its adap
 ``importlib`` (a peer's modules are untyped, and absent from the project's environment).
 
 What each client claims, read from its source, is in each adapter's docstring; the protocol's
-``name`` is the Redis key the lock lives at, and each adapter maps it to its client's naming
-(a client that puts a prefix before every key says which in its claims, ``key_prefix``).
+``name`` is the Redis key the lock lives at, and each adapter maps it to its client's naming.
 """
 
 from __future__ import annotations
@@ -64,6 +63,12 @@ class Adapter:
     distribution = ""
     claims: dict[str, str] = {}  # noqa: RUF012  (each adapter's own, read only)
     supports: tuple[str, ...] = ("acquire", "release", "extend", "incr")
+    #: What every key of this client starts with (pottery's ``redlock:``): the protocol's
+    #: names must carry it; the greeting says it, so that a harness can choose names.
+    key_prefix = ""
+    #: A deliberately broken adapter names the client it wraps (greeting ``wraps``): the
+    #: harness's self-test expects it to fare worse than that client.
+    wraps = ""
 
     def __init__(self, masters: list[tuple[str, int]]) -> None:
         self.masters = masters
@@ -170,6 +175,7 @@ class Pottery(Adapter):
     client = "pottery"
     distribution = "pottery"
     PREFIX = "redlock:"
+    key_prefix = PREFIX
     claims = {  # noqa: RUF012
         "drift": "ttl * 0.01 + 2 ms",
         "clock": "timeit.default_timer (perf_counter), from before the first SET",
@@ -177,7 +183,6 @@ class Pottery(Adapter):
         "rollback": "compare-and-delete on every master after a refused attempt",
         "extend": "compare-and-pexpire to auto_release_time, majority; no validity check; at most num_extensions",
         "keys": "Redlock(key=K) is the key redlock:K",
-        "key_prefix": PREFIX,
     }
 
     def __init__(self, masters: list[tuple[str, int]]) -> None:
@@ -429,6 +434,7 @@ class BrokenRedlockNg(RedlockNg):
     """
 
     client = "broken:redlock-ng"
+    wraps = "redlock-ng"
     claims = {  # noqa: RUF012
         **RedlockNg.claims,
         "validity": "BROKEN ON PURPOSE: granted by any ONE master (quorum 1) with validity > 0",
@@ -485,6 +491,8 @@ class Worker:
             "supports": list(self.adapter.supports),
             "claims": self.adapter.claims,
             "clock": "CLOCK_MONOTONIC ns",
+            "key_prefix": self.adapter.key_prefix,
+            "wraps": self.adapter.wraps,
         }
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -57,9 +57,9 @@ EXTEND_MS = 120_000
 
 def name_for(*clients: object) -> str:
     """A new lock name that each of ``clients`` (workers) can take: under the prefix a client
-    puts before every key it writes, where one does (the ``key_prefix`` of its greeting's
-    claims: pottery's ``redlock:``, redis-semaphore's ``mutex:``)."""
-    prefixes = {getattr(client, "greeting", {}).get("claims", {}).get("key_prefix", "") for client in clients}
+    puts before every key it writes, where one does (the ``key_prefix`` of its greeting:
+    pottery's ``redlock:``, redis-semaphore's ``mutex:``)."""
+    prefixes = {getattr(client, "greeting", {}).get("key_prefix", "") for client in clients}
     prefixes.discard("")
     if len(prefixes) > 1:
         raise ValueError(f"clients {clients} have no name in common: their key prefixes are {sorted(prefixes)}")

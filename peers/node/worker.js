@@ -9,7 +9,8 @@
 // the first line is a greeting with the client's name, version and claims.
 //
 // Each client is an adapter in ADAPTERS: what it claims, read from its installed source
-// (file:line there), and `open(clients)`, which builds the client on one ioredis connection
+// (file:line there), the prefix of its keys if it has one (`key_prefix`), its pause between
+// attempts, and `open(clients)`, which builds the client on one ioredis connection
 // per master and returns its session: `acquire(name, ttlMs)` (one attempt: the lock, or null
 // when refused), `release(lock)` and `extend(lock, ttlMs)` (throwing Refused when the client
 // says no). Everything else (blocking acquires, the held locks, the counter of `incr`, the
@@ -178,12 +179,12 @@ const ADAPTERS = {
       extend:
         "watchdog refresh: compare-and-pexpire, majority, no validity check; then SET NX where the key is gone; short of a majority deletes everywhere",
       keys: "RedlockMutex(clients, K) is the key mutex:K",
-      key_prefix: "mutex:",
     },
+    key_prefix: "mutex:",
     pause: () => 10,
     open(clients) {
       const { RedlockMutex } = require("redis-semaphore");
-      const prefix = "mutex:";
+      const prefix = this.key_prefix;
       return {
         async acquire(name, ttlMs) {
           if (!name.startsWith(prefix)) {
@@ -311,6 +312,8 @@ async function main() {
     supports: adapter.supports,
     claims: adapter.claims,
     clock: "CLOCK_MONOTONIC ns",
+    key_prefix: adapter.key_prefix ?? "",
+    wraps: adapter.wraps ?? "",
   });
 
   const lines = readline.createInterface({ input: process.stdin, terminal: false });
