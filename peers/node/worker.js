@@ -220,10 +220,6 @@ function parseArgs(argv) {
   return args;
 }
 
-function address(text) {
-  const at = text.lastIndexOf(":");
-  return { host: text.slice(0, at), port: Number(text.slice(at + 1)) };
-}
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
@@ -232,8 +228,12 @@ async function main() {
   const Redis = require("ioredis");
   // No retries inside ioredis: a master that is down answers an error at once, as it does
   // for the other clients, instead of queueing the command until it comes back.
-  const clients = args.masters.split(",").map(
-    (text) => new Redis({ ...address(text), maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true }),
+  const addresses = args.masters.split(",").map((address) => {
+    const at = address.lastIndexOf(":");
+    return { host: address.slice(0, at), port: Number(address.slice(at + 1)) };
+  });
+  const clients = addresses.map(
+    ({ host, port }) => new Redis({ host, port, maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true }),
   );
   await Promise.all(clients.map((client) => client.connect()));
   const session = adapter.open(clients);
@@ -275,7 +275,8 @@ async function main() {
   async function incr(request) {
     let counter = resources.get(request.resource);
     if (!counter) {
-      counter = new Redis(address(request.resource));
+      const at = request.resource.lastIndexOf(":");
+      counter = new Redis({ host: request.resource.slice(0, at), port: Number(request.resource.slice(at + 1)) });
       resources.set(request.resource, counter);
     }
     const granted = await acquire(request.name, request.ttl_ms, true, request.timeout_s ?? 30);
