@@ -111,16 +111,16 @@ def home(client: str) -> str:
 
 def wanted(client: str) -> dict[str, object]:
     """What the marker of an up-to-date install of ``client`` says."""
-    installed = home(client)
-    if installed in PYTHON_PEERS:
+    own = home(client)
+    if own in PYTHON_PEERS:
         # A directory of compiled wheels (mmh3, hiredis) serves one Python only.
         return {
-            "client": installed,
-            "requirements": list(PYTHON_PEERS[installed]),
+            "client": own,
+            "requirements": list(PYTHON_PEERS[own]),
             "python": sys.implementation.cache_tag,
         }
-    lock = (NODE_SOURCE / installed / "package-lock.json").read_bytes()
-    return {"client": installed, "package-lock": hashlib.sha256(lock).hexdigest()}
+    lock = (NODE_SOURCE / own / "package-lock.json").read_bytes()
+    return {"client": own, "package-lock": hashlib.sha256(lock).hexdigest()}
 
 
 def _read_marker(path: pathlib.Path) -> dict[str, object] | None:
