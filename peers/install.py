@@ -3,9 +3,13 @@
 Each Python peer gets a directory of its own, ``DIR/<client>``, made by ``pip install
 --target`` with ``--no-deps`` and its whole dependency closure pinned to exact versions, so
 that what runs is what this file names and nothing of the project's environment leaks in
-(or out: redlock-py's module is called ``redlock``, as this package is; its worker runs with
-``python -I -S`` and this directory alone on its path). The Node peer is installed with
-``npm ci`` from ``peers/node``'s package.json and package-lock.json into ``DIR/node-redlock``.
+(or out: redlock-py's and redlock-ng's modules are called ``redlock``, as this package is;
+their workers run with ``python -I -S`` and this directory alone on its path). Each Node peer
+is installed with ``npm ci`` from its own ``peers/node/<client>/`` package.json and
+package-lock.json into ``DIR/<client>``: a directory each, since their ioredis majors differ.
+
+A broken adapter (:data:`BROKEN`, the trials' self-test) runs the client it wraps, from that
+client's directory: it is listed with the peers and installed as the client it wraps.
 
 Each directory carries a marker, ``.installed.json``, that names what was installed (the
 pins and the Python's cache tag, or the lock file's digest); a directory whose marker
@@ -37,15 +41,34 @@ HERE = pathlib.Path(__file__).resolve().parent
 NODE_SOURCE = HERE / "node"
 
 #: Each Python peer's whole dependency closure, exact (pip's resolver is not asked: --no-deps).
-#: pottery 3 is the current major; redlock-py 1.0.8 and aioredlock 0.7.3 are the last
-#: releases. aioredlock 0.7.3 needs aioredis 1.x (its 2.x API differs), which runs on 3.11.
+#: pottery 3 is the current major; redlock-py 1.0.8, aioredlock 0.7.3 and redlock-ng 2.0.4 are
+#: the last releases. aioredlock 0.7.3 needs aioredis 1.x (its 2.x API differs), which runs on
+#: 3.11. redlock-ng asks for redis<6 and urllib3<2 (which it never imports) and pydantic 2;
+#: redis 5.3 brings PyJWT.
+_REDLOCK_NG = (
+    "redlock-ng==2.0.4",
+    "redis==5.3.1",
+    "PyJWT==2.15.1",
+    "urllib3==1.26.20",
+    "pydantic==2.14.4",
+    "pydantic-core==2.50.5",
+    "annotated-types==0.8.0",
+    "typing-inspection==0.4.5",
+    "typing_extensions==4.16.0",
+)
+#: Broken adapters, each a real client with the one check that makes Redlock safe taken out,
+#: and the client it wraps: the self-test of the trials (a comparison that cannot rate it
+#: worse than its client cannot tell clients apart). docs/peers.md says what each breaks.
+BROKEN: dict[str, str] = {"broken:redlock-ng": "redlock-ng"}
 PYTHON_PEERS: dict[str, tuple[str, ...]] = {
     "pottery": ("pottery==3.0.1", "redis==8.2.0", "mmh3==5.3.1", "typing_extensions==4.16.0"),
     "redlock-py": ("redlock-py==1.0.8", "redis==8.2.0"),
     "aioredlock": ("aioredlock==0.7.3", "aioredis==1.3.1", "async-timeout==5.0.1", "attrs==26.1.0", "hiredis==3.5.0"),
+    "redlock-ng": _REDLOCK_NG,
+    "broken:redlock-ng": _REDLOCK_NG,
 }
-#: The Node peers, all from peers/node/package.json (one install serves them).
-NODE_PEERS = ("node-redlock",)
+#: The Node peers, each from its own peers/node/<client>/package.json and package-lock.json.
+NODE_PEERS = ("node-redlock", "node-redlock-4", "redis-semaphore")
 #: This library, run as a worker from the checkout it is imported from: nothing to install.
 OWN = "redlock-quorum"
 PEERS = (*PYTHON_PEERS, *NODE_PEERS)
@@ -78,15 +101,26 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(base) / "redlock-quorum" / "peers"
 
 
+def home(client: str) -> str:
+    """The directory (under the cache) that ``client`` runs from: its own, or for a broken
+    adapter the client's it wraps."""
+    if client not in PEERS:
+        raise ValueError(f"unknown peer {client!r}; choose from {list(PEERS)}")
+    return BROKEN.get(client, client)
+
+
 def wanted(client: str) -> dict[str, object]:
     """What the marker of an up-to-date install of ``client`` says."""
-    if client in PYTHON_PEERS:
+    own = home(client)
+    if own in PYTHON_PEERS:
         # A directory of compiled wheels (mmh3, hiredis) serves one Python only.
-        return {"client": client, "requirements": list(PYTHON_PEERS[client]), "python": sys.implementation.cache_tag}
-    if client in NODE_PEERS:
-        lock = (NODE_SOURCE / "package-lock.json").read_bytes()
-        return {"client": client, "package-lock": hashlib.sha256(lock).hexdigest()}
-    raise ValueError(f"unknown peer {client!r}; choose from {list(PEERS)}")
+        return {
+            "client": own,
+            "requirements": list(PYTHON_PEERS[own]),
+            "python": sys.implementation.cache_tag,
+        }
+    lock = (NODE_SOURCE / own / "package-lock.json").read_bytes()
+    return {"client": own, "package-lock": hashlib.sha256(lock).hexdigest()}
 
 
 def _read_marker(path: pathlib.Path) -> dict[str, object] | None:
@@ -147,13 +181,13 @@ def _install_python(client: str, target: pathlib.Path) -> None:
     )
 
 
-def _install_node(target: pathlib.Path) -> None:
+def _install_node(client: str, target: pathlib.Path) -> None:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         raise InstallFailed("node and npm are not both on PATH")
     target.mkdir(parents=True)
     for name in ("package.json", "package-lock.json"):
-        shutil.copyfile(NODE_SOURCE / name, target / name)
+        shutil.copyfile(NODE_SOURCE / client / name, target / name)
     # npm ci: exactly the lock file's versions, or an error (never a newer release).
     _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(target)], cwd=target)
 
@@ -163,19 +197,20 @@ def ensure(client: str, directory: pathlib.Path | None = None) -> Installed:
     it is missing or out of date; raises :class:`InstallFailed` saying why it cannot be."""
     directory = cache_dir() if directory is None else directory
     want = wanted(client)
-    path = directory / client
+    own = home(client)
+    path = directory / own
     if _read_marker(path) == want:  # the common case, without waiting for the lock
         return Installed(client, path, want)
-    with _locked(directory, client):
+    with _locked(directory, own):
         if _read_marker(path) == want:  # another process installed it meanwhile
             return Installed(client, path, want)
-        staging = directory / f".{client}.staging"
+        staging = directory / f".{own}.staging"
         shutil.rmtree(staging, ignore_errors=True)
         try:
-            if client in PYTHON_PEERS:
-                _install_python(client, staging)
+            if own in PYTHON_PEERS:
+                _install_python(own, staging)
             else:
-                _install_node(staging)
+                _install_node(own, staging)
             (staging / MARKER).write_text(json.dumps(want, indent=1) + "\n")
             # The marker is written last and the directory moved in whole: a directory with
             # a marker is complete, whatever was interrupted before.

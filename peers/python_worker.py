@@ -3,10 +3,12 @@
     python -I [-S] peers/python_worker.py --client CLIENT --masters HOST:PORT,... --path DIR
 
 ``--client`` is one of ``redlock-quorum`` (this library), ``pottery``, ``redlock-py``,
-``aioredlock``. ``--path`` goes first on ``sys.path``: a peer's ``pip install --target``
-directory (``peers/install.py``), run with ``-I -S`` so that nothing but the standard
-library and that directory is importable (redlock-py's module is named ``redlock``, as this
-package is), or, for this library, the directory its package is imported from.
+``aioredlock``, ``redlock-ng`` and ``broken:redlock-ng`` (redlock-ng with its quorum lowered
+to one master: the trials' self-test). ``--path`` goes first on ``sys.path``: a peer's ``pip
+install --target`` directory (``peers/install.py``), run with ``-I -S`` so that nothing but
+the standard library and that directory is importable (redlock-py's and redlock-ng's modules
+are named ``redlock``, as this package is), or, for this library, the directory its package
+is imported from.
 
 The worker reads one request a line on stdin and writes one answer a line on stdout, in
 order; its first line is a greeting with the client's name, version and claims. This file
@@ -366,8 +368,95 @@ class Aioredlock(Adapter):
         self.loop.close()
 
 
+class RedlockNg(Adapter):
+    """redlock-ng 2.0.4 (module ``redlock``, class ``Redlock``), read from redlock/lock.py,
+    algorithm.py, client.py and scripts.py of the installed wheel.
+
+    Acquire (lock.py:45-80): ``SET resource uuid4 NX PX ttl`` to each master IN TURN
+    (lock.py:55-58, sequential; only the async class gathers), each bounded by redis-py's
+    socket_timeout of 0.1 s (client.py:14), any exception counted as a refusal (lock.py:60);
+    granted with a majority and validity = ttl - elapsed - drift > 0 (lock.py:67), drift =
+    int(ttl * 0.01) + 2 ms (algorithm.py:23), elapsed on the WALL clock (``time.time``,
+    algorithm.py:35). Otherwise compare-and-delete on every master (lock.py:71), then, unless
+    this was the last of 1 + retry_count (3) attempts, a random 0.1-0.3 s pause (lock.py:79):
+    so even ``blocking=False`` retries; the adapter sets retry_count=0 (one attempt a call)
+    and repeats calls until the timeout with that pause. ``blocking=True`` has no timeout.
+    Extend (lock.py:96-112): compare-and-PEXPIRE on each master in turn, counted with a
+    majority; refused without traffic only after a release (``lock.valid``); no check of the
+    time left, and the new ttl replaces the old (PEXPIRE), although the argument is called
+    ``additional_ttl``; a key that is gone compares unequal, so it is never re-created.
+    Release: compare-and-delete on every master, nothing counted or reported. The resource
+    is the key. Its context manager runs the body with an invalid Lock when not granted
+    (lock.py:131-139): the caller must test ``lock.valid``.
+    """
+
+    client = "redlock-ng"
+    distribution = "redlock-ng"
+    claims = {  # noqa: RUF012
+        "drift": "int(ttl * 0.01) + 2 ms",
+        "clock": "time.time (wall clock), masters asked one after another (0.1 s socket timeout each)",
+        "validity": "granted only with a majority and validity > 0",
+        "rollback": "compare-and-delete on every master after each refused attempt",
+        "extend": "compare-and-pexpire to the new ttl, majority; no validity check; never re-creates a key",
+        "keys": "the resource is the key",
+    }
+
+    def __init__(self, masters: list[tuple[str, int]]) -> None:
+        super().__init__(masters)
+        self.module = importlib.import_module("redlock")
+        self.manager = self.module.Redlock([f"redis://{host}:{port}/0" for host, port in masters], retry_count=0)
+
+    def acquire(self, name: str, ttl_ms: int, blocking: bool, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + (timeout_s if blocking else 0.0)
+        got = until(
+            deadline,
+            lambda: self.manager.acquire(name, int(ttl_ms)),
+            lambda: random.uniform(self.manager.retry_delay_min, self.manager.retry_delay_max),
+        )
+        if got is None:
+            raise Refused("not acquired")
+        self.held[name] = got
+        return {"token": got.value, "validity_ms": got.validity}
+
+    def release(self, name: str) -> dict[str, Any]:
+        self.manager.release(self.held.pop(name))
+        return {}
+
+    def extend(self, name: str, ttl_ms: int) -> dict[str, Any]:
+        if not self.manager.extend(self._take(name), int(ttl_ms)):
+            raise Refused("not extended")
+        return {}
+
+    def close(self) -> None:
+        for instance in self.manager.client.instances:
+            instance.close()
+
+
+class BrokenRedlockNg(RedlockNg):
+    """redlock-ng with its quorum lowered to one master: the self-test of the trials.
+
+    Everything else is redlock-ng's own code; only ``client.quorum`` (client.py:21, read by
+    acquire at lock.py:67 and by extend at lock.py:112) is set to 1, so an acquire is granted
+    by ANY one master that said OK (validity is still checked). Two contenders that split the
+    masters both hold the lock, and so does a contender that finds a minority of masters that
+    forgot the holder's key. A comparison of clients must rate it worse than redlock-ng.
+    """
+
+    client = "broken:redlock-ng"
+    wraps = "redlock-ng"
+    claims = {  # noqa: RUF012
+        **RedlockNg.claims,
+        "validity": "BROKEN ON PURPOSE: granted by any ONE master (quorum 1) with validity > 0",
+        "extend": "compare-and-pexpire to the new ttl, counted with ONE master; never re-creates a key",
+    }
+
+    def __init__(self, masters: list[tuple[str, int]]) -> None:
+        super().__init__(masters)
+        self.manager.client.quorum = 1
+
+
 ADAPTERS: dict[str, type[Adapter]] = {
-    adapter.client: adapter for adapter in (RedlockQuorum, Pottery, RedlockPy, Aioredlock)
+    adapter.client: adapter for adapter in (RedlockQuorum, Pottery, RedlockPy, Aioredlock, RedlockNg, BrokenRedlockNg)
 }
 
 

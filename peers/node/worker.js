@@ -1,26 +1,20 @@
-// A peer worker: node-redlock (@sesamecare-oss/redlock on ioredis) behind the JSON-lines
-// protocol of docs/peers.md, as peers/python_worker.py serves the Python clients.
+// A peer worker: the Node.js Redlock clients behind the JSON-lines protocol of docs/peers.md,
+// as peers/python_worker.py serves the Python clients.
 //
-//   NODE_PATH=DIR/node-redlock/node_modules node peers/node/worker.js --client node-redlock --masters HOST:PORT,...
+//   NODE_PATH=DIR/<client>/node_modules node peers/node/worker.js --client CLIENT --masters HOST:PORT,...
 //
-// (DIR: peers/install.py's cache directory, where `npm ci` installed package-lock.json's
-// exact versions.) One request a line on stdin, one answer a line on stdout, in order; the
-// first line is a greeting with the client's name, version and claims.
+// (DIR: peers/install.py's cache directory, where `npm ci` installed the exact versions of
+// peers/node/<client>/package-lock.json: each client in a directory of its own, with the
+// ioredis it runs on.) One request a line on stdin, one answer a line on stdout, in order;
+// the first line is a greeting with the client's name, version and claims.
 //
-// What node-redlock 1.4.0 claims, read from its src/index.ts and src/scripts.ts:
-// - acquire: a Lua script on every master at once ("if any key exists return 0, else SET
-//   key value PX duration"), counted for as soon as a majority said yes, against as soon
-//   as a majority said no; the Lock it returns expires at start + duration - drift with
-//   drift = round(duration * 0.01) + 2 ms, all on the WALL clock (Date.now). It does NOT
-//   check that this validity is still positive when it returns. A refused acquire is
-//   retried (retryCount 10, 200 ms +- 100 ms jitter) and then rolled back on every master
-//   with the release script; the adapter sets retryCount 0 and repeats until the timeout.
-// - extend: refused without any traffic when the Lock's expiration (wall clock) has passed;
-//   otherwise a script that compares the value on every key and then SETs it with the new
-//   PX; a key that is gone compares unequal, so it is never re-created.
-// - release: compare-and-delete on every master (the script runs SELECT db first: db 0
-//   here, as for every other client); counted with a majority.
-// - keys: the resource is the key. The value is 16 random bytes in hex (crypto.randomBytes).
+// Each client is an adapter in ADAPTERS: what it claims, read from its installed source
+// (file:line there), the prefix of its keys if it has one (`key_prefix`), its pause between
+// attempts, and `open(clients)`, which builds the client on one ioredis connection
+// per master and returns its session: `acquire(name, ttlMs)` (one attempt: the lock, or null
+// when refused), `release(lock)` and `extend(lock, ttlMs)` (throwing Refused when the client
+// says no). Everything else (blocking acquires, the held locks, the counter of `incr`, the
+// answers) is the generic handler's, the same for every client.
 "use strict";
 
 const readline = require("readline");
@@ -40,20 +34,199 @@ function now() {
   return Number(process.hrtime.bigint());
 }
 
+class Refused extends Error {}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// A client's own pause between attempts: `base` ms, jittered uniformly by +- `jitter` ms.
+const jittered = (base, jitter) => () => Math.max(0, base + Math.floor((Math.random() * 2 - 1) * jitter));
+
+const ADAPTERS = {
+  // node-redlock's maintained fork, @sesamecare-oss/redlock 1.4.0, read from its src/index.ts
+  // and src/scripts.ts:
+  // - acquire: a Lua script on every master at once ("if any key exists return 0, else SET
+  //   key value PX duration"), counted for as soon as a majority said yes, against as soon
+  //   as a majority said no (index.ts:353-420); the Lock it returns expires at start +
+  //   duration - drift with drift = round(duration * 0.01) + 2 ms (index.ts:233), all on the
+  //   WALL clock (Date.now, index.ts:361). It does NOT check that this validity is still
+  //   positive when it returns. A refused acquire is retried (retryCount 10, 200 ms +- 100 ms
+  //   jitter) and then rolled back on every master with the release script (index.ts:239);
+  //   the adapter sets retryCount 0 and repeats until the timeout.
+  // - extend: refused without any traffic when the Lock's expiration (wall clock) has passed
+  //   (index.ts:277); otherwise a script that compares the value on every key and then SETs
+  //   it with the new PX; a key that is gone compares unequal, so it is never re-created.
+  // - release: compare-and-delete on every master (the script runs SELECT db first: db 0
+  //   here, as for every other client); counted with a majority.
+  // - keys: the resource is the key. The value is 16 random bytes in hex (crypto.randomBytes).
+  "node-redlock": {
+    module: "@sesamecare-oss/redlock",
+    supports: ["acquire", "release", "extend", "incr"],
+    claims: {
+      drift: "round(duration * 0.01) + 2 ms",
+      clock: "Date.now (wall clock)",
+      validity: "granted with a majority; validity > 0 NOT checked at acquire",
+      rollback: "release script on every master after the last refused attempt",
+      extend: "refused locally once expired (wall clock); compare then SET PX; never re-creates a key",
+      keys: "the resource is the key",
+    },
+    pause: jittered(200, 100),
+    open(clients) {
+      const { Redlock, ExecutionError } = require("@sesamecare-oss/redlock");
+      const redlock = new Redlock(clients, { retryCount: 0 });
+      redlock.on("error", () => {}); // (a refusal is reported by the answer, not as an event)
+      const refusal = (error) => {
+        if (error instanceof ExecutionError) throw new Refused(error.message);
+        throw error;
+      };
+      return {
+        async acquire(name, ttlMs) {
+          try {
+            const lock = await redlock.acquire([name], ttlMs);
+            return { lock, token: lock.value, validity_ms: lock.expiration - Date.now() };
+          } catch (error) {
+            if (error instanceof ExecutionError) return null;
+            throw error;
+          }
+        },
+        release: (lock) => redlock.release(lock).then(() => ({}), refusal),
+        extend: (lock, ttlMs) =>
+          redlock
+            .extend(lock, ttlMs)
+            .then((extended) => ({ lock: extended, validity_ms: extended.expiration - Date.now() }), refusal),
+      };
+    },
+  },
+
+  // node-redlock 4.2.0 (npm `redlock`, the last 4.x release), read from its redlock.js:
+  // - acquire: the same "none exists, then SET PX" script on every master at once, waiting for
+  //   EVERY master's answer (redlock.js:404-411; no per-master timeout); granted with a
+  //   majority and `expiration > Date.now()` (redlock.js:419), expiration = start + ttl -
+  //   drift, drift = round(ttl * 0.01) + 2 ms (redlock.js:415-416), all on the WALL clock
+  //   (Date.now, redlock.js:397). Otherwise the unlock script on every master
+  //   (redlock.js:424) and a retry (retryCount 10, 200 ms +- 100 ms); the adapter sets
+  //   retryCount 0 in the constructor (a per-call `{retryCount: 0}` is ignored:
+  //   `options.retryCount || self.retryCount`, redlock.js:393).
+  // - extend: refused without traffic once expiration < Date.now() (redlock.js:298); else a
+  //   script that compares every key's value and SETs PX (redlock.js:40-55), counted with a
+  //   majority and the same wall-clock validity check; a key that is gone compares unequal,
+  //   so it is never re-created. A REFUSED extend runs the failure path of acquire: it
+  //   unlocks the lock on every master (redlock.js:424), so a holder whose extend failed on
+  //   a majority no longer holds its minority either.
+  // - release: compare-and-delete on every master, counted with a majority (redlock.js:278).
+  // - keys: the resource is the key; the value is 16 random bytes in hex (redlock.js:449).
+  "node-redlock-4": {
+    module: "redlock",
+    supports: ["acquire", "release", "extend", "incr"],
+    claims: {
+      drift: "round(ttl * 0.01) + 2 ms",
+      clock: "Date.now (wall clock), after every master answered",
+      validity: "granted only with a majority and expiration > Date.now()",
+      rollback: "unlock script on every master after each refused attempt",
+      extend:
+        "refused locally once expired (wall clock); compare then SET PX, majority and validity; never re-creates a key; a refused extend unlocks every master",
+      keys: "the resource is the key",
+    },
+    pause: jittered(200, 100),
+    open(clients) {
+      const Redlock = require("redlock");
+      const redlock = new Redlock(clients, { retryCount: 0 });
+      redlock.on("clientError", () => {}); // (a master's error is a refusal, in the answer)
+      const refusal = (error) => {
+        if (error instanceof Redlock.LockError) throw new Refused(error.message);
+        throw error;
+      };
+      return {
+        async acquire(name, ttlMs) {
+          try {
+            const lock = await redlock.lock(name, ttlMs);
+            return { lock, token: lock.value, validity_ms: lock.expiration - Date.now() };
+          } catch (error) {
+            if (error instanceof Redlock.LockError) return null;
+            throw error;
+          }
+        },
+        release: (lock) => Promise.resolve(redlock.unlock(lock)).then(() => ({}), refusal),
+        extend: (lock, ttlMs) =>
+          Promise.resolve(redlock.extend(lock, ttlMs)).then(
+            (extended) => ({ lock: extended, validity_ms: extended.expiration - Date.now() }),
+            refusal,
+          ),
+      };
+    },
+  },
+
+  // redis-semaphore 5.8.0's RedlockMutex, read from its lib/ (compiled JavaScript):
+  // - keys: RedlockMutex(clients, K) lives at the key `mutex:K` (RedlockMutex.js:22).
+  // - acquire (redlockMutex/acquire.js:12-37): `SET key id PX ttl NX` on every master at once,
+  //   waiting for every answer (any error counts 0); granted with a majority
+  //   (utils/redlock.js:6, round((n + 1) / 2)). NO elapsed time, drift or validity at all:
+  //   a grant that took longer than the ttl is still a grant, and the lock tells no
+  //   validity. Otherwise compare-and-delete on every master and retryInterval (10 ms by
+  //   default, misc.js:9) before the next attempt, until acquireTimeout (10 s, on Date.now).
+  //   The adapter makes one attempt a call (acquireAttemptsLimit 1) and repeats until the
+  //   timeout with that 10 ms pause.
+  // - extend: no public call; its watchdog (every 0.8 ttl, Lock.js:48) runs `_refresh`
+  //   (redlockMutex/refresh.js:12-46): compare-and-PEXPIRE on every master, counted with a
+  //   majority and no time check; then it SETs the key NX on the masters where the compare
+  //   failed (re-creating it where it expired or was lost, while a majority still has it);
+  //   short of a majority it deletes the lock on every master and calls onLockLost, which by
+  //   default THROWS from a timer (misc.js:11-12): an unhandled rejection that ends a Node
+  //   process. The adapter turns the watchdog off (refreshInterval 0) and extends by calling
+  //   `_refresh` with the new ttl.
+  // - release: compare-and-delete on every master; nothing counted or reported.
+  // - the value is crypto.randomUUID() (Lock.js:109).
+  "redis-semaphore": {
+    module: "redis-semaphore",
+    supports: ["acquire", "release", "extend", "incr"],
+    claims: {
+      drift: "none",
+      clock: "none for validity (Date.now for acquireTimeout only)",
+      validity: "granted with a majority; no elapsed time or validity at all",
+      rollback: "compare-and-delete on every master after each refused attempt",
+      extend:
+        "watchdog refresh: compare-and-pexpire, majority, no validity check; then SET NX where the key is gone; short of a majority deletes everywhere",
+      keys: "RedlockMutex(clients, K) is the key mutex:K",
+    },
+    key_prefix: "mutex:",
+    pause: () => 10,
+    open(clients) {
+      const { RedlockMutex } = require("redis-semaphore");
+      const prefix = this.key_prefix;
+      return {
+        async acquire(name, ttlMs) {
+          if (!name.startsWith(prefix)) {
+            throw new Error(`redis-semaphore's keys all start with '${prefix}'; name '${name}' does not`);
+          }
+          const lock = new RedlockMutex(clients, name.slice(prefix.length), {
+            lockTimeout: ttlMs,
+            acquireAttemptsLimit: 1,
+            refreshInterval: 0,
+            onLockLost: () => {},
+          });
+          return (await lock.tryAcquire()) ? { lock, token: lock.identifier } : null;
+        },
+        release: (lock) => lock.release().then(() => ({})),
+        async extend(lock, ttlMs) {
+          lock._acquireOptions.lockTimeout = ttlMs;
+          if (!(await lock._refresh())) throw new Refused("not refreshed on a majority");
+          return { lock };
+        },
+      };
+    },
+  },
+};
+
 function parseArgs(argv) {
   const args = {};
   for (let i = 0; i < argv.length; i += 2) {
     args[argv[i].replace(/^--/, "")] = argv[i + 1];
   }
-  if (args.client !== "node-redlock" || !args.masters) {
-    throw new Error("usage: worker.js --client node-redlock --masters HOST:PORT,...");
+  if (!Object.hasOwn(ADAPTERS, args.client || "") || !args.masters) {
+    throw new Error(`usage: worker.js --client {${Object.keys(ADAPTERS).join(",")}} --masters HOST:PORT,...`);
   }
   return args;
 }
 
-class Refused extends Error {}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // The answer with deadline_ns, the moment on this worker's clock until which the client says
 // the lock holds, where the client tells its validity.
@@ -72,36 +245,35 @@ function stopSelf() {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const { Redlock, ExecutionError } = require("@sesamecare-oss/redlock");
+  const adapter = ADAPTERS[args.client];
+  // The ioredis of the client's own install (NODE_PATH): node-redlock 4 runs on ioredis 4.
   const Redis = require("ioredis");
+  // No retries inside ioredis: a master that is down answers an error at once, as it does
+  // for the other clients, instead of queueing the command until it comes back.
   const addresses = args.masters.split(",").map((address) => {
     const at = address.lastIndexOf(":");
     return { host: address.slice(0, at), port: Number(address.slice(at + 1)) };
   });
-  // No retries inside ioredis: a master that is down answers an error at once, as it does
-  // for the other clients, instead of queueing the command until it comes back.
   const clients = addresses.map(
     ({ host, port }) => new Redis({ host, port, maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true }),
   );
   await Promise.all(clients.map((client) => client.connect()));
-  const redlock = new Redlock(clients, { retryCount: 0 });
-  redlock.on("error", () => {}); // (a refusal is reported by the answer, not as an event)
+  const session = adapter.open(clients);
   const held = new Map();
   const resources = new Map();
 
   async function acquire(name, ttlMs, blocking, timeoutS) {
-    const deadline = Date.now() + (blocking ? timeoutS * 1000 : 0);
+    // The deadline on the monotonic clock: a step of the wall clock must not end the wait.
+    const deadline = now() + (blocking ? timeoutS * 1e9 : 0);
     for (;;) {
-      try {
-        const lock = await redlock.acquire([name], Math.round(ttlMs));
+      const granted = await session.acquire(name, Math.round(ttlMs));
+      if (granted) {
+        const { lock, ...answer } = granted;
         held.set(name, lock);
-        return { token: lock.value, validity_ms: lock.expiration - Date.now() };
-      } catch (error) {
-        if (!(error instanceof ExecutionError)) throw error;
-        if (Date.now() >= deadline) throw new Refused("not acquired");
+        return answer;
       }
-      // node-redlock's own pause between attempts: retryDelay 200 ms +- retryJitter 100 ms.
-      await sleep(Math.max(0, 200 + Math.floor((Math.random() * 2 - 1) * 100)));
+      if (now() >= deadline) throw new Refused("not acquired");
+      await sleep(Math.min(adapter.pause(), Math.max(0, (deadline - now()) / 1e6)));
     }
   }
 
@@ -113,24 +285,13 @@ async function main() {
   async function release(name) {
     const lock = take(name);
     held.delete(name);
-    try {
-      await redlock.release(lock);
-    } catch (error) {
-      if (error instanceof ExecutionError) throw new Refused(error.message);
-      throw error;
-    }
-    return {};
+    return session.release(lock);
   }
 
   async function extend(name, ttlMs) {
-    try {
-      const extended = await redlock.extend(take(name), Math.round(ttlMs));
-      held.set(name, extended);
-      return { validity_ms: extended.expiration - Date.now() };
-    } catch (error) {
-      if (error instanceof ExecutionError) throw new Refused(error.message);
-      throw error;
-    }
+    const { lock, ...answer } = await session.extend(take(name), Math.round(ttlMs));
+    held.set(name, lock);
+    return answer;
   }
 
   function resource(address) {
@@ -208,21 +369,14 @@ async function main() {
 
   const write = (object) => process.stdout.write(JSON.stringify(object) + "\n");
   write({
-    hello: "node-redlock",
-    version: require("@sesamecare-oss/redlock/package.json").version,
+    hello: args.client,
+    version: require(`${adapter.module}/package.json`).version,
     language: "node",
-    supports: ["acquire", "release", "extend", "incr", "read", "write"],
-    claims: {
-      drift: "round(duration * 0.01) + 2 ms",
-      clock: "Date.now (wall clock)",
-      validity: "granted with a majority; validity > 0 NOT checked at acquire",
-      rollback: "release script on every master after the last refused attempt",
-      extend: "refused locally once expired (wall clock); compare then SET PX; never re-creates a key",
-      keys: "the resource is the key",
-    },
+    supports: [...adapter.supports, "read", "write"],
+    claims: adapter.claims,
     clock: "CLOCK_MONOTONIC ns",
-    key_prefix: "",
-    wraps: "",
+    key_prefix: adapter.key_prefix ?? "",
+    wraps: adapter.wraps ?? "",
   });
 
   const lines = readline.createInterface({ input: process.stdin, terminal: false });
