@@ -27,6 +27,8 @@ each one place in the list.
   really hold right after each grant; the PNG timeline; each client in a process of its
   own, so that a scenario can SIGSTOP it;
 * :mod:`chaos.clients`: the harness's handle on a client's process;
+* :mod:`chaos.peer_client`: another Redlock client (a worker of ``peers/``'s protocol) as a
+  client of a run, its answers recorded as the same history;
 * :mod:`chaos.cluster`: masters, resource server, proxies, clocks and clients of one run,
   all stopped at its end;
 * :mod:`chaos.nemesis`: the faults (kill, restart, power loss, pause, clock, network,
@@ -39,11 +41,12 @@ each one place in the list.
   against a live workload (``explore``, ``replay``); where the boundary lies between safe
   and unsafe, one parameter at a time, with Wilson intervals; whether the catalogue
   catches each broken client;
-* :mod:`chaos.shrink`, :mod:`chaos.sim`: a violation's schedule cut to the fewest faults
-  that still reproduce it; the deterministic simulator (``python -m chaos sim``): the real
-  flows and connection policy against simulated masters, network and clocks, on
-  simulated time;
-* ``python -m chaos`` (:mod:`chaos.__main__`): list, run, selftest, report, exit status.
+* :mod:`chaos.shrink`, :mod:`chaos.sim`, :mod:`chaos.trial`: a violation's schedule cut to
+  the fewest faults that still reproduce it; the deterministic simulator (``python -m chaos
+  sim``): the real flows and connection policy against simulated masters, network and
+  clocks, on simulated time; any Redlock client put through the catalogue and explore
+  (``python -m chaos trial``), and the comparison of every installed one;
+* ``python -m chaos`` (:mod:`chaos.__main__`): list, run, selftest, trial, report, exit status.
 
 The package itself, the ``redlock-chaos`` command (:func:`main_entry`), is above them all.
 """

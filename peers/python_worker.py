@@ -369,7 +369,7 @@ class Aioredlock(Adapter):
 
 
 class RedlockNg(Adapter):
-    """redlock-ng 2.0.4 (module ``redlock``, class ``Redlock``), read from redlock/lock.py,
+    """redlock-ng 2.0.4 (module ``redlock``, class ``Redlock``), read from its module lock.py,
     algorithm.py, client.py and scripts.py of the installed wheel.
 
     Acquire (lock.py:45-80): ``SET resource uuid4 NX PX ttl`` to each master IN TURN

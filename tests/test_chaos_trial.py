@@ -43,7 +43,7 @@ from chaos.trial import (
     worse,
 )
 from peers import install, workers
-from redlock import _proc
+from redlock._process import proc as _proc
 from redlock.servers import LocalMasters
 
 from .conftest import _in_ci

@@ -698,7 +698,8 @@ def _stated_counts(text: str) -> list[tuple[str, int, str]]:
     """Each (phrase, number, noun pattern) in ``text`` that counts one of STATED_COUNTS's things."""
     found: dict[int, tuple[str, int, str]] = {}
     for pattern in STATED_COUNTS:
-        for match in re.finditer(rf"{_NUMBER}\s+(?:{pattern})\b", text, re.IGNORECASE):
+        # (?!/): "-n 0 tests/" and a file name is an option and a path, not a count.
+        for match in re.finditer(rf"{_NUMBER}\s+(?:{pattern})\b(?!/)", text, re.IGNORECASE):
             number = match.group(1).lower()
             value = int(number.replace(",", "")) if number[0].isdigit() else _NUMBER_WORDS[number]
             if value != 1 and match.start() not in found:  # "one scenario, by name": an article
