@@ -9,7 +9,6 @@ from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from redlock._core import Result
 from redlock._election import (
     UNCHANGED,
     Campaign,
@@ -29,8 +28,6 @@ from redlock._flows import (
     force_release_flow,
     inspect_flow,
     lock_info,
-    rollback_failed,
-    rollback_note,
 )
 from redlock._lock import (
     DEFAULT_TTL,
@@ -469,27 +466,20 @@ class Lock(LockState[Redlock]):
                     turn = self._waited(self._turn(me, blocking, give_up_at))
                     if turn is not Turn.AT_MASTERS:
                         return turn is Turn.NESTED
+                # Interrupted (Ctrl-C) before its end, the flow takes its keys back itself.
                 tokens, flow = self._acquire_flow(blocking, give_up_at)
-                # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
-                # landed: ours are taken back before the interruption goes on.
-                return self._cluster._driver.run(
-                    flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens)
-                )
+                return self._cluster._driver.run(flow, _unchanged)
             finally:
                 self._end_turn(me)
         except BaseException as interruption:
-            # Interrupted after the lease was recorded: the caller, who gets no True, must
-            # not be left holding the lock, nor the masters its keys.
-            undo = self._undo_flow(tokens)
+            # Interrupted after the flow's end: the caller, who gets no True, must not be
+            # left holding the lock, nor the masters its keys.
+            undo = self._undo_flow(tokens, interruption)
             if undo is not None:
                 try:
-                    note = self._cluster._driver.run(undo, rollback_note)
-                except Exception as failure:
-                    note = rollback_failed(failure)
+                    self._cluster._driver.run(undo, _unchanged)
                 finally:
                     self._end_turn(me)
-                if note is not None:
-                    interruption.add_note(note)
             raise
 
     def release(self) -> None:
@@ -866,5 +856,5 @@ class Election(ElectionState[Lock]):
         self._lock.__exit__(exc_type, exc, traceback)
 
 
-def _unchanged(result: Result) -> Result:
+def _unchanged(result: T) -> T:
     return result

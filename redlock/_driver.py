@@ -14,7 +14,7 @@ import socket
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from redlock._compiled import mypyc_attr
 from redlock._config import DriverSettings, MasterAddress
@@ -245,6 +245,13 @@ class DriverBase(Generic[ConnectionT]):
         return self._policy.connection_states()
 
     # --- what the masters are (see redlock._topology) ---------------------------------------
+
+    def _out_of_line(self, waiting: tuple[str, Any] | None) -> None:
+        """Leave the waiters for a release: a flow's place among them (see each driver's
+        ``_pause``), once it pauses no more."""
+        if waiting is not None:
+            with self._guarded():
+                self._policy.waiters.discard(*waiting)
 
     def _guarded(self) -> AbstractContextManager[object]:
         """Held around a look at the policy from outside the driver's own events (the sync

@@ -19,7 +19,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from redlock import _config, _telemetry
-from redlock._core import Flow, Result
+from redlock._core import Flow, Request, Result
 from redlock._driver import DriverBase
 from redlock._extras import loaded_class
 from redlock._flows import (
@@ -30,12 +30,13 @@ from redlock._flows import (
     acquire_flow,
     added_ttl,
     bounded_extend_flow,
+    committed_acquire,
     extend_flow,
     hold_start,
     release_flow,
     release_timeout,
     renewal_flow,
-    rollback_flow,
+    rolled_back,
 )
 from redlock._kinds import kind_of
 from redlock._scripts import FOREIGN_KEY
@@ -825,7 +826,9 @@ class LockState(Generic[ClusterT]):
 
     # --- flows and their results ----------------------------------------------------------
 
-    def _acquire_flow(self, blocking: bool, give_up_at: float | None) -> tuple[Tokens, Flow]:
+    def _acquire_flow(self, blocking: bool, give_up_at: float | None) -> tuple[Tokens, Generator[Request, float, bool]]:
+        """The tokens of an acquire and its flow, which ends committed (True: this object
+        holds the lock) or, interrupted anywhere, rolled back (see committed_acquire)."""
         options = self._options
         tokens = Tokens(new_token if options.identity is None else options.new_token)
         flow = acquire_flow(
@@ -837,7 +840,8 @@ class LockState(Generic[ClusterT]):
             rng=self._cluster._rng,
             max_attempts=self._options.max_attempts,
         )
-        return tokens, self._observed("acquire", flow)
+        observed = self._observed("acquire", flow)
+        return tokens, committed_acquire(self._spec, tokens, observed, self._commit_acquire, self._forget_acquire)
 
     def _observed(self, operation: str, flow: Flow) -> Flow:
         return _telemetry.observe(self._cluster._telemetry, operation, self, flow)
@@ -960,24 +964,25 @@ class LockState(Generic[ClusterT]):
     def _start_renewer(self, lease: Lease) -> None:
         raise NotImplementedError
 
-    def _rollback_flow(self, tokens: Tokens) -> Flow:
-        """Delete what an interrupted acquire may have set, everywhere; a lease the
-        interruption caught being recorded is dropped with it (its renewer stops)."""
+    def _forget_acquire(self, tokens: Tokens) -> None:
+        """Drop a lease of ``tokens`` that an interrupted acquire's commit recorded (its
+        renewer stops): the caller gets no True, and the rollback takes the keys back."""
         lease = self._lease
         if lease is not None and lease.token in tokens.outstanding:
             lease.ended = True
             self._lease, self._holds = None, 0
-        return rollback_flow(self._spec, list(tokens.outstanding))
 
-    def _undo_flow(self, tokens: Tokens | None) -> Flow | None:
-        """For an acquire interrupted after its lease was recorded (in the driver's clean-up
-        after the commit, or while handing the object back), which its caller will take for
-        one that holds nothing: the rollback, the lease dropped first. None when no lease of
-        this acquire is recorded: interrupted earlier, the driver has rolled back already."""
+    def _undo_flow(self, tokens: Tokens | None, interruption: BaseException) -> Flow | None:
+        """For an acquire interrupted after its flow ended committed (in the driver's clean-up
+        after it, or while handing the object back), which its caller will take for one that
+        holds nothing: the lease dropped, then the rollback, which notes on ``interruption``
+        what it could not confirm. None when no lease of this acquire is recorded:
+        interrupted earlier, its flow has rolled back already."""
         lease = self._lease
         if tokens is None or lease is None or lease.token not in tokens.outstanding:
             return None
-        return self._rollback_flow(tokens)
+        self._forget_acquire(tokens)
+        return rolled_back(self._spec, tokens, interruption)
 
     def _release_flow(self) -> tuple[Lease, Flow]:
         lease = self._held_lease("release")

@@ -32,8 +32,6 @@ from redlock._flows import (
     force_release_flow,
     inspect_flow,
     lock_info,
-    rollback_failed,
-    rollback_note,
 )
 from redlock._lock import (
     DEFAULT_TTL,
@@ -345,27 +343,20 @@ class Lock(LockState[Redlock]):
                     turn = await self._waited(self._turn(me, blocking, give_up_at))
                     if turn is not Turn.AT_MASTERS:
                         return turn is Turn.NESTED
+                # Interrupted (cancelled) before its end, the flow takes its keys back itself.
                 tokens, flow = self._acquire_flow(blocking, give_up_at)
-                # Interrupted (cancelled) before the lease is recorded, with SETs possibly landed:
-                # ours are taken back, whatever comes next.
-                return await self._cluster._driver.run(
-                    flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens)
-                )
+                return await self._cluster._driver.run(flow, _unchanged)
             finally:
                 self._end_turn(me)
         except BaseException as interruption:
-            # Interrupted after the lease was recorded (a signal handler's exception, which,
-            # unlike a cancellation, needs no await to arrive): as the sync Lock does.
-            undo = self._undo_flow(tokens)
+            # Interrupted after the flow's end (a signal handler's exception, which, unlike a
+            # cancellation, needs no await to arrive): as the sync Lock does.
+            undo = self._undo_flow(tokens, interruption)
             if undo is not None:
                 try:
-                    note = await self._cluster._driver.run(undo, rollback_note, shielded=True)
-                except Exception as failure:
-                    note = rollback_failed(failure)
+                    await self._cluster._driver.run(undo, _unchanged, shielded=True)
                 finally:
                     self._end_turn(me)
-                if note is not None:
-                    interruption.add_note(note)
             raise
 
     def _wake_local(self) -> None:
@@ -720,5 +711,5 @@ async def _outcome(result: object) -> None:
         await result
 
 
-def _unchanged(result: Result) -> Result:
+def _unchanged(result: T) -> T:
     return result
