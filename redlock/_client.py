@@ -7,7 +7,7 @@ import functools
 import threading
 from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 from redlock._election import (
     UNCHANGED,
@@ -40,6 +40,7 @@ from redlock._lock import (
     semaphore_options,
 )
 from redlock._locked import NO_DEFAULT, LockedCall
+from redlock._options import LockKeywords, ReadWriteKeywords, SemaphoreKeywords, given, takes
 from redlock._rwlock import ReadWriteState
 from redlock._sync import Driver
 from redlock._topology import TopologyReport
@@ -136,20 +137,9 @@ class Redlock(ClusterConfig):
     _driver_class = Driver
     _driver: Driver
 
+    @takes(LockKeywords, "Lock")
     def lock(
-        self,
-        name: str | list[str] | tuple[str, ...],
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Lock], None] | None = None,
-        fencing: bool = False,
-        reentrant: bool = False,
-        lock_delay: float = 0.0,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        self, name: str | list[str] | tuple[str, ...], ttl: float = DEFAULT_TTL, **options: Unpack[LockKeywords[Lock]]
     ) -> Lock:
         """A Lock on ``name`` that expires after ``ttl`` seconds unless extended.
 
@@ -186,20 +176,7 @@ class Redlock(ClusterConfig):
         (node-redlock's ``retryCount`` + 1), beside ``timeout``: whichever runs out first
         ends it (False from ``acquire``; LockNotAcquired, or AcquireTimeout, from ``with``).
         """
-        spec, options = self._lock_parts(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            fencing=fencing,
-            reentrant=reentrant,
-            lock_delay=lock_delay,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
-        return Lock(self, spec, options)
+        return Lock(self, *self._lock_parts(name, ttl, given(options, LockKeywords)))
 
     def locked(
         self,
@@ -301,18 +278,9 @@ class Redlock(ClusterConfig):
         spec = self._lock_spec(name, DEFAULT_TTL)
         return self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
+    @takes(SemaphoreKeywords, "Semaphore")
     def semaphore(
-        self,
-        name: str,
-        limit: int,
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Semaphore], None] | None = None,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        self, name: str, limit: int, ttl: float = DEFAULT_TTL, **options: Unpack[SemaphoreKeywords[Semaphore]]
     ) -> Semaphore:
         """A counting Semaphore on ``name``: at most ``limit`` holders at once, each permit
         expiring after ``ttl`` seconds unless extended; the other options as for :meth:`lock`.
@@ -323,33 +291,10 @@ class Redlock(ClusterConfig):
         lock: ``sem.quorum`` tells how many it needs. Every client must use the same limit.
         ``max_hold``, ``retry_delay`` and ``max_attempts`` are as for :meth:`lock`.
         """
-        spec, options = semaphore_options(
-            self,
-            name,
-            limit,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
-        return Semaphore(self, spec, options)
+        return Semaphore(self, *semaphore_options(self, name, limit, ttl, given(options, SemaphoreKeywords)))
 
-    def rwlock(
-        self,
-        name: str,
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Lock], None] | None = None,
-        lock_delay: float = 0.0,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
-    ) -> ReadWriteLock:
+    @takes(ReadWriteKeywords, "Lock")
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL, **options: Unpack[ReadWriteKeywords[Lock]]) -> ReadWriteLock:
         """A read-write lock on ``name``: many readers at once, or one writer.
 
         ``rw.read()`` and ``rw.write()`` each return a new :class:`Lock` (acquire, release,
@@ -360,19 +305,7 @@ class Redlock(ClusterConfig):
         it dies waiting), so a steady stream of readers cannot starve it (docs/algorithm.md,
         "Read-write lock").
         """
-        return ReadWriteLock(
-            self,
-            Lock,
-            name,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            lock_delay=lock_delay,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
+        return ReadWriteLock(self, Lock, name, ttl, given(options, ReadWriteKeywords))
 
     def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).

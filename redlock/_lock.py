@@ -13,7 +13,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -328,37 +328,21 @@ class ClusterConfig:
         )
 
     def _lock_parts(
-        self,
-        name: object,
-        ttl: object,
-        *,
-        timeout: object,
-        auto_extend: object,
-        on_lost: object,
-        cancel_on_lost: object = False,
-        fencing: object,
-        reentrant: object,
-        lock_delay: object,
-        max_hold: object,
-        retry_delay: object,
-        max_attempts: object,
-        mode: str = "",
+        self, name: object, ttl: object, options: Mapping[str, object], mode: str = ""
     ) -> tuple[LockSpec, LockOptions]:
         """The checked spec and options of ``lock()``, for both clients (see
-        :meth:`redlock.Redlock.lock` for each argument); with ``mode``, of that side of a
-        read-write lock (``rwlock()``)."""
-        spec = self._lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay, retry_delay=retry_delay, mode=mode)
-        options = LockOptions.checked(
-            spec,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            cancel_on_lost=cancel_on_lost,
-            reentrant=reentrant,
-            max_hold=max_hold,
-            max_attempts=max_attempts,
+        :meth:`redlock.Redlock.lock` for each argument; ``options`` has every option, see
+        :func:`redlock._options.given`); with ``mode``, of that side of a read-write lock
+        (``rwlock()``)."""
+        spec = self._lock_spec(
+            name,
+            ttl,
+            fencing=options["fencing"],
+            lock_delay=options["lock_delay"],
+            retry_delay=options["retry_delay"],
+            mode=mode,
         )
-        return spec, options
+        return spec, LockOptions.of(spec, options)
 
 
 @dataclass(frozen=True)
@@ -380,6 +364,21 @@ class LockOptions:
     def new_token(self) -> str:
         """A fresh token for one acquire attempt (with the identity, if any)."""
         return new_token() if self.identity is None else identity_token(self.identity)
+
+    @classmethod
+    def of(cls, spec: LockSpec, options: Mapping[str, object]) -> LockOptions:
+        """The checked options of a Lock of ``spec`` from a factory's ``options`` (every
+        option, see :func:`redlock._options.given`)."""
+        return cls.checked(
+            spec,
+            timeout=options["timeout"],
+            auto_extend=options["auto_extend"],
+            on_lost=options["on_lost"],
+            cancel_on_lost=options["cancel_on_lost"],
+            reentrant=options["reentrant"],
+            max_hold=options["max_hold"],
+            max_attempts=options["max_attempts"],
+        )
 
     @classmethod
     def checked(
@@ -506,33 +505,14 @@ class Turn(Enum):
 
 
 def semaphore_options(
-    cluster: ClusterConfig,
-    name: object,
-    limit: object,
-    ttl: object,
-    *,
-    timeout: object,
-    auto_extend: object,
-    on_lost: object,
-    cancel_on_lost: object = False,
-    max_hold: object = None,
-    retry_delay: object = None,
-    max_attempts: object = None,
+    cluster: ClusterConfig, name: object, limit: object, ttl: object, options: Mapping[str, object]
 ) -> tuple[LockSpec, LockOptions]:
-    """The checked spec and options of a semaphore, for both clients' ``semaphore()``."""
+    """The checked spec and options of a semaphore, for both clients' ``semaphore()``
+    (``options`` has every option, see :func:`redlock._options.given`)."""
     if limit is None:  # (_lock_spec reads None as "not a semaphore")
         raise TypeError("limit must be an int, got NoneType")
-    spec = cluster._lock_spec(name, ttl, limit=limit, retry_delay=retry_delay)
-    options = LockOptions.checked(
-        spec,
-        timeout=timeout,
-        auto_extend=auto_extend,
-        on_lost=on_lost,
-        cancel_on_lost=cancel_on_lost,
-        max_hold=max_hold,
-        max_attempts=max_attempts,
-    )
-    return spec, options
+    spec = cluster._lock_spec(name, ttl, limit=limit, retry_delay=options["retry_delay"])
+    return spec, LockOptions.of(spec, options)
 
 
 class PermitView:

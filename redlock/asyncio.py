@@ -18,16 +18,17 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, Unpack
 
+from redlock import _exports
 from redlock._aio import Driver
 from redlock._core import Result
 from redlock._election import UNCHANGED, Campaign, Elected, ElectionState, Resign, Runner, Step, Wait
+from redlock._exports import *  # noqa: F403 (the names both clients export: listed there, once)
 from redlock._flows import (
     Lease,
     LockInfo,
     LockSpec,
-    MasterInfo,
     Tokens,
     force_release_flow,
     inspect_flow,
@@ -44,57 +45,17 @@ from redlock._lock import (
     semaphore_options,
 )
 from redlock._locked import NO_DEFAULT, LockedCall
+from redlock._options import AsyncLockKeywords, AsyncReadWriteKeywords, AsyncSemaphoreKeywords, given, takes
 from redlock._rwlock import ReadWriteState
-from redlock._topology import Finding, MasterReport, Severity, TopologyReport, Verdict
-from redlock.exceptions import (
-    AcquireTimeout,
-    ClientClosed,
-    ExtendUnconfirmed,
-    KeyConflict,
-    LockAlreadyHeld,
-    LockLost,
-    LockNotAcquired,
-    LockNotHeld,
-    MasterMisconfigured,
-    NodeOutcome,
-    NodeStatus,
-    QuorumUnavailable,
-    RedlockError,
-    ReleaseUnconfirmed,
-)
+from redlock._topology import TopologyReport
+from redlock.exceptions import LockLost, LockNotAcquired
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 
-__all__ = [
-    "AcquireTimeout",
-    "ClientClosed",
-    "Election",
-    "ExtendUnconfirmed",
-    "Finding",
-    "KeyConflict",
-    "Lock",
-    "LockAlreadyHeld",
-    "LockInfo",
-    "LockLost",
-    "LockNotAcquired",
-    "LockNotHeld",
-    "MasterInfo",
-    "MasterMisconfigured",
-    "MasterReport",
-    "NodeOutcome",
-    "NodeStatus",
-    "QuorumUnavailable",
-    "ReadWriteLock",
-    "Redlock",
-    "RedlockError",
-    "ReleaseUnconfirmed",
-    "Semaphore",
-    "Severity",
-    "TopologyReport",
-    "Verdict",
-]
+__all__ = ["Election", "Lock", "ReadWriteLock", "Redlock", "Semaphore"]
+__all__ += _exports.__all__
 
 
 class Redlock(ClusterConfig):
@@ -108,21 +69,12 @@ class Redlock(ClusterConfig):
     _driver_class = Driver
     _driver: Driver
 
+    @takes(AsyncLockKeywords, "Lock")
     def lock(
         self,
         name: str | list[str] | tuple[str, ...],
         ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Lock], None] | None = None,
-        cancel_on_lost: bool = False,
-        fencing: bool = False,
-        reentrant: bool = False,
-        lock_delay: float = 0.0,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[AsyncLockKeywords[Lock]],
     ) -> Lock:
         """A Lock on ``name``; see :meth:`redlock.Redlock.lock` for the arguments.
 
@@ -133,21 +85,7 @@ class Redlock(ClusterConfig):
         share an ``asyncio.Lock``; with ``reentrant=True`` the owning task may acquire again.
         A list or tuple of names makes a lock on all of them at once, as with the sync client.
         """
-        spec, options = self._lock_parts(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            cancel_on_lost=cancel_on_lost,
-            fencing=fencing,
-            reentrant=reentrant,
-            lock_delay=lock_delay,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
-        return Lock(self, spec, options)
+        return Lock(self, *self._lock_parts(name, ttl, given(options, AsyncLockKeywords)))
 
     def locked(
         self,
@@ -220,65 +158,19 @@ class Redlock(ClusterConfig):
         spec = self._lock_spec(name, DEFAULT_TTL)
         return await self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
+    @takes(AsyncSemaphoreKeywords, "Semaphore")
     def semaphore(
-        self,
-        name: str,
-        limit: int,
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Semaphore], None] | None = None,
-        cancel_on_lost: bool = False,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        self, name: str, limit: int, ttl: float = DEFAULT_TTL, **options: Unpack[AsyncSemaphoreKeywords[Semaphore]]
     ) -> Semaphore:
         """A counting Semaphore; see :meth:`redlock.Redlock.semaphore` and :meth:`lock`."""
-        spec, options = semaphore_options(
-            self,
-            name,
-            limit,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            cancel_on_lost=cancel_on_lost,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
-        return Semaphore(self, spec, options)
+        return Semaphore(self, *semaphore_options(self, name, limit, ttl, given(options, AsyncSemaphoreKeywords)))
 
+    @takes(AsyncReadWriteKeywords, "Lock")
     def rwlock(
-        self,
-        name: str,
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Lock], None] | None = None,
-        cancel_on_lost: bool = False,
-        lock_delay: float = 0.0,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        self, name: str, ttl: float = DEFAULT_TTL, **options: Unpack[AsyncReadWriteKeywords[Lock]]
     ) -> ReadWriteLock:
         """A read-write lock; see :meth:`redlock.Redlock.rwlock` and :meth:`lock`."""
-        return ReadWriteLock(
-            self,
-            Lock,
-            name,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            cancel_on_lost=cancel_on_lost,
-            lock_delay=lock_delay,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
+        return ReadWriteLock(self, Lock, name, ttl, given(options, AsyncReadWriteKeywords))
 
     async def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).

@@ -43,6 +43,7 @@ from redlock._election import backoff_after_loss
 from redlock._extras import redis_server_hint
 from redlock._flows import LockInfo, MasterInfo
 from redlock._lock import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
+from redlock._options import Waiting
 from redlock._supervisor import CannotRun, Interrupted, Supervisor
 from redlock._topology import MasterReport, Severity, TopologyReport, Verdict
 from redlock._urls import redacted
@@ -649,16 +650,17 @@ def _lock(
     """
     if limit is not None and fencing:
         raise CliError(ExitCode.USAGE, "--fencing is for a lock: a semaphore (--limit) has no fencing token")
+    waiting: Waiting[Lock] = {"auto_extend": on_lost is not None, "on_lost": on_lost}
     with _usage_errors():
         if limit is not None:
-            lock: Lock = rl.semaphore(name, limit, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+            lock: Lock = rl.semaphore(name, limit, ttl, **waiting)
         elif mode is not None:
             if fencing:
                 raise ValueError("--fencing is for a plain lock: a read-write lock has no fencing token")
-            rw = rl.rwlock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+            rw = rl.rwlock(name, ttl, **waiting)
             lock = rw.read() if mode == "read" else rw.write()
         else:
-            lock = rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost, fencing=fencing)
+            lock = rl.lock(name, ttl, fencing=fencing, **waiting)
     _check_max_ttl(ttl)
     return lock
 

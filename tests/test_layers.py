@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
         "_compiled",
         "_held_weakly",
         "_console",
+        "_options",
     ),
     ("_core",),  # the protocol's vocabulary: arithmetic, commands, rounds, results
     ("_kinds",),  # what each kind of lock sends, and its quorum
@@ -36,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_urls", "_facts"),  # URLs read; what a master says at connect
     ("_config",),  # checks, addresses, credentials, the drivers' settings
     ("_topology",),  # whether the masters are what Redlock needs: the rules, check()'s report
+    ("_exports",),  # the public names both clients export
     ("_connection",),  # the connection policy
     ("_driver",),  # what both drivers do alike: the lowest layer with I/O
     ("_telemetry",),
