@@ -225,10 +225,10 @@ class Driver(DriverBase["_Protocol"]):
                 except StopIteration:
                     raise
                 except BaseException as interruption:
-                    # The flow cleans up after it (a flow that raised it re-raises it at once).
+                    # Here, in a pause or in the flow: the flow's clean-up runs, if it has one.
                     self._out_of_line(waiting)
                     waiting = None
-                    request = flow.throw(interruption)
+                    request = self._thrown(flow, interruption)
         except StopIteration as stop:
             result: R = stop.value
             return result

@@ -12,14 +12,14 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
 from redlock._compiled import mypyc_attr
 from redlock._config import DriverSettings, MasterAddress
 from redlock._connection import CLOSED, Connect, Connections, Interrupted, Kind, ReplyReader, Write, reply_parser
-from redlock._core import Handoff, Round, release_channel
+from redlock._core import Handoff, Request, Round, release_channel
 from redlock._facts import MasterFacts
 from redlock._topology import Finding
 from redlock.exceptions import ClientClosed
@@ -245,6 +245,19 @@ class DriverBase(Generic[ConnectionT]):
         return self._policy.connection_states()
 
     # --- what the masters are (see redlock._topology) ---------------------------------------
+
+    @staticmethod
+    def _thrown(flow: Generator[Request, float, object], interruption: BaseException) -> Request:
+        """Throw what interrupted a flow into it: the first request of its clean-up (an
+        acquire's rollback: see :func:`redlock._flows.committed_acquire`); raises the
+        interruption once the flow has none. An interruption never turns into a return:
+        not when a flow ends after a throw, nor for a flow that raised it and ended already
+        (compiled by mypyc, such a flow raises StopIteration where Python re-raises)."""
+        try:
+            return flow.throw(interruption)
+        except StopIteration:
+            pass
+        raise interruption
 
     def _out_of_line(self, waiting: tuple[str, Any] | None) -> None:
         """Leave the waiters for a release: a flow's place among them (see each driver's

@@ -96,15 +96,9 @@ DEFAULTS: Final[AsyncLockKeywords[Any]] = {
     "max_attempts": None,
 }
 
-#: Each factory's keywords, by the name Python's own errors give it.
-FACTORIES: Final[dict[type, str]] = {
-    LockKeywords: "Redlock.lock",
-    AsyncLockKeywords: "Redlock.lock",
-    SemaphoreKeywords: "Redlock.semaphore",
-    AsyncSemaphoreKeywords: "Redlock.semaphore",
-    ReadWriteKeywords: "Redlock.rwlock",
-    AsyncReadWriteKeywords: "Redlock.rwlock",
-}
+#: The factory of each class of keywords above, by the name Python's own errors give it
+#: (``Redlock.lock``): filled in by :func:`takes`.
+_FACTORY_NAMES: dict[type, str] = {}
 
 
 def keywords_of(keywords: type) -> tuple[str, ...]:
@@ -113,15 +107,15 @@ def keywords_of(keywords: type) -> tuple[str, ...]:
 
 
 def given(options: Mapping[str, object], keywords: type) -> Mapping[str, object]:
-    """The options a factory of ``keywords`` was called with, each one not given at its
-    default (those the factory does not take too); a TypeError, worded as Python's own, for
-    a keyword it does not take."""
+    """Every option, as the factory of ``keywords`` was given it or else at its default (so
+    are those it does not take); a TypeError, worded as Python's own, for a keyword it does
+    not take."""
     if not options:
         return DEFAULTS
     taken: frozenset[str] = keywords.__optional_keys__  # type: ignore[attr-defined]
     if not taken.issuperset(options):
         unexpected = next(name for name in options if name not in taken)
-        raise TypeError(f"{FACTORIES[keywords]}() got an unexpected keyword argument {unexpected!r}")
+        raise TypeError(f"{_FACTORY_NAMES[keywords]}() got an unexpected keyword argument {unexpected!r}")
     return {**DEFAULTS, **options}
 
 
@@ -146,6 +140,7 @@ def takes(keywords: type, holder: str) -> Callable[[F], F]:
             for name, annotation in keywords.__annotations__.items()
         ]
         factory.__signature__ = signature.replace(parameters=[*fixed, *written_out])  # type: ignore[attr-defined]
+        _FACTORY_NAMES[keywords] = factory.__qualname__
         return factory
 
     return sign
