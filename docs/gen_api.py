@@ -26,10 +26,14 @@ from typing import Any
 
 API_MD = pathlib.Path(__file__).resolve().parent / "api.md"
 
-#: (module, the names to document, or None for its ``__all__``), in page order.
-SECTIONS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
-    ("redlock", None),
-    ("redlock.asyncio", ("Redlock", "Lock", "Semaphore", "ReadWriteLock", "Election")),
+#: What a section documents: its module's ``__all__``, or only the names that are its own
+#: (not those of redlock._api.exports, which both clients export and the redlock section shows).
+ALL, OWN = "all", "own"
+
+#: (module, the names to document, or ALL / OWN), in page order.
+SECTIONS: tuple[tuple[str, tuple[str, ...] | str], ...] = (
+    ("redlock", ALL),
+    ("redlock.asyncio", OWN),
     ("redlock.fencing", ("FencedStore",)),
     ("redlock.cli", ("main", "release_token", "ExitCode")),
 )
@@ -59,25 +63,42 @@ def render() -> str:
         "(tests/test_docs.py checks that it is current). Examples inside docstrings are shown "
         "as text; the runnable examples are in the other pages.\n",
     ]
-    for module_name, names in SECTIONS:
-        parts.append(_render_module(module_name, names))
+    for module_name, _ in SECTIONS:
+        parts.append(_render_module(module_name))
     return "\n".join(parts).rstrip() + "\n"
 
 
 def documented_names(module_name: str) -> list[str]:
     """The names of ``module_name`` that the reference documents."""
     module = importlib.import_module(module_name)
+    shared = importlib.import_module("redlock._api.exports").__all__
     for name, names in SECTIONS:
         if name == module_name:
-            chosen = list(names if names is not None else module.__all__)
+            if names == ALL:
+                chosen = list(module.__all__)
+            elif names == OWN:
+                chosen = [name for name in module.__all__ if name not in shared]
+            else:
+                chosen = list(names)
             return sorted(chosen, key=lambda n: (n not in LEAD, LEAD.index(n) if n in LEAD else 0, n.lower()))
     raise KeyError(module_name)
+
+
+def undocumented_options() -> list[str]:
+    """The lock options (redlock._api.options, shown in the factories' signatures) that no
+    ``lock()`` docstring explains: each is explained once, there."""
+    options = importlib.import_module("redlock._api.options")
+    explained = "".join(
+        inspect.getdoc(importlib.import_module(module).Redlock.lock) or "" for module in ("redlock", "redlock.asyncio")
+    )
+    # (As ``name`` or ``name=value``.)
+    return [name for name in options.DEFAULTS if not re.search(f"``{name}(=[^`]*)?``", explained)]
 
 
 # --- modules, classes, functions ---------------------------------------------------------------
 
 
-def _render_module(module_name: str, names: tuple[str, ...] | None) -> str:
+def _render_module(module_name: str) -> str:
     module = importlib.import_module(module_name)
     lines = [f"## `{module_name}`\n", _markdown(module.__doc__)]
     if module_name == "redlock":
@@ -261,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Generate docs/api.md from the docstrings.")
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/api.md is not current")
     args = parser.parse_args(argv)
+    undocumented = undocumented_options()
+    if undocumented:
+        print(f"lock options that no lock() docstring explains: {', '.join(undocumented)}", file=sys.stderr)
+        return 1
     text = render()
     if args.check:
         if API_MD.exists() and API_MD.read_text() == text:

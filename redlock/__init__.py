@@ -12,28 +12,12 @@ from redlock import _compiled
 
 _compiled.prefer_sources_if_asked()  # (first: before anything imports the core)
 
+from redlock._api import exports as _exports
+from redlock._api.exports import *  # noqa: F403 (the names both clients export: listed there, once)
 from redlock._api.sync import Election, Lock, ReadWriteLock, Redlock, Semaphore
 from redlock._protocol import core as _core
 from redlock._protocol.core import quorum_size, semaphore_quorum, validity_left
-from redlock._protocol.flows import LockInfo, MasterInfo
-from redlock._protocol.topology import Finding, MasterReport, Severity, TopologyReport, Verdict
 from redlock._version import __version__ as __version__
-from redlock.exceptions import (
-    AcquireTimeout,
-    ClientClosed,
-    ExtendUnconfirmed,
-    KeyConflict,
-    LockAlreadyHeld,
-    LockLost,
-    LockNotAcquired,
-    LockNotHeld,
-    MasterMisconfigured,
-    NodeOutcome,
-    NodeStatus,
-    QuorumUnavailable,
-    RedlockError,
-    ReleaseUnconfirmed,
-)
 
 #: True when the sans-I/O core (lock arithmetic, flows, connection policy) runs compiled by
 #: mypyc, as in a wheel built with ``REDLOCK_COMPILE=1`` (setup.py); False for the pure
@@ -41,34 +25,14 @@ from redlock.exceptions import (
 compiled: bool = not _core.__file__.endswith(".py")
 
 __all__ = [
-    "AcquireTimeout",
-    "ClientClosed",
     "Election",
-    "ExtendUnconfirmed",
-    "Finding",
-    "KeyConflict",
     "Lock",
-    "LockAlreadyHeld",
-    "LockInfo",
-    "LockLost",
-    "LockNotAcquired",
-    "LockNotHeld",
-    "MasterInfo",
-    "MasterMisconfigured",
-    "MasterReport",
-    "NodeOutcome",
-    "NodeStatus",
-    "QuorumUnavailable",
     "ReadWriteLock",
     "Redlock",
-    "RedlockError",
-    "ReleaseUnconfirmed",
     "Semaphore",
-    "Severity",
-    "TopologyReport",
-    "Verdict",
     "compiled",
     "quorum_size",
     "semaphore_quorum",
     "validity_left",
 ]
+__all__ += _exports.__all__

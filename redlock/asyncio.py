@@ -18,10 +18,13 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, Unpack
 
+from redlock._api import exports as _exports
 from redlock._api.election import UNCHANGED, Campaign, Elected, ElectionState, Resign, Runner, Step, Wait
+from redlock._api.exports import *  # noqa: F403 (the names both clients export: listed there, once)
 from redlock._api.locked import NO_DEFAULT, LockedCall
+from redlock._api.options import AsyncLockKeywords, AsyncReadWriteKeywords, AsyncSemaphoreKeywords, given, takes
 from redlock._api.rwlock import ReadWriteState
 from redlock._api.state import (
     DEFAULT_TTL,
@@ -39,64 +42,20 @@ from redlock._protocol.flows import (
     Lease,
     LockInfo,
     LockSpec,
-    MasterInfo,
     Tokens,
     force_release_flow,
     inspect_flow,
     lock_info,
-    rollback_failed,
-    rollback_note,
 )
-from redlock._protocol.topology import Finding, MasterReport, Severity, TopologyReport, Verdict
-from redlock.exceptions import (
-    AcquireTimeout,
-    ClientClosed,
-    ExtendUnconfirmed,
-    KeyConflict,
-    LockAlreadyHeld,
-    LockLost,
-    LockNotAcquired,
-    LockNotHeld,
-    MasterMisconfigured,
-    NodeOutcome,
-    NodeStatus,
-    QuorumUnavailable,
-    RedlockError,
-    ReleaseUnconfirmed,
-)
+from redlock._protocol.topology import TopologyReport
+from redlock.exceptions import LockLost, LockNotAcquired
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 
-__all__ = [
-    "AcquireTimeout",
-    "ClientClosed",
-    "Election",
-    "ExtendUnconfirmed",
-    "Finding",
-    "KeyConflict",
-    "Lock",
-    "LockAlreadyHeld",
-    "LockInfo",
-    "LockLost",
-    "LockNotAcquired",
-    "LockNotHeld",
-    "MasterInfo",
-    "MasterMisconfigured",
-    "MasterReport",
-    "NodeOutcome",
-    "NodeStatus",
-    "QuorumUnavailable",
-    "ReadWriteLock",
-    "Redlock",
-    "RedlockError",
-    "ReleaseUnconfirmed",
-    "Semaphore",
-    "Severity",
-    "TopologyReport",
-    "Verdict",
-]
+__all__ = ["Election", "Lock", "ReadWriteLock", "Redlock", "Semaphore"]
+__all__ += _exports.__all__
 
 
 class Redlock(ClusterConfig):
@@ -110,21 +69,12 @@ class Redlock(ClusterConfig):
     _driver_class = Driver
     _driver: Driver
 
+    @takes(AsyncLockKeywords, "Lock")
     def lock(
         self,
         name: str | list[str] | tuple[str, ...],
         ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Lock], None] | None = None,
-        cancel_on_lost: bool = False,
-        fencing: bool = False,
-        reentrant: bool = False,
-        lock_delay: float = 0.0,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[AsyncLockKeywords[Lock]],
     ) -> Lock:
         """A Lock on ``name``; see :meth:`redlock.Redlock.lock` for the arguments.
 
@@ -135,21 +85,7 @@ class Redlock(ClusterConfig):
         share an ``asyncio.Lock``; with ``reentrant=True`` the owning task may acquire again.
         A list or tuple of names makes a lock on all of them at once, as with the sync client.
         """
-        spec, options = self._lock_parts(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            cancel_on_lost=cancel_on_lost,
-            fencing=fencing,
-            reentrant=reentrant,
-            lock_delay=lock_delay,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
-        return Lock(self, spec, options)
+        return Lock(self, *self._lock_parts(name, ttl, given(options, AsyncLockKeywords)))
 
     def locked(
         self,
@@ -222,65 +158,19 @@ class Redlock(ClusterConfig):
         spec = self._lock_spec(name, DEFAULT_TTL)
         return await self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
+    @takes(AsyncSemaphoreKeywords, "Semaphore")
     def semaphore(
-        self,
-        name: str,
-        limit: int,
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Semaphore], None] | None = None,
-        cancel_on_lost: bool = False,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        self, name: str, limit: int, ttl: float = DEFAULT_TTL, **options: Unpack[AsyncSemaphoreKeywords[Semaphore]]
     ) -> Semaphore:
         """A counting Semaphore; see :meth:`redlock.Redlock.semaphore` and :meth:`lock`."""
-        spec, options = semaphore_options(
-            self,
-            name,
-            limit,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            cancel_on_lost=cancel_on_lost,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
-        return Semaphore(self, spec, options)
+        return Semaphore(self, *semaphore_options(self, name, limit, ttl, given(options, AsyncSemaphoreKeywords)))
 
+    @takes(AsyncReadWriteKeywords, "Lock")
     def rwlock(
-        self,
-        name: str,
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Lock], None] | None = None,
-        cancel_on_lost: bool = False,
-        lock_delay: float = 0.0,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        self, name: str, ttl: float = DEFAULT_TTL, **options: Unpack[AsyncReadWriteKeywords[Lock]]
     ) -> ReadWriteLock:
         """A read-write lock; see :meth:`redlock.Redlock.rwlock` and :meth:`lock`."""
-        return ReadWriteLock(
-            self,
-            Lock,
-            name,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            cancel_on_lost=cancel_on_lost,
-            lock_delay=lock_delay,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
+        return ReadWriteLock(self, Lock, name, ttl, given(options, AsyncReadWriteKeywords))
 
     async def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -345,27 +235,20 @@ class Lock(LockState[Redlock]):
                     turn = await self._waited(self._turn(me, blocking, give_up_at))
                     if turn is not Turn.AT_MASTERS:
                         return turn is Turn.NESTED
+                # Interrupted (cancelled) before its end, the flow takes its keys back itself.
                 tokens, flow = self._acquire_flow(blocking, give_up_at)
-                # Interrupted (cancelled) before the lease is recorded, with SETs possibly landed:
-                # ours are taken back, whatever comes next.
-                return await self._cluster._driver.run(
-                    flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens)
-                )
+                return await self._cluster._driver.run(flow, _unchanged)
             finally:
                 self._end_turn(me)
         except BaseException as interruption:
-            # Interrupted after the lease was recorded (a signal handler's exception, which,
-            # unlike a cancellation, needs no await to arrive): as the sync Lock does.
-            undo = self._undo_flow(tokens)
+            # Interrupted after the flow's end (a signal handler's exception, which, unlike a
+            # cancellation, needs no await to arrive): as the sync Lock does.
+            undo = self._undo_flow(tokens, interruption)
             if undo is not None:
                 try:
-                    note = await self._cluster._driver.run(undo, rollback_note, shielded=True)
-                except Exception as failure:
-                    note = rollback_failed(failure)
+                    await self._cluster._driver.run(undo, _unchanged, shielded=True)
                 finally:
                     self._end_turn(me)
-                if note is not None:
-                    interruption.add_note(note)
             raise
 
     def _wake_local(self) -> None:
@@ -720,5 +603,5 @@ async def _outcome(result: object) -> None:
         await result
 
 
-def _unchanged(result: Result) -> Result:
+def _unchanged(result: T) -> T:
     return result

@@ -49,6 +49,7 @@ MODULES: dict[str, list[tuple[str, ...]]] = {
         ("sync", "aio"),
     ],
     "_api": [
+        ("options", "exports"),  # the lock options, defined once; the names both APIs export
         ("telemetry",),
         ("state",),  # a Lock's state and settings, for both APIs
         ("election", "locked", "rwlock"),

@@ -14,7 +14,7 @@ majority for both) does the rest. docs/algorithm.md, "Read-write lock", derives 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from redlock._api.state import ClusterConfig, LockOptions, LockState
@@ -34,36 +34,15 @@ class ReadWriteState(Generic[LockT]):
         lock_class: Callable[[Any, LockSpec, LockOptions], LockT],
         name: object,
         ttl: object,
-        *,
-        timeout: object,
-        auto_extend: object,
-        on_lost: object,
-        cancel_on_lost: object = False,
-        lock_delay: object = 0.0,
-        max_hold: object = None,
-        retry_delay: object = None,
-        max_attempts: object = None,
+        options: Mapping[str, object],
     ) -> None:
+        # (``options`` has every option, see redlock._api.options.given: rwlock() takes neither
+        # fencing nor reentrant, which stay at their defaults.)
         key = _config.check_lock_name(name)  # one name: no semaphore, no multi-name lock
         self._cluster = cluster
         self._lock_class = lock_class
         (self._read, self._options), (self._write, _) = (
-            cluster._lock_parts(
-                key,
-                ttl,
-                timeout=timeout,
-                auto_extend=auto_extend,
-                on_lost=on_lost,
-                cancel_on_lost=cancel_on_lost,
-                fencing=False,
-                reentrant=False,
-                lock_delay=lock_delay,
-                max_hold=max_hold,
-                retry_delay=retry_delay,
-                max_attempts=max_attempts,
-                mode=mode,
-            )
-            for mode in ("read", "write")
+            cluster._lock_parts(key, ttl, options, mode=mode) for mode in ("read", "write")
         )
 
     def __repr__(self) -> str:

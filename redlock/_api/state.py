@@ -17,7 +17,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -26,7 +26,7 @@ from redlock._api import telemetry as _telemetry
 from redlock._extras import loaded_class
 from redlock._io.driver import DriverBase
 from redlock._protocol import config as _config
-from redlock._protocol.core import Flow, Result
+from redlock._protocol.core import Flow, Request, Result
 from redlock._protocol.flows import (
     RELEASE_PATIENCE,
     Lease,
@@ -35,12 +35,13 @@ from redlock._protocol.flows import (
     acquire_flow,
     added_ttl,
     bounded_extend_flow,
+    committed_acquire,
     extend_flow,
     hold_start,
     release_flow,
     release_timeout,
     renewal_flow,
-    rollback_flow,
+    rolled_back,
 )
 from redlock._protocol.kinds import kind_of
 from redlock._protocol.scripts import FOREIGN_KEY
@@ -332,37 +333,21 @@ class ClusterConfig:
         )
 
     def _lock_parts(
-        self,
-        name: object,
-        ttl: object,
-        *,
-        timeout: object,
-        auto_extend: object,
-        on_lost: object,
-        cancel_on_lost: object = False,
-        fencing: object,
-        reentrant: object,
-        lock_delay: object,
-        max_hold: object,
-        retry_delay: object,
-        max_attempts: object,
-        mode: str = "",
+        self, name: object, ttl: object, options: Mapping[str, object], mode: str = ""
     ) -> tuple[LockSpec, LockOptions]:
         """The checked spec and options of ``lock()``, for both clients (see
-        :meth:`redlock.Redlock.lock` for each argument); with ``mode``, of that side of a
-        read-write lock (``rwlock()``)."""
-        spec = self._lock_spec(name, ttl, fencing=fencing, lock_delay=lock_delay, retry_delay=retry_delay, mode=mode)
-        options = LockOptions.checked(
-            spec,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            cancel_on_lost=cancel_on_lost,
-            reentrant=reentrant,
-            max_hold=max_hold,
-            max_attempts=max_attempts,
+        :meth:`redlock.Redlock.lock` for each argument; ``options`` has every option, see
+        :func:`redlock._api.options.given`); with ``mode``, of that side of a read-write lock
+        (``rwlock()``)."""
+        spec = self._lock_spec(
+            name,
+            ttl,
+            fencing=options["fencing"],
+            lock_delay=options["lock_delay"],
+            retry_delay=options["retry_delay"],
+            mode=mode,
         )
-        return spec, options
+        return spec, LockOptions.of(spec, options)
 
 
 @dataclass(frozen=True)
@@ -384,6 +369,21 @@ class LockOptions:
     def new_token(self) -> str:
         """A fresh token for one acquire attempt (with the identity, if any)."""
         return new_token() if self.identity is None else identity_token(self.identity)
+
+    @classmethod
+    def of(cls, spec: LockSpec, options: Mapping[str, object]) -> LockOptions:
+        """The checked options of a Lock of ``spec`` from a factory's ``options`` (every
+        option, see :func:`redlock._api.options.given`)."""
+        return cls.checked(
+            spec,
+            timeout=options["timeout"],
+            auto_extend=options["auto_extend"],
+            on_lost=options["on_lost"],
+            cancel_on_lost=options["cancel_on_lost"],
+            reentrant=options["reentrant"],
+            max_hold=options["max_hold"],
+            max_attempts=options["max_attempts"],
+        )
 
     @classmethod
     def checked(
@@ -510,33 +510,14 @@ class Turn(Enum):
 
 
 def semaphore_options(
-    cluster: ClusterConfig,
-    name: object,
-    limit: object,
-    ttl: object,
-    *,
-    timeout: object,
-    auto_extend: object,
-    on_lost: object,
-    cancel_on_lost: object = False,
-    max_hold: object = None,
-    retry_delay: object = None,
-    max_attempts: object = None,
+    cluster: ClusterConfig, name: object, limit: object, ttl: object, options: Mapping[str, object]
 ) -> tuple[LockSpec, LockOptions]:
-    """The checked spec and options of a semaphore, for both clients' ``semaphore()``."""
+    """The checked spec and options of a semaphore, for both clients' ``semaphore()``
+    (``options`` has every option, see :func:`redlock._api.options.given`)."""
     if limit is None:  # (_lock_spec reads None as "not a semaphore")
         raise TypeError("limit must be an int, got NoneType")
-    spec = cluster._lock_spec(name, ttl, limit=limit, retry_delay=retry_delay)
-    options = LockOptions.checked(
-        spec,
-        timeout=timeout,
-        auto_extend=auto_extend,
-        on_lost=on_lost,
-        cancel_on_lost=cancel_on_lost,
-        max_hold=max_hold,
-        max_attempts=max_attempts,
-    )
-    return spec, options
+    spec = cluster._lock_spec(name, ttl, limit=limit, retry_delay=options["retry_delay"])
+    return spec, LockOptions.of(spec, options)
 
 
 class PermitView:
@@ -830,7 +811,9 @@ class LockState(Generic[ClusterT]):
 
     # --- flows and their results ----------------------------------------------------------
 
-    def _acquire_flow(self, blocking: bool, give_up_at: float | None) -> tuple[Tokens, Flow]:
+    def _acquire_flow(self, blocking: bool, give_up_at: float | None) -> tuple[Tokens, Generator[Request, float, bool]]:
+        """The tokens of an acquire and its flow, which ends committed (True: this object
+        holds the lock) or, interrupted anywhere, rolled back (see committed_acquire)."""
         options = self._options
         tokens = Tokens(new_token if options.identity is None else options.new_token)
         flow = acquire_flow(
@@ -842,7 +825,8 @@ class LockState(Generic[ClusterT]):
             rng=self._cluster._rng,
             max_attempts=self._options.max_attempts,
         )
-        return tokens, self._observed("acquire", flow)
+        observed = self._observed("acquire", flow)
+        return tokens, committed_acquire(self._spec, tokens, observed, self._commit_acquire, self._forget_acquire)
 
     def _observed(self, operation: str, flow: Flow) -> Flow:
         return _telemetry.observe(self._cluster._telemetry, operation, self, flow)
@@ -965,24 +949,25 @@ class LockState(Generic[ClusterT]):
     def _start_renewer(self, lease: Lease) -> None:
         raise NotImplementedError
 
-    def _rollback_flow(self, tokens: Tokens) -> Flow:
-        """Delete what an interrupted acquire may have set, everywhere; a lease the
-        interruption caught being recorded is dropped with it (its renewer stops)."""
+    def _forget_acquire(self, tokens: Tokens) -> None:
+        """Drop a lease of ``tokens`` that an interrupted acquire's commit recorded (its
+        renewer stops): the caller gets no True, and the rollback takes the keys back."""
         lease = self._lease
         if lease is not None and lease.token in tokens.outstanding:
             lease.ended = True
             self._lease, self._holds = None, 0
-        return rollback_flow(self._spec, list(tokens.outstanding))
 
-    def _undo_flow(self, tokens: Tokens | None) -> Flow | None:
-        """For an acquire interrupted after its lease was recorded (in the driver's clean-up
-        after the commit, or while handing the object back), which its caller will take for
-        one that holds nothing: the rollback, the lease dropped first. None when no lease of
-        this acquire is recorded: interrupted earlier, the driver has rolled back already."""
+    def _undo_flow(self, tokens: Tokens | None, interruption: BaseException) -> Flow | None:
+        """For an acquire interrupted after its flow ended committed (in the driver's clean-up
+        after it, or while handing the object back), which its caller will take for one that
+        holds nothing: the lease dropped, then the rollback, which notes on ``interruption``
+        what it could not confirm. None when no lease of this acquire is recorded:
+        interrupted earlier, its flow has rolled back already."""
         lease = self._lease
         if tokens is None or lease is None or lease.token not in tokens.outstanding:
             return None
-        return self._rollback_flow(tokens)
+        self._forget_acquire(tokens)
+        return rolled_back(self._spec, tokens, interruption)
 
     def _release_flow(self) -> tuple[Lease, Flow]:
         lease = self._held_lease("release")

@@ -12,7 +12,7 @@ import functools
 import threading
 from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 from redlock._api.election import (
     UNCHANGED,
@@ -26,6 +26,7 @@ from redlock._api.election import (
     stopped_by_sigterm,
 )
 from redlock._api.locked import NO_DEFAULT, LockedCall
+from redlock._api.options import LockKeywords, ReadWriteKeywords, SemaphoreKeywords, given, takes
 from redlock._api.rwlock import ReadWriteState
 from redlock._api.state import (
     DEFAULT_TTL,
@@ -38,7 +39,6 @@ from redlock._api.state import (
     semaphore_options,
 )
 from redlock._io.sync import Driver
-from redlock._protocol.core import Result
 from redlock._protocol.flows import (
     Lease,
     LockInfo,
@@ -47,8 +47,6 @@ from redlock._protocol.flows import (
     force_release_flow,
     inspect_flow,
     lock_info,
-    rollback_failed,
-    rollback_note,
 )
 from redlock._protocol.topology import TopologyReport
 from redlock.exceptions import LockLost, LockNotAcquired
@@ -144,20 +142,9 @@ class Redlock(ClusterConfig):
     _driver_class = Driver
     _driver: Driver
 
+    @takes(LockKeywords, "Lock")
     def lock(
-        self,
-        name: str | list[str] | tuple[str, ...],
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Lock], None] | None = None,
-        fencing: bool = False,
-        reentrant: bool = False,
-        lock_delay: float = 0.0,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        self, name: str | list[str] | tuple[str, ...], ttl: float = DEFAULT_TTL, **options: Unpack[LockKeywords[Lock]]
     ) -> Lock:
         """A Lock on ``name`` that expires after ``ttl`` seconds unless extended.
 
@@ -194,20 +181,7 @@ class Redlock(ClusterConfig):
         (node-redlock's ``retryCount`` + 1), beside ``timeout``: whichever runs out first
         ends it (False from ``acquire``; LockNotAcquired, or AcquireTimeout, from ``with``).
         """
-        spec, options = self._lock_parts(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            fencing=fencing,
-            reentrant=reentrant,
-            lock_delay=lock_delay,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
-        return Lock(self, spec, options)
+        return Lock(self, *self._lock_parts(name, ttl, given(options, LockKeywords)))
 
     def locked(
         self,
@@ -309,18 +283,9 @@ class Redlock(ClusterConfig):
         spec = self._lock_spec(name, DEFAULT_TTL)
         return self._driver.run(force_release_flow(spec), lambda result: lock_info(spec, result))
 
+    @takes(SemaphoreKeywords, "Semaphore")
     def semaphore(
-        self,
-        name: str,
-        limit: int,
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Semaphore], None] | None = None,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
+        self, name: str, limit: int, ttl: float = DEFAULT_TTL, **options: Unpack[SemaphoreKeywords[Semaphore]]
     ) -> Semaphore:
         """A counting Semaphore on ``name``: at most ``limit`` holders at once, each permit
         expiring after ``ttl`` seconds unless extended; the other options as for :meth:`lock`.
@@ -331,33 +296,10 @@ class Redlock(ClusterConfig):
         lock: ``sem.quorum`` tells how many it needs. Every client must use the same limit.
         ``max_hold``, ``retry_delay`` and ``max_attempts`` are as for :meth:`lock`.
         """
-        spec, options = semaphore_options(
-            self,
-            name,
-            limit,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
-        return Semaphore(self, spec, options)
+        return Semaphore(self, *semaphore_options(self, name, limit, ttl, given(options, SemaphoreKeywords)))
 
-    def rwlock(
-        self,
-        name: str,
-        ttl: float = DEFAULT_TTL,
-        *,
-        timeout: float | None = None,
-        auto_extend: bool = False,
-        on_lost: Callable[[Lock], None] | None = None,
-        lock_delay: float = 0.0,
-        max_hold: float | None = None,
-        retry_delay: float | None = None,
-        max_attempts: int | None = None,
-    ) -> ReadWriteLock:
+    @takes(ReadWriteKeywords, "Lock")
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL, **options: Unpack[ReadWriteKeywords[Lock]]) -> ReadWriteLock:
         """A read-write lock on ``name``: many readers at once, or one writer.
 
         ``rw.read()`` and ``rw.write()`` each return a new :class:`Lock` (acquire, release,
@@ -368,19 +310,7 @@ class Redlock(ClusterConfig):
         it dies waiting), so a steady stream of readers cannot starve it (docs/algorithm.md,
         "Read-write lock").
         """
-        return ReadWriteLock(
-            self,
-            Lock,
-            name,
-            ttl,
-            timeout=timeout,
-            auto_extend=auto_extend,
-            on_lost=on_lost,
-            lock_delay=lock_delay,
-            max_hold=max_hold,
-            retry_delay=retry_delay,
-            max_attempts=max_attempts,
-        )
+        return ReadWriteLock(self, Lock, name, ttl, given(options, ReadWriteKeywords))
 
     def release_token(self, name: str, token: str) -> None:
         """Release ``name`` held under ``token`` (acquired by another process, say).
@@ -474,27 +404,20 @@ class Lock(LockState[Redlock]):
                     turn = self._waited(self._turn(me, blocking, give_up_at))
                     if turn is not Turn.AT_MASTERS:
                         return turn is Turn.NESTED
+                # Interrupted (Ctrl-C) before its end, the flow takes its keys back itself.
                 tokens, flow = self._acquire_flow(blocking, give_up_at)
-                # Interrupted (Ctrl-C) anywhere before the lease is recorded, with SETs possibly
-                # landed: ours are taken back before the interruption goes on.
-                return self._cluster._driver.run(
-                    flow, self._commit_acquire, rollback=lambda: self._rollback_flow(tokens)
-                )
+                return self._cluster._driver.run(flow, _unchanged)
             finally:
                 self._end_turn(me)
         except BaseException as interruption:
-            # Interrupted after the lease was recorded: the caller, who gets no True, must
-            # not be left holding the lock, nor the masters its keys.
-            undo = self._undo_flow(tokens)
+            # Interrupted after the flow's end: the caller, who gets no True, must not be
+            # left holding the lock, nor the masters its keys.
+            undo = self._undo_flow(tokens, interruption)
             if undo is not None:
                 try:
-                    note = self._cluster._driver.run(undo, rollback_note)
-                except Exception as failure:
-                    note = rollback_failed(failure)
+                    self._cluster._driver.run(undo, _unchanged)
                 finally:
                     self._end_turn(me)
-                if note is not None:
-                    interruption.add_note(note)
             raise
 
     def release(self) -> None:
@@ -871,5 +794,5 @@ class Election(ElectionState[Lock]):
         self._lock.__exit__(exc_type, exc, traceback)
 
 
-def _unchanged(result: Result) -> Result:
+def _unchanged(result: T) -> T:
     return result

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, NoReturn
 
+from redlock._api.options import Waiting
 from redlock._api.state import DEFAULT_NODE_TIMEOUT, DEFAULT_TTL
 from redlock._api.sync import Lock, Redlock
 from redlock._cli.console import printable
@@ -268,16 +269,17 @@ def lock_for(
     """
     if limit is not None and fencing:
         raise CliError(ExitCode.USAGE, "--fencing is for a lock: a semaphore (--limit) has no fencing token")
+    waiting: Waiting[Lock] = {"auto_extend": on_lost is not None, "on_lost": on_lost}
     with usage_errors():
         if limit is not None:
-            lock: Lock = rl.semaphore(name, limit, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+            lock: Lock = rl.semaphore(name, limit, ttl, **waiting)
         elif mode is not None:
             if fencing:
                 raise ValueError("--fencing is for a plain lock: a read-write lock has no fencing token")
-            rw = rl.rwlock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost)
+            rw = rl.rwlock(name, ttl, **waiting)
             lock = rw.read() if mode == "read" else rw.write()
         else:
-            lock = rl.lock(name, ttl, auto_extend=on_lost is not None, on_lost=on_lost, fencing=fencing)
+            lock = rl.lock(name, ttl, fencing=fencing, **waiting)
     check_max_ttl(ttl)
     return lock
 

@@ -18,14 +18,14 @@ import contextlib
 import functools
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar, cast
 
 from redlock._io.driver import DriverBase, keep_alive, read_buffer
 from redlock._protocol.connection import Connect, Kind, ProtocolViolation, ReplyTooLarge, Write
-from redlock._protocol.core import Flow, Pause, Result, Round, release_channel
-from redlock._protocol.flows import rollback_failed, rollback_note
+from redlock._protocol.core import Pause, Request, Round, release_channel
 
+R = TypeVar("R")
 T = TypeVar("T")
 
 
@@ -172,18 +172,19 @@ class Driver(DriverBase["_Protocol"]):
 
     async def run(
         self,
-        flow: Flow,
-        commit: Callable[[Result], T],
+        flow: Generator[Request, float, R],
+        commit: Callable[[R], T],
         *,
-        rollback: Callable[[], Flow] | None = None,
         shielded: bool = False,
     ) -> T:
         """Run ``flow`` and hand its result to ``commit``; return what that returns.
 
-        If either is interrupted (cancelled), ``rollback()`` runs to completion first, on the
-        same connections. A ``shielded`` flow (a release: our keys must go) runs to its end
-        even if the caller is cancelled meanwhile; the cancellation is raised once it is done
-        and committed, and outranks the flow's own failure.
+        Whatever interrupts a round or a pause (a cancellation, an error) is thrown into the
+        flow, and the rounds of its clean-up (an acquire's rollback: see
+        :func:`redlock._protocol.flows.committed_acquire`) run to completion first, on the same
+        connections. A ``shielded`` flow (a release: our keys must go) runs to its end even
+        if the caller is cancelled meanwhile; the cancellation is raised once it is done and
+        committed, and outranks the flow's own failure.
         """
         self._check_fork()
         self._check_loop()
@@ -193,13 +194,6 @@ class Driver(DriverBase["_Protocol"]):
             try:
                 result = commit(await self._drive(flow, cancels))
             except BaseException as interruption:
-                if rollback is not None:
-                    try:
-                        note = rollback_note(await self._drive(rollback(), []))
-                    except Exception as failure:  # the interruption is what the caller must see
-                        note = rollback_failed(failure)
-                    if note is not None:
-                        interruption.add_note(note)
                 if cancels:
                     raise cancels[0] from interruption
                 # (Named, not a bare raise: compiled, the exception being handled across the
@@ -212,24 +206,35 @@ class Driver(DriverBase["_Protocol"]):
             flow.close()
             self._active -= 1
 
-    async def _drive(self, flow: Flow, cancels: list[asyncio.CancelledError] | None) -> Result:
+    async def _drive(self, flow: Generator[Request, float, R], cancels: list[asyncio.CancelledError] | None) -> R:
         """Step ``flow``; with a ``cancels`` list, its rounds keep going through cancellation
         and record it there (clean-ups are rounds only: they never pause)."""
         waiting: _Waiting | None = None
+        # Where the shielded rounds of a flow that is not shielded as a whole (the rollback
+        # of an interrupted acquire) put the cancellations they meet: the interruption they
+        # clean up after is what the caller gets.
+        absorbed: list[asyncio.CancelledError] = []
         try:
             request = next(flow)
             while True:
-                if isinstance(request, Round):
-                    await self._run_round(request, cancels)
-                else:
-                    waiting = await self._pause(request, waiting)
-                request = flow.send(self._clock())
+                try:
+                    if isinstance(request, Round):
+                        await self._run_round(request, absorbed if cancels is None and request.shielded else cancels)
+                    else:
+                        waiting = await self._pause(request, waiting)
+                    request = flow.send(self._clock())
+                except StopIteration:
+                    raise
+                except BaseException as interruption:
+                    # Here, in a pause or in the flow: the flow's clean-up runs, if it has one.
+                    self._out_of_line(waiting)
+                    waiting = None
+                    request = self._thrown(flow, interruption)
         except StopIteration as stop:
-            result: Result = stop.value
+            result: R = stop.value
             return result
         finally:
-            if waiting is not None:
-                self._policy.waiters.discard(*waiting)
+            self._out_of_line(waiting)
 
     async def _run_round(self, round_: Round, cancels: list[asyncio.CancelledError] | None) -> None:
         if not round_.cleanup:  # a clean-up still runs: it takes our keys back

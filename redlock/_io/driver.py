@@ -12,9 +12,9 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from redlock._compiled import mypyc_attr
 from redlock._protocol.config import DriverSettings, MasterAddress
@@ -28,7 +28,7 @@ from redlock._protocol.connection import (
     Write,
     reply_parser,
 )
-from redlock._protocol.core import Handoff, Round, release_channel
+from redlock._protocol.core import Handoff, Request, Round, release_channel
 from redlock._protocol.facts import MasterFacts
 from redlock._protocol.topology import Finding
 from redlock.exceptions import ClientClosed
@@ -254,6 +254,26 @@ class DriverBase(Generic[ConnectionT]):
         return self._policy.connection_states()
 
     # --- what the masters are (see redlock._protocol.topology) ---------------------------------------
+
+    @staticmethod
+    def _thrown(flow: Generator[Request, float, object], interruption: BaseException) -> Request:
+        """Throw what interrupted a flow into it: the first request of its clean-up (an
+        acquire's rollback: see :func:`redlock._protocol.flows.committed_acquire`); raises the
+        interruption once the flow has none. An interruption never turns into a return:
+        not when a flow ends after a throw, nor for a flow that raised it and ended already
+        (compiled by mypyc, such a flow raises StopIteration where Python re-raises)."""
+        try:
+            return flow.throw(interruption)
+        except StopIteration:
+            pass
+        raise interruption
+
+    def _out_of_line(self, waiting: tuple[str, Any] | None) -> None:
+        """Leave the waiters for a release: a flow's place among them (see each driver's
+        ``_pause``), once it pauses no more."""
+        if waiting is not None:
+            with self._guarded():
+                self._policy.waiters.discard(*waiting)
 
     def _guarded(self) -> AbstractContextManager[object]:
         """Held around a look at the policy from outside the driver's own events (the sync

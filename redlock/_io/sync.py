@@ -36,7 +36,7 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import TypeVar
 
 from redlock._compiled import mypyc_attr
@@ -44,9 +44,9 @@ from redlock._io.driver import READ_SIZE, DriverBase, open_socket, read_buffer
 from redlock._io.held_weakly import ForkHook, Ticket
 from redlock._protocol.config import DriverSettings
 from redlock._protocol.connection import Connect, Interrupted, Kind, ReplyReader, Write
-from redlock._protocol.core import Flow, Pause, Result, Round, release_channel
-from redlock._protocol.flows import rollback_failed, rollback_note
+from redlock._protocol.core import Pause, Request, Round, release_channel
 
+R = TypeVar("R")
 T = TypeVar("T")
 
 #: How often the I/O thread looks at subscribers waiting to reconnect, with nothing to read.
@@ -166,17 +166,18 @@ class Driver(DriverBase["_Socket"]):
 
     def run(
         self,
-        flow: Flow,
-        commit: Callable[[Result], T],
+        flow: Generator[Request, float, R],
+        commit: Callable[[R], T],
         *,
         interrupt: threading.Event | None = None,
-        rollback: Callable[[], Flow] | None = None,
     ) -> T:
         """Run ``flow`` and hand its result to ``commit``; return what that returns.
 
-        ``interrupt`` cuts the flow's pauses short (a renewer's stop). If anything interrupts
-        the flow or the commit (Ctrl-C, an error), ``rollback()`` runs before the exception
-        goes on: on the same connections, so on each master it lands after what it undoes.
+        ``interrupt`` cuts the flow's pauses short (a renewer's stop). Whatever interrupts a
+        round or a pause (Ctrl-C, an error) is thrown into the flow, and the rounds of its
+        clean-up (an acquire's rollback: see :func:`redlock._protocol.flows.committed_acquire`) run
+        before the exception goes on: on the same connections, so on each master after what
+        they undo.
         """
         self._check_fork()
         running = Ticket()
@@ -185,17 +186,7 @@ class Driver(DriverBase["_Socket"]):
                 self._running.add(running)
                 if interrupt is not None:
                     self._interrupts.add(interrupt)
-            try:
-                return commit(self._drive(flow, interrupt))
-            except BaseException as interruption:
-                if rollback is not None:
-                    try:
-                        note = rollback_note(self._drive(rollback(), None))
-                    except Exception as failure:  # the interruption is what the caller must see
-                        note = rollback_failed(failure)
-                    if note is not None:
-                        interruption.add_note(note)
-                raise
+            return commit(self._drive(flow, interrupt))
         finally:
             flow.close()
             with self._lock:
@@ -203,23 +194,29 @@ class Driver(DriverBase["_Socket"]):
                 if interrupt is not None:
                     self._interrupts.discard(interrupt)
 
-    def _drive(self, flow: Flow, interrupt: threading.Event | None) -> Result:
+    def _drive(self, flow: Generator[Request, float, R], interrupt: threading.Event | None) -> R:
         waiting: _Waiting | None = None
         try:
             request = next(flow)
             while True:
-                if isinstance(request, Round):
-                    self._run_round(request)
-                else:
-                    waiting = self._pause(request, interrupt, waiting)
-                request = flow.send(self._clock())
+                try:
+                    if isinstance(request, Round):
+                        self._run_round(request)
+                    else:
+                        waiting = self._pause(request, interrupt, waiting)
+                    request = flow.send(self._clock())
+                except StopIteration:
+                    raise
+                except BaseException as interruption:
+                    # Here, in a pause or in the flow: the flow's clean-up runs, if it has one.
+                    self._out_of_line(waiting)
+                    waiting = None
+                    request = self._thrown(flow, interruption)
         except StopIteration as stop:
-            result: Result = stop.value
+            result: R = stop.value
             return result
         finally:
-            if waiting is not None:
-                with self._lock:
-                    self._policy.waiters.discard(*waiting)
+            self._out_of_line(waiting)
 
     def _run_round(self, round_: Round) -> None:
         if not round_.cleanup:  # a clean-up still runs: it takes our keys back

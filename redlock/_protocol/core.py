@@ -305,6 +305,9 @@ class Round:
     #: A clean-up (rollback, release): sent even to a master that owes many replies, up to
     #: a second allowance, since refusing it would leave our key behind.
     cleanup: bool = False
+    #: Runs to its end through the caller's cancellation (the rollback of an interrupted
+    #: acquire: our keys must go), which a driver delivers once the flow is done.
+    shielded: bool = False
     outcomes: dict[int, NodeOutcome] = field(default_factory=dict)
     replies: dict[int, object] = field(default_factory=dict)
     #: The command in RESP, encoded once for every master (by the connection layer).
@@ -337,6 +340,7 @@ class Round:
         patience: float = 0.0,
         overtime: bool = False,
         cleanup: bool = False,
+        shielded: bool = False,
         outcomes: dict[int, NodeOutcome] | None = None,
         replies: dict[int, object] | None = None,
         wire: bytes | None = None,
@@ -355,6 +359,7 @@ class Round:
         self.patience = patience
         self.overtime = overtime
         self.cleanup = cleanup
+        self.shielded = shielded
         self.outcomes = {} if outcomes is None else outcomes
         self.replies = {} if replies is None else replies
         self.wire = wire

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Generator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from redlock._protocol import scripts as _scripts
 from redlock._protocol.core import (
@@ -41,6 +42,8 @@ from redlock._protocol.core import (
 )
 from redlock._protocol.kinds import PLAIN, FencedLock, LockKind
 from redlock.exceptions import MasterMisconfigured, NodeOutcome, NodeStatus
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -116,7 +119,9 @@ class LockSpec:
         """The name of what is locked, as messages show it (several names joined by ", ")."""
         return ", ".join(self.keys)
 
-    def round(self, command: Command, targets: Sequence[int] | None = None, *, cleanup: bool = False) -> Round:
+    def round(
+        self, command: Command, targets: Sequence[int] | None = None, *, cleanup: bool = False, shielded: bool = False
+    ) -> Round:
         """A round of ``command``; a clean-up waits for every master (up to the timeout)."""
         return Round(
             command=command,
@@ -126,6 +131,7 @@ class LockSpec:
             timeout=self.node_timeout,
             wait_for_all=cleanup,
             cleanup=cleanup,
+            shielded=shielded,
         )
 
     def deadline_after(self, started: float, ttl: float | None = None) -> float:
@@ -679,14 +685,15 @@ _NO_NODES: frozenset[int] = frozenset()
 
 
 def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:
-    """Delete the tokens of an interrupted acquire everywhere (each round waits for all).
+    """Delete the tokens of an interrupted acquire everywhere (each round waits for all, and
+    runs to its end through a cancellation of the caller: see :attr:`Round.shielded`).
 
     The result's outcomes are the last round's, but for a master that did not answer an
     earlier round: that one is kept, since a key may have stayed there."""
     last = Result(True, (), 0)
     silent: dict[str, NodeOutcome] = {}
     for token in tokens:
-        rollback = spec.round(spec.release_command(token), cleanup=True)
+        rollback = spec.round(spec.release_command(token), cleanup=True, shielded=True)
         yield rollback
         outcomes = rollback.ordered_outcomes()
         for outcome in outcomes:
@@ -695,6 +702,52 @@ def rollback_flow(spec: LockSpec, tokens: Sequence[str]) -> Flow:
         outcomes = tuple(silent.get(outcome.node, outcome) for outcome in outcomes)
         last = Result(rollback.majority_granted, outcomes, rollback.granted)
     return last
+
+
+def committed_acquire(
+    spec: LockSpec,
+    tokens: Tokens,
+    acquire: Flow,
+    commit: Callable[[Result], T],
+    forget: Callable[[Tokens], None],
+) -> Generator[Request, float, T]:
+    """``acquire`` (a flow of :func:`acquire_flow` setting ``tokens``), then ``commit`` of
+    its result (the Lock records the lease), as one flow that keeps the invariant of an
+    interrupted acquire: after any exception, nothing of the acquire is left, neither in the
+    Lock nor on the masters.
+
+    The exception may come from the flow's own code, from the commit, or from the driver,
+    which throws whatever interrupts it (Ctrl-C, a signal handler's exception, a
+    cancellation) into the flow: then ``forget`` drops a lease of ``tokens`` that the commit
+    recorded, and every token that may have landed is taken back (:func:`rolled_back`, on
+    the same connections, so on each master after what it undoes) before the exception goes
+    on. What follows the flow's end (the driver's own clean-up, handing the Lock back) is
+    covered by the Lock (``LockState._undo_flow``), with :func:`rolled_back` too.
+    """
+    try:
+        return commit((yield from acquire))
+    except BaseException as interruption:
+        forget(tokens)
+        yield from rolled_back(spec, tokens, interruption)
+        # (Named, not a bare raise: compiled, the exception being handled across the yield
+        # above was what older mypyc got wrong, mypyc/mypyc#1177.)
+        raise interruption
+
+
+def rolled_back(spec: LockSpec, tokens: Tokens, interruption: BaseException) -> Flow:
+    """Delete every token of an interrupted acquire that may have landed (the outstanding
+    ones of ``tokens``), everywhere; a note on ``interruption`` says what is not confirmed
+    gone, or that the rollback itself failed (the interruption is what the caller must see:
+    a failure of the rollback, thrown in by the driver, is not raised)."""
+    result = Result(False, (), 0)
+    try:
+        result = yield from rollback_flow(spec, list(tokens.outstanding))
+        note = rollback_note(result)
+    except Exception as failure:
+        note = rollback_failed(failure)
+    if note is not None:
+        interruption.add_note(note)
+    return result
 
 
 def rollback_failed(failure: Exception) -> str:
