@@ -172,7 +172,9 @@ def test_a_hostile_master_is_an_error_and_memory_stays_bounded(
 def test_the_outcome_names_the_limit(client: ClientFactory, masters: LocalMasters, hostile: HostileMaster) -> None:
     # One healthy master, the hostile one and one that refuses connections: the round needs
     # the hostile master's answer, and gets its failure, with the reason.
-    rl = client([masters.urls[0], hostile.url, "redis://127.0.0.1:1"])
+    # The reader must take in a limit's worth of the stream before it can name it: on a
+    # loaded machine that outlasts the suite's 0.1 s (a timeout, not the reason).
+    rl = client([masters.urls[0], hostile.url, "redis://127.0.0.1:1"], node_timeout=2.0)
     with pytest.raises(QuorumUnavailable) as failed:
         rl.lock(unique("hostile"), ttl=10.0).acquire(blocking=False)
     healthy, theirs, down = failed.value.outcomes
