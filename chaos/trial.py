@@ -223,6 +223,24 @@ def rate(violations: int, acquisitions: int) -> dict[str, float | None]:
     return {"per_1000": 1000 * violations / acquisitions, "low": 1000 * low, "high": 1000 * high}
 
 
+#: The line that opens a Python traceback.
+TRACEBACK = "Traceback (most recent call last):"
+
+
+def error_headline(error: str) -> str:
+    """The line of a run's error that says what went wrong: the exception line of its last
+    traceback, or its last line when it is no traceback."""
+    lines = error.strip().splitlines()
+    if TRACEBACK in lines:
+        # Not the text's last line: a hung worker's exception carries the tail of the
+        # worker's stderr (a Node stack, say) after its message.
+        after = lines[len(lines) - lines[::-1].index(TRACEBACK) :]
+        raised = [line for line in after if line and not line[0].isspace()]
+        if raised:
+            return raised[0]
+    return lines[-1] if lines else ""
+
+
 def _scenario_row(result: ScenarioResult) -> dict[str, Any]:
     verdict = result.verdict
     return {
@@ -237,7 +255,7 @@ def _scenario_row(result: ScenarioResult) -> dict[str, Any]:
         "kinds": [] if verdict is None else list(verdict.kinds),
         "acquired": None if verdict is None else verdict.liveness.succeeded,
         "attempts": None if verdict is None else verdict.liveness.attempts,
-        "error": None if result.error is None else result.error.strip().splitlines()[-1],
+        "error": None if result.error is None else error_headline(result.error),
         "seconds": round(result.elapsed, 1),
         "history": None if result.history_path is None else str(result.history_path),
     }
@@ -262,7 +280,7 @@ def _explore_row(family: str, config: ExploreConfig, summary: dict[str, Any], hi
         "recover_median": statistics.median(recoveries) if recoveries else None,
         "recover_max": max(recoveries) if recoveries else None,
         "returns": len(recoveries),
-        "error": None if not summary.get("error") else str(summary["error"]).strip().splitlines()[-1],
+        "error": None if not summary.get("error") else error_headline(str(summary["error"])),
     }
 
 

@@ -36,6 +36,7 @@ from chaos.trial import (
     KEYED,
     SCENARIOS,
     Outcome,
+    error_headline,
     greet,
     rate,
     recovery_times,
@@ -160,6 +161,23 @@ def test_a_broken_client_is_worse_by_its_violations_per_acquisition_then_its_ver
     assert worse(_outcome("broken", 0, 100, matches=False), _outcome("real", 0, 100))
     # Per acquisition: more violations in many more acquisitions are not worse.
     assert not worse(_outcome("broken", 2, 1000), _outcome("real", 1, 100))
+
+
+def test_an_errors_headline_is_its_exception_not_the_stderr_it_carries() -> None:
+    """The trial's run of node-redlock through scenario 6 hung; the exception's message ends
+    with the worker's stderr, a Node stack, whose last line the table showed instead."""
+    hung = (
+        "Traceback (most recent call last):\n"
+        '  File "chaos/runner.py", line 453, in run_scenario\n'
+        "    scenario.script(run)\n"
+        "chaos.peer_client._Hung: c2: node-redlock: no answer within 11.5 s; its stderr: che/ioredis/Redis.js:417:29)\n"
+        "[ioredis] Unhandled error event: Error: write EPIPE\n"
+        "    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)\n"
+    )
+    assert error_headline(hung).startswith("chaos.peer_client._Hung: c2: node-redlock: no answer within 11.5 s")
+    chained = "Traceback (most recent call last):\n  x\nKeyError: 'a'\n\nDuring handling...\n" + hung
+    assert error_headline(chained).startswith("chaos.peer_client._Hung: c2")
+    assert error_headline("a worker died\nexit status 1\n") == "exit status 1"
 
 
 def test_the_command_refuses_what_a_trial_cannot_play(capsys: pytest.CaptureFixture[str]) -> None:
