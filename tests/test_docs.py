@@ -729,7 +729,7 @@ def test_counts_of_something_else_are_still_on_their_pages() -> None:
 
 
 def test_the_count_check_catches_what_it_must() -> None:
-    """The stale counts of issue 34 are found, and the numbers of a configuration are not."""
+    """The stale counts the README once stated are found, and the numbers of a configuration are not."""
     text = "the 35 scenarios; about 290 tests; 16 UNSAFE scenarios; 8 clients; one scenario"
     found = [(phrase, value) for phrase, value, _ in _stated_counts(text)]
     assert found == [("35 scenarios", 35), ("290 tests", 290), ("16 UNSAFE scenarios", 16)]
