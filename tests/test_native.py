@@ -227,12 +227,18 @@ def test_each_form_is_encoded_once_per_round() -> None:
     release = PLAIN.release("k", "t", notify=False)
     round_ = Round(command=release, targets=(0, 1, 2), node_names=NAMES, quorum=2, timeout=0.05)
     first = policy.submit(round_, 0, 0.0)
+    second = policy.submit(round_, 0, 0.0)  # (as to another master: only master 0 is up)
     assert isinstance(first, Write)
-    assert round_.native_wires is not None
-    assert round_.wire is None  # nobody needed the script's form
+    assert isinstance(second, Write)
+    assert second.data is first.data
+    assert policy.wires is not None
+    assert policy.wires.native[DELIFEQ] is first.data
+    assert policy.wires.wire is None  # nobody needed the script's form
     again = Round(command=release, targets=(0,), node_names=NAMES, quorum=2, timeout=0.05)
-    policy.submit(again, 0, 0.0)
-    assert round_.native_wires[DELIFEQ] is first.data
+    other = policy.submit(again, 0, 0.0)
+    assert isinstance(other, Write)
+    assert other.data == first.data
+    assert other.data is not first.data
 
 
 def test_a_master_without_them_is_sent_the_scripts() -> None:

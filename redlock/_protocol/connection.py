@@ -182,23 +182,30 @@ def _as_text(arg: str | bytes | int) -> str | bytes:
 _PING = encode(("PING",))
 
 
-def wire_form(round_: Round) -> bytes:
-    """The round's command in RESP, encoded once for all masters of the round."""
-    if round_.wire is None:
-        round_.wire = encode(round_.command.args)
-    return round_.wire
+class RoundWires:
+    """A round's command in RESP, encoded once for all the masters it goes to: the
+    connection policy's own state of the round being submitted (the protocol's
+    :class:`~redlock._protocol.core.Round` knows nothing of the wire)."""
 
+    def __init__(self, round_: Round) -> None:
+        self.round = round_
+        #: The command itself (None until a master needs it).
+        self.wire: bytes | None = None
+        #: Its native forms, each with what follows it, by ``NativeForm.needs``.
+        self.native: dict[str, bytes] = {}
 
-def native_wire(round_: Round, form: NativeForm) -> bytes:
-    """One native form of the round's command in RESP (with what follows it), encoded once
-    for all masters of the round that run it."""
-    wires = round_.native_wires
-    if wires is None:
-        wires = round_.native_wires = {}
-    wire = wires.get(form.needs)
-    if wire is None:
-        wire = wires[form.needs] = encode(form.command.args) + (b"" if form.then is None else encode(form.then.args))
-    return wire
+    def plain(self) -> bytes:
+        wire = self.wire
+        if wire is None:
+            wire = self.wire = encode(self.round.command.args)
+        return wire
+
+    def native_form(self, form: NativeForm) -> bytes:
+        wire = self.native.get(form.needs)
+        if wire is None:
+            then = b"" if form.then is None else encode(form.then.args)
+            wire = self.native[form.needs] = encode(form.command.args) + then
+        return wire
 
 
 def is_misconfiguration(message: str) -> bool:
@@ -831,6 +838,8 @@ class Link:
     #: current one's (a connect that finishes after close(), a reset, or a fork).
     generation: int = 0
     in_flight: deque[InFlight] = field(default_factory=deque)
+    #: Who waits for which round, by its id(): shared by every link (see :meth:`Connections.wake`).
+    wakers: dict[int, Callable[[], None]] = field(default_factory=dict, repr=False)
     #: Commands waiting for a connect (or a health check) to finish, in submission order.
     backlog: list[InFlight] = field(default_factory=list)
     #: A connection idle this long is checked with a PING before it is trusted with a
@@ -891,7 +900,7 @@ class Link:
             # back, it is rare, and a caller retrying a release has a reason to.
             if now < self.retry_at and not round_.cleanup:
                 status, detail = self.last_failure
-                round_.record(self.node, status, f"{detail} (reconnecting in {self.retry_at - now:.3f}s)")
+                self._record(round_, status, f"{detail} (reconnecting in {self.retry_at - now:.3f}s)")
                 return Submit.SKIPPED
             self.state = State.IDLE
         owed = len(self.in_flight) + len(self.backlog)
@@ -899,7 +908,7 @@ class Link:
         hung = self.looks_hung(now)
         if owed >= limit or (hung and not round_.cleanup):
             hung_for = f"hung: no reply for {now - self.in_flight[0].sent_at:.1f}s" if hung else "hung: too far behind"
-            round_.record(self.node, NodeStatus.TIMEOUT, hung_for)
+            self._record(round_, NodeStatus.TIMEOUT, hung_for)
             self._report(NodeStatus.TIMEOUT, hung_for)
             return Submit.SKIPPED
         if self.state is State.READY and not self.in_flight and now - self.last_active >= self.check_after_idle:
@@ -1079,7 +1088,7 @@ class Link:
         self.backlog.clear()
         for round_ in rounds:
             if round_ is not None and round_.awaits(self.node):
-                round_.record(self.node, status, detail)
+                self._record(round_, status, detail)
 
     def _back_off(self, status: NodeStatus, detail: str, now: float, *, report: bool = True) -> None:
         if report:
@@ -1097,6 +1106,22 @@ class Link:
         """Whether the handshake's INFO has yet to answer on this connection."""
         return any(entry.step is not None and entry.step.learn is not None for entry in self.in_flight)
 
+    def _record(self, round_: Round, status: NodeStatus, detail: str = "", reply: object = None) -> None:
+        """Record this master's outcome in ``round_``; once that settles the round, wake its waiter."""
+        round_.record(self.node, status, detail, reply)
+        if self.wakers and round_.settled:
+            self._wake(round_)
+
+    def _record_reply(self, round_: Round, reply: object) -> None:
+        round_.record_reply(self.node, reply)
+        if self.wakers and round_.settled:
+            self._wake(round_)
+
+    def _wake(self, round_: Round) -> None:
+        waker = self.wakers.pop(id(round_), None)
+        if waker is not None:
+            waker()
+
     def refuse(self, detail: str, now: float) -> None:
         """What the master said makes it unfit for Redlock (see the module docstring)."""
         if self.refusal is None:
@@ -1106,7 +1131,7 @@ class Link:
             for entry in self.in_flight:
                 round_ = entry.round
                 if round_ is not None and not round_.cleanup and round_.awaits(self.node):
-                    round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
+                    self._record(round_, NodeStatus.MISCONFIGURED, detail)
         self.refusal = detail
         self.recheck_at = now + RECONNECT_BACKOFF_MAX
         self._report(NodeStatus.MISCONFIGURED, detail)
@@ -1146,9 +1171,9 @@ class Link:
                 if entry.resent and entry.command.removes_token and reply_status(reply) is DENIED:
                     # Sent again after a reset: its first send may have run and removed our
                     # token before the connection broke. Not a loss to report.
-                    round_.record(self.node, GRANTED, "not there when sent again after a reset", reply)
+                    self._record(round_, GRANTED, "not there when sent again after a reset", reply)
                 else:
-                    round_.record_reply(self.node, reply)
+                    self._record_reply(round_, reply)
             if self.reported is TIMEOUT and not self.looks_hung(now):
                 self._recovered()  # caught up with what it owed
             return _NO_REACTION
@@ -1193,7 +1218,7 @@ class Link:
                 if not self.scripting and entry.command.script is not None:
                     detail = f"{detail}: {NEEDS_SCRIPTING}"
                 if round_ is not None and round_.awaits(self.node):
-                    round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
+                    self._record(round_, NodeStatus.MISCONFIGURED, detail)
                 self._report(NodeStatus.MISCONFIGURED, detail)
                 return _NO_REACTION
             if entry.command.args[0] == "EVALSHA" and reply.noscript:
@@ -1204,7 +1229,7 @@ class Link:
                 self.in_flight.append(InFlight(resend, round_, now, resent=entry.resent))
                 return Reaction(resend=(resend,))
             if round_ is not None and round_.awaits(self.node):
-                round_.record(self.node, NodeStatus.ERROR, reply.message)
+                self._record(round_, NodeStatus.ERROR, reply.message)
             return _NO_REACTION
         if step is not None:
             if step.learn is not None:
@@ -1264,7 +1289,7 @@ class Link:
         if not self.scripting:
             detail = f"{message}: {NO_SCRIPTING_NOR_NATIVE}"
             if round_.awaits(self.node):
-                round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
+                self._record(round_, NodeStatus.MISCONFIGURED, detail)
             self._report(NodeStatus.MISCONFIGURED, detail)
             return _NO_REACTION
         return self._resend(entry, round_, None, now)
@@ -1441,8 +1466,17 @@ class Connections:
         self.hung_after = 4 * node_timeout
         #: A health check unanswered for a whole request timeout: the connection is gone.
         self.probe_timeout = node_timeout
+        #: Who waits for which round (see :meth:`wake`), by the round's id(): every link's.
+        self.wakers: dict[int, Callable[[], None]] = {}
         self.links = [
-            Link(node, name, credentials[node], self.hung_after, check_after_idle=health_check_interval)
+            Link(
+                node,
+                name,
+                credentials[node],
+                self.hung_after,
+                check_after_idle=health_check_interval,
+                wakers=self.wakers,
+            )
             for node, name in enumerate(names)
         ]
         for link in self.links:
@@ -1450,21 +1484,36 @@ class Connections:
         self.subscribers = [Subscriber(node, credentials[node]) for node in range(len(names))]
         #: Who waits for which release; the drivers make the events.
         self.waiters: Waiters[Any] = Waiters()
+        #: The encodings of the round last submitted (see :class:`RoundWires`).
+        self.wires: RoundWires | None = None
+
+    def wake(self, round_: Round, waker: Callable[[], None] | None) -> None:
+        """Call ``waker`` once a master's outcome settles ``round_`` (None: nobody is to be
+        woken any more). The drivers' side of a round: whoever waits for it, and how it is
+        woken (a thread's event, a future, a simulated step), is theirs, not the round's."""
+        if waker is None:
+            self.wakers.pop(id(round_), None)
+        else:
+            self.wakers[id(round_)] = waker
 
     def submit(self, round_: Round, node: int, now: float) -> Write | Connect | None:
         """Take ``round_``'s command for master ``node``: what to do now, if anything."""
         link = self.links[node]
         if link.refusal is not None and link.state is State.READY and not round_.cleanup:
-            round_.record(node, NodeStatus.MISCONFIGURED, link.refusal)
+            link._record(round_, NodeStatus.MISCONFIGURED, link.refusal)
             recheck = link.recheck(now) if now >= link.recheck_at else None
             return None if recheck is None else Write("command", node, encode(recheck.args))
         action = link.submit(round_, now)
         if action is SEND:
+            # (A driver submits a round to each of its masters in turn: one encoding for all.)
+            wires = self.wires
+            if wires is None or wires.round is not round_:
+                wires = self.wires = RoundWires(round_)
             if round_.command.native and link.native:
                 form = native_form(round_.command, link.native)  # (the one the link chose)
                 if form is not None:
-                    return Write("command", node, native_wire(round_, form))
-            return Write("command", node, round_.wire or wire_form(round_))
+                    return Write("command", node, wires.native_form(form))
+            return Write("command", node, wires.plain())
         if action is Submit.CONNECT:
             return Connect("command", node, link.generation)
         if action is Submit.PROBE:
@@ -1574,7 +1623,7 @@ class Connections:
                 if state is State.PROBING
                 else "reply"
             )
-            round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {waited:.2f}s")
+            self.links[node]._record(round_, NodeStatus.TIMEOUT, f"no {waited_for} within {waited:.2f}s")
 
     def overtime(self, round_: Round, deadline: float) -> float | None:
         return overtime_deadline(self.links, round_, self.connect_timeout, deadline)
