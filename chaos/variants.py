@@ -22,6 +22,7 @@ from typing import Any
 
 from redlock._api import election as _election
 from redlock._api import state as _lock
+from redlock._api import turns as _turns
 from redlock._protocol import core as _core
 from redlock._protocol import flows as _flows
 from redlock._protocol import kinds as _kinds
@@ -171,25 +172,25 @@ def _handoff_blind() -> None:
 def _shared_joins_holding() -> None:
     # A Lock object shared by threads that lets a thread join another's holding, as if it
     # were the owner acquiring again: one token, two threads relying on it.
-    original = _lock.LockState._turn
+    original = _turns.LocalTurns.turn
 
     def turn(
-        self: _lock.LockState[Any], me: object, blocking: bool, give_up_at: float | None
-    ) -> Generator[float | None, None, _lock.Turn]:
-        if self._busy and self._holds:
-            self._holds += 1
-            return _lock.Turn.NESTED
-        return (yield from original(self, me, blocking, give_up_at))
+        self: _turns.LocalTurns, me: object, blocking: bool, give_up_at: float | None, held: Callable[[], bool]
+    ) -> Generator[float | None, None, _turns.Turn]:
+        if self.busy and self.holds:
+            self.holds += 1
+            return _turns.Turn.NESTED
+        return (yield from original(self, me, blocking, give_up_at, held))
 
-    _lock.LockState._turn = turn  # type: ignore[method-assign]
+    _turns.LocalTurns.turn = turn  # type: ignore[method-assign]
 
 
 def _nested_release_lets_go() -> None:
     # Every release goes to the masters, a reentrant Lock's nested ones too.
-    def counted_down(self: _lock.LockState[Any], me: object) -> bool:
+    def counted_down(self: _turns.LocalTurns, me: object) -> bool:
         return False
 
-    _lock.LockState._counted_down = counted_down  # type: ignore[method-assign]
+    _turns.LocalTurns.counted_down = counted_down  # type: ignore[method-assign]
 
 
 def _error_is_granted() -> None:

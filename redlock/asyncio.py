@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, Unpack
 
 from redlock._api import exports as _exports
+from redlock._api import verdicts
 from redlock._api.election import UNCHANGED, Campaign, Elected, ElectionState, Resign, Runner, Step, Wait
 from redlock._api.exports import *  # noqa: F403 (the names both clients export: listed there, once)
 from redlock._api.locked import NO_DEFAULT, LockedCall
@@ -32,10 +33,10 @@ from redlock._api.state import (
     LockOptions,
     LockState,
     PermitView,
-    Turn,
     _masters_text,
     semaphore_options,
 )
+from redlock._api.turns import Turn
 from redlock._io.aio import Driver
 from redlock._protocol.core import Result
 from redlock._protocol.flows import (
@@ -231,15 +232,15 @@ class Lock(LockState[Redlock]):
         tokens: Tokens | None = None
         try:
             try:
-                if not self._free_turn(me):
-                    turn = await self._waited(self._turn(me, blocking, give_up_at))
+                if not self._turns.claim(me):
+                    turn = await self._waited(self._turns.turn(me, blocking, give_up_at, self.locked))
                     if turn is not Turn.AT_MASTERS:
                         return turn is Turn.NESTED
                 # Interrupted (cancelled) before its end, the flow takes its keys back itself.
                 tokens, flow = self._acquire_flow(blocking, give_up_at)
                 return await self._cluster._driver.run(flow, _unchanged)
             finally:
-                self._end_turn(me)
+                self._turns.end(me)
         except BaseException as interruption:
             # Interrupted after the flow's end (a signal handler's exception, which, unlike a
             # cancellation, needs no await to arrive): as the sync Lock does.
@@ -248,7 +249,7 @@ class Lock(LockState[Redlock]):
                 try:
                     await self._cluster._driver.run(undo, _unchanged, shielded=True)
                 finally:
-                    self._end_turn(me)
+                    self._turns.end(me)
             raise
 
     def _wake_local(self) -> None:
@@ -279,14 +280,14 @@ class Lock(LockState[Redlock]):
 
     async def release(self) -> None:
         """See :meth:`redlock.Lock.release`. A cancelled release still completes first."""
-        if self._counted_down(asyncio.current_task()):
+        if self._turns.counted_down(asyncio.current_task()):
             return
         held = self._lease
         try:
             lease, flow = self._release_flow()
         except BaseException as interruption:
             if held is not None and await self._finish_release(held, interruption):
-                self._leave()
+                self._turns.leave()
             raise
         # Shielded: a cancelled caller still ends up with the token forgotten exactly when
         # the release is done, not before.
@@ -299,7 +300,7 @@ class Lock(LockState[Redlock]):
             await self._finish_release(lease, interruption)
             raise
         finally:
-            self._leave()
+            self._turns.leave()
 
     async def _finish_release(self, lease: Lease, interruption: BaseException) -> bool:
         """See :meth:`redlock.Lock._finish_release`: for what a cancellation does not cover
@@ -326,7 +327,7 @@ class Lock(LockState[Redlock]):
         try:
             return await self._cluster._driver.run(flow, lambda result: self._adopted(lease, result))
         finally:
-            self._end_turn(me)
+            self._turns.end(me)
 
     async def hand_over(self) -> str:
         """See :meth:`redlock.Lock.hand_over`. Awaits the end of the renewer task."""
@@ -335,7 +336,7 @@ class Lock(LockState[Redlock]):
         if renewer is not None and renewer is not asyncio.current_task():
             renewer.cancel()
             await asyncio.wait({renewer})  # (raises only if this task is cancelled meanwhile)
-        self._leave()
+        self._turns.leave()
         return lease.token
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
@@ -374,7 +375,7 @@ class Lock(LockState[Redlock]):
     def _entered(self) -> None:
         """After an acquire that opens an ``async with`` block: its task is the body that
         ``cancel_on_lost`` cancels."""
-        if self._holds > 1:
+        if self._turns.holds > 1:
             return  # nested: the outermost block's task is the body a loss cancels
         self._body = asyncio.current_task()
         self._cancelled_body = False
@@ -382,7 +383,7 @@ class Lock(LockState[Redlock]):
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        if self._holds > 1:
+        if self._turns.holds > 1:
             await self.release()  # nested: only counted down; the outermost block reports a loss
             return
         body, self._body = self._body, None
@@ -394,7 +395,8 @@ class Lock(LockState[Redlock]):
                 await self.release()
             except LockLost as lost:
                 raise lost from exc
-            raise self._error(LockLost, f"lock {self.name!r} was lost while held", Result(False, (), 0)) from exc
+            lost_here = f"lock {self.name!r} was lost while held"
+            raise verdicts.error(LockLost, lost_here, self._spec, Result(False, (), 0)) from exc
         try:
             await self.release()
         except LockLost as lost:

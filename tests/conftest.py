@@ -82,7 +82,7 @@ def parked(rl: Any, count: int = 1) -> bool:
     from redlock._protocol.core import Handoff  # noqa: PLC0415
 
     inner = getattr(rl, "inner", rl)  # (BlockingRedlock wraps the asyncio client)
-    offers = list(inner._driver._policy.waiters._handoffs.values())
+    offers = inner._driver._policy.waiters.handoffs.offers()
     return sum(offer.state == Handoff.PARKED for offer in offers) >= count
 
 

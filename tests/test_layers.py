@@ -50,6 +50,7 @@ MODULES: dict[str, list[tuple[str, ...]]] = {
     ],
     "_api": [
         ("options", "exports"),  # the lock options, defined once; the names both APIs export
+        ("turns", "adoption", "verdicts"),  # a Lock's local turns, adoption by token, failures' words
         ("telemetry",),
         ("state",),  # a Lock's state and settings, for both APIs
         ("election", "locked", "rwlock"),

@@ -207,7 +207,7 @@ def _ready(commands_reply: bytes, scripts_reply: bytes = _SCRIPTS_LOADED) -> Con
 
 def test_a_master_with_native_commands_is_sent_them_and_others_the_scripts() -> None:
     policy = _ready(_HAS_DELIFEQ)
-    assert policy.links[0].native == {DELIFEQ, SET_IFEQ}
+    assert policy.links[0].capabilities.native == {DELIFEQ, SET_IFEQ}
     extend = _round(PLAIN.extend("k", "t", 1000, 1))
     release = _round(PLAIN.release("k", "t", notify=True), cleanup=True)
     inspect = _round(Command.run_script(_scripts.INSPECT, ["k"], []))
@@ -227,17 +227,23 @@ def test_each_form_is_encoded_once_per_round() -> None:
     release = PLAIN.release("k", "t", notify=False)
     round_ = Round(command=release, targets=(0, 1, 2), node_names=NAMES, quorum=2, timeout=0.05)
     first = policy.submit(round_, 0, 0.0)
+    second = policy.submit(round_, 0, 0.0)  # (as to another master: only master 0 is up)
     assert isinstance(first, Write)
-    assert round_.native_wires is not None
-    assert round_.wire is None  # nobody needed the script's form
+    assert isinstance(second, Write)
+    assert second.data is first.data
+    assert policy.wires is not None
+    assert policy.wires.native[DELIFEQ] is first.data
+    assert policy.wires.wire is None  # nobody needed the script's form
     again = Round(command=release, targets=(0,), node_names=NAMES, quorum=2, timeout=0.05)
-    policy.submit(again, 0, 0.0)
-    assert round_.native_wires[DELIFEQ] is first.data
+    other = policy.submit(again, 0, 0.0)
+    assert isinstance(other, Write)
+    assert other.data == first.data
+    assert other.data is not first.data
 
 
 def test_a_master_without_them_is_sent_the_scripts() -> None:
     policy = _ready(_HAS_NONE)
-    assert policy.links[0].native == {SET_IFEQ}  # Valkey 9 by its version, DELIFEQ renamed away
+    assert policy.links[0].capabilities.native == {SET_IFEQ}  # Valkey 9 by its version, DELIFEQ renamed away
     action = policy.submit(_round(PLAIN.release("k", "t", notify=True)), 0, 0.0)
     assert isinstance(action, Write)
     assert [command[0] for command in _commands(action.data)] == [b"EVALSHA"]
@@ -337,7 +343,7 @@ def test_a_refused_native_command_goes_again_as_its_script_and_the_master_gets_s
     resent = _feed(policy, refusal + b":0\r\n")  # (then the announcement's reply)
     assert [command[0] for command in resent] == [b"EVALSHA"]
     assert release.pending == (0,)
-    assert policy.links[0].native == frozenset()
+    assert policy.links[0].capabilities.native == frozenset()
     _feed(policy, b":1\r\n")
     assert release.outcomes[0].status is NodeStatus.GRANTED
     extend = policy.submit(_round(PLAIN.extend("k", "t", 1000, 2)), 0, 0.0)
@@ -351,7 +357,7 @@ def test_a_key_our_user_may_not_touch_is_a_misconfiguration_in_any_form() -> Non
     policy.submit(release, 0, 0.0)
     assert _feed(policy, b"-NOPERM No permissions to access a key\r\n") == []
     assert release.outcomes[0].status is NodeStatus.MISCONFIGURED
-    assert policy.links[0].native == {DELIFEQ, SET_IFEQ}  # other keys still go natively
+    assert policy.links[0].capabilities.native == {DELIFEQ, SET_IFEQ}  # other keys still go natively
 
 
 def test_set_ifeq_refused_as_a_syntax_error_goes_again_as_the_script() -> None:
@@ -365,7 +371,7 @@ def test_a_master_that_runs_no_scripts_but_native_commands_serves_a_plain_lock()
     policy = _ready(_HAS_DELIFEQ, _NOPERM_SCRIPT)
     link = policy.links[0]
     assert link.state.value == "ready"
-    assert not link.scripting
+    assert not link.capabilities.scripting
     extend = _round(PLAIN.extend("k", "t", 1000, 1))
     multi = _round(MultiLock(("a", "b")).acquire("a", "t", 1000))
     policy.submit(extend, 0, 0.0)
@@ -411,7 +417,7 @@ def test_a_refused_native_command_where_no_script_may_run_is_a_misconfiguration(
 
 def test_a_script_refused_for_a_reason_other_than_permission_does_not_count() -> None:
     policy = _ready(_HAS_NONE, b"-LOADING Valkey is loading the dataset in memory\r\n")
-    assert policy.links[0].scripting  # EVALSHA will say what it says
+    assert policy.links[0].capabilities.scripting  # EVALSHA will say what it says
 
 
 # --- a model master: the lock never carries an extend older than one counted there --------------

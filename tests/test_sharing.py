@@ -27,7 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 import redlock
 import redlock.asyncio
 from redlock import LockAlreadyHeld, LockNotHeld
-from redlock._api.state import LockOptions, LockState, Turn
+from redlock._api.state import LockOptions, LockState
+from redlock._api.turns import Turn
 from redlock._protocol.core import Result
 from redlock._protocol.flows import LockSpec
 from redlock.servers import LocalMasters
@@ -311,7 +312,7 @@ class LocalSharing(RuleBasedStateMachine):
 
     @rule(user=st.sampled_from(USERS), blocking=st.booleans(), granted=st.booleans())
     def acquire(self, user: str, blocking: bool, granted: bool) -> None:
-        turns = self.lock._turn(user, blocking, None)
+        turns = self.lock._turns.turn(user, blocking, None, self.lock.locked)
         try:
             next(turns)
         except StopIteration as stop:
@@ -323,7 +324,7 @@ class LocalSharing(RuleBasedStateMachine):
             # It would wait for another user's release: give up, as a timeout would.
             assert blocking
             assert self.owner not in (None, user)
-            self.lock._end_turn(user)
+            self.lock._turns.end(user)
             return
         if turn is Turn.NESTED:
             assert (self.owner, self.reentrant) == (user, True)
@@ -336,17 +337,17 @@ class LocalSharing(RuleBasedStateMachine):
             if granted:
                 assert self.lock._commit_acquire(Result(True, (), 3, deadline=100.0, token=f"{user}-token"))
                 self.owner, self.holds = user, 1
-            self.lock._end_turn(user)
+            self.lock._turns.end(user)
 
     @rule(user=st.sampled_from(USERS))
     def release(self, user: str) -> None:
         refused = self.owner is None or (self.reentrant and self.owner != user)
         try:
-            if not self.lock._counted_down(user):
+            if not self.lock._turns.counted_down(user):
                 lease, flow = self.lock._release_flow()
                 flow.close()
                 self.lock._released(lease, Result(True, (), 3))
-                self.lock._leave()
+                self.lock._turns.leave()
         except LockNotHeld:
             assert refused
             return
@@ -358,7 +359,7 @@ class LocalSharing(RuleBasedStateMachine):
     @invariant()
     def the_object_agrees_with_the_model(self) -> None:
         if hasattr(self, "lock"):
-            assert (self.lock._owner, self.lock.hold_count, self.lock._busy) == (
+            assert (self.lock._turns.owner, self.lock.hold_count, self.lock._turns.busy) == (
                 self.owner,
                 self.holds,
                 self.owner is not None,

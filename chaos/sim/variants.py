@@ -16,6 +16,7 @@ from typing import Any
 import redlock
 from redlock import _compiled
 from redlock._api import state as _lock
+from redlock._api import turns as _turns
 from redlock._protocol import core as _core
 from redlock._protocol import flows as _flows
 from redlock._protocol import kinds as _kinds
@@ -56,8 +57,8 @@ _PATCHED: tuple[tuple[Any, str], ...] = (
     (_scripts, "RELEASE"),
     (_scripts, "RELEASE_AND_NOTIFY"),
     (_core.Round, "record"),
-    (_lock.LockState, "_turn"),
-    (_lock.LockState, "_counted_down"),
+    (_turns.LocalTurns, "turn"),
+    (_turns.LocalTurns, "counted_down"),
 )
 
 #: Left to the real self-test: the simulator's clients share no Lock object, and take no

@@ -575,13 +575,13 @@ class Client:
     def _run_round(self, flow: Flow, done: Callable[[Result], None], round_: Round) -> None:
         now = self.local()
         run = _RoundRun(self, flow, done, round_, now + round_.timeout)
-        round_.waker = run.settled
+        self.policy.wake(round_, run.settled)
         policy, carry_out = self.policy, self.carry_out
         for node in round_.targets:
             carry_out(policy.submit(round_, node, now))
         if round_.settled:
             # (Every master skipped: the event that began the round continues it.)
-            round_.waker = None
+            self.policy.wake(round_, None)
             self._ready.append(run.finish)
         else:
             self.later(round_.timeout, run.check, run.deadline)
@@ -609,7 +609,7 @@ class _RoundRun:
             return
         self.finished = True
         client = self.client
-        self.round.waker = None
+        client.policy.wake(self.round, None)
         client.policy.time_out(self.round)
         client._step(self.flow, self.done, client.local())
 

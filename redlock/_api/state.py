@@ -19,16 +19,16 @@ import random
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from redlock._api import adoption, verdicts
 from redlock._api import telemetry as _telemetry
+from redlock._api.turns import LocalTurns, time_left
 from redlock._extras import loaded_class
 from redlock._io.driver import DriverBase
 from redlock._protocol import config as _config
 from redlock._protocol.core import Flow, Request, Result
 from redlock._protocol.flows import (
-    RELEASE_PATIENCE,
     Lease,
     LockSpec,
     Tokens,
@@ -36,7 +36,6 @@ from redlock._protocol.flows import (
     added_ttl,
     bounded_extend_flow,
     committed_acquire,
-    extend_flow,
     hold_start,
     release_flow,
     release_timeout,
@@ -44,23 +43,15 @@ from redlock._protocol.flows import (
     rolled_back,
 )
 from redlock._protocol.kinds import kind_of
-from redlock._protocol.scripts import FOREIGN_KEY
 from redlock._protocol.topology import TopologyReport, check_flow, topology_report
 from redlock._version import __version__
 from redlock.exceptions import (
-    AcquireTimeout,
     ClientClosed,
-    ExtendUnconfirmed,
-    KeyConflict,
     LockAlreadyHeld,
     LockLost,
-    LockNotAcquired,
     LockNotHeld,
-    MasterMisconfigured,
     NodeOutcome,
-    QuorumUnavailable,
     RedlockError,
-    ReleaseUnconfirmed,
 )
 
 if TYPE_CHECKING:  # the [otel] extra: optional, and only ever passed through
@@ -498,17 +489,6 @@ OPTIONS_KEPT = 64
 ClusterT = TypeVar("ClusterT", bound=ClusterConfig)
 
 
-class Turn(Enum):
-    """How a local acquire of a shared Lock object went, before any traffic."""
-
-    #: The object was free (or freed while we waited): this acquire goes to the masters.
-    AT_MASTERS = "at masters"
-    #: Its owner re-acquired a reentrant Lock: counted, no traffic.
-    NESTED = "nested"
-    #: Another local user holds it, and we may wait no (longer): not acquired.
-    REFUSED = "refused"
-
-
 def semaphore_options(
     cluster: ClusterConfig, name: object, limit: object, ttl: object, options: Mapping[str, object]
 ) -> tuple[LockSpec, LockOptions]:
@@ -554,8 +534,10 @@ class LockState(Generic[ClusterT]):
       (:attr:`hold_count`); each release counts down, and the masters are released when the
       count returns to zero. Only the owner may release, as with ``threading.RLock``.
 
-    Waiting here holds nothing across a network round: the local gate is taken and left in
-    moments, and what it guards (``_busy``, ``_owner``, ``_holds``) is plain state.
+    The local turns are :class:`~redlock._api.turns.LocalTurns`' (taken under the shell's
+    gate), adoption's checks :mod:`~redlock._api.adoption`'s, and the words of each failure
+    :mod:`~redlock._api.verdicts`'; this class holds what a user sees and records what each
+    flow's result changes.
     """
 
     def __init__(self, cluster: ClusterT, spec: LockSpec, options: LockOptions) -> None:
@@ -563,12 +545,8 @@ class LockState(Generic[ClusterT]):
         self._spec = spec
         self._options = options
         self._lease: Lease | None = None
-        #: A local user holds this object, or is acquiring it at the masters.
-        self._busy = False
-        #: That user: a thread (sync) or a task (asyncio).
-        self._owner: object | None = None
-        #: How many acquires it made that are not released yet (0 while it is acquiring).
-        self._holds = 0
+        #: Which local user has this object, and how many holds it counts.
+        self._turns = LocalTurns(spec.resource, options.reentrant, cluster._clock, self._wake_local)
         #: How the last acquire at the masters was refused (None: it was not), for the
         #: error a ``with`` block raises.
         self._refusal: Result | None = None
@@ -720,7 +698,7 @@ class LockState(Generic[ClusterT]):
         At most 1 unless ``reentrant=True``. It counts local acquires: whether the lock is
         still valid is :meth:`locked`'s answer.
         """
-        return self._holds
+        return self._turns.holds
 
     # --- sharing the object between local users ---------------------------------------------
 
@@ -739,70 +717,11 @@ class LockState(Generic[ClusterT]):
         return None if seconds is None else self._cluster._clock() + seconds
 
     def _time_left(self, give_up_at: float | None) -> float | None:
-        return None if give_up_at is None else max(0.0, give_up_at - self._cluster._clock())
-
-    def _free_turn(self, me: object) -> bool:
-        """Claim this object for ``me`` if no local user has it (the common case: an object
-        used by one thread or task), with no wait to set up; False: :meth:`_turn` decides.
-        The caller holds its local gate, as for :meth:`_turn`."""
-        if self._busy:
-            return False
-        self._busy, self._owner = True, me
-        return True
-
-    def _turn(self, me: object, blocking: bool, give_up_at: float | None) -> Generator[float | None, None, Turn]:
-        """Wait for this object to be free for ``me``: yields how long to wait for a release
-        by another local user (None: unbounded), and returns how the wait ended.
-
-        The caller runs it under its local gate and waits on it between steps, so that the
-        check and the claim are one step for the other local users.
-        """
-        if self._busy and self._owner is me:
-            if self._options.reentrant:
-                self._holds += 1
-                return Turn.NESTED
-            if self.locked():
-                raise LockAlreadyHeld(
-                    f"lock {self.name!r} is already held by this thread (task) through this Lock object, "
-                    "which is not reentrant: release it first, or pass reentrant=True",
-                    resource=self.name,
-                )
-            # Its own lock ran out (or was lost) without a release: trying again is fair.
-            return Turn.AT_MASTERS
-        while not self._free_turn(me):
-            left = self._time_left(give_up_at)
-            if not blocking or left == 0.0:
-                return Turn.REFUSED
-            yield left
-        return Turn.AT_MASTERS
-
-    def _end_turn(self, me: object) -> None:
-        """After an acquire by ``me``, however it ended (refused, failed, interrupted): if it
-        claimed the object and holds nothing, hand the object to the next local user."""
-        if self._busy and self._owner is me and self._holds == 0:
-            self._leave()
-
-    def _leave(self) -> None:
-        self._busy, self._owner, self._holds = False, None, 0
-        self._wake_local()
+        return time_left(self._cluster._clock, give_up_at)
 
     def _wake_local(self) -> None:
         """Wake the local users waiting for this object (each checks again)."""
         raise NotImplementedError
-
-    def _counted_down(self, me: object) -> bool:
-        """For a release by ``me``: True if it only counted down a nested hold, with no
-        traffic; False if the masters are to be released now."""
-        if self._options.reentrant and self._busy and self._owner is not me:
-            raise LockNotHeld(
-                f"cannot release {self.name!r}: it is reentrant and held by another thread (task); "
-                "only its owner may release it",
-                resource=self.name,
-            )
-        if self._holds > 1:
-            self._holds -= 1
-            return True
-        return False
 
     @property
     def lost(self) -> bool:
@@ -841,55 +760,22 @@ class LockState(Generic[ClusterT]):
             if self._options.max_hold is not None:
                 self._lease.hold_until = hold_start(self._spec, result.deadline) + self._options.max_hold
             return self._lease
-        if result.misconfigured:
-            raise self._error(
-                MasterMisconfigured,
-                f"no majority is possible for {self.name!r}: too many masters refuse our credentials, "
-                "permissions or TLS, or are unfit for Redlock (see each master's reason)",
-                result,
-            )
-        if result.quorum_unreachable and any(
-            outcome.detail.startswith(FOREIGN_KEY) for outcome in result.outcomes if outcome.detail
-        ):
-            raise self._error(
-                KeyConflict,
-                f"{self.name!r} cannot be granted here: masters hold keys this library did not write where "
-                "this lock keeps its own (another kind of lock on this name, or another program's keys; "
-                "each master's reply names the key)",
-                result,
-            )
-        if result.quorum_unreachable:
-            raise self._error(
-                QuorumUnavailable,
-                f"could not reach a majority of masters for {self.name!r} after {result.attempts} attempt(s)",
-                result,
-            )
+        refused = verdicts.acquire_refused(self._spec, result)
+        if refused is not None:
+            raise refused
         return None
 
     def _adopt(self, token: object) -> None:
         """Take over a holding known only by its token (acquired by another process), to
-        release it: the validity is unknown, so the release waits its full patience."""
-        if not isinstance(token, str) or not token:
-            raise ValueError("token must be a non-empty str")
-        self._lease = Lease(token, self._cluster._clock() + RELEASE_PATIENCE)
+        release it (see :func:`~redlock._api.adoption.lease_to_release`)."""
+        self._lease = adoption.lease_to_release(token, self._cluster._clock())
 
     def _adopt_flow(self, token: object, fencing_token: object) -> tuple[Lease, Flow]:
-        """Check ``adopt``'s arguments; the new lease and the flow that verifies it (an extend
-        with the adopted token, resetting the masters' extend numbering: see _scripts.EXTEND)."""
-        if not isinstance(token, str):
-            raise TypeError(f"token must be a str, got {type(token).__name__}")
-        if not token or not token.isprintable():
-            raise ValueError(f"token must be a non-empty printable str, got {token!r}")
-        if fencing_token is not None:
-            if not self._spec.fencing:
-                raise ValueError("fencing_token is for a Lock made with fencing=True")
-            _config.check_count("fencing_token", fencing_token)
-        now = self._cluster._clock()
-        # Nothing to rely on before a majority confirms: the deadline starts at now.
-        lease = Lease(token, now, fencing_token)  # type: ignore[arg-type]
-        if self._options.max_hold is not None:
-            lease.hold_until = now + self._options.max_hold
-        return lease, self._observed("extend", extend_flow(self._spec, lease, self._spec.ttl, now, adopt=True))
+        """Check ``adopt``'s arguments; the new lease and the flow that verifies it."""
+        lease, flow = adoption.adoption(
+            self._spec, self._options.max_hold, token, fencing_token, self._cluster._clock()
+        )
+        return lease, self._observed("extend", flow)
 
     def _handing_over(self) -> Lease:
         """For ``hand_over``: the holding to give away, forgotten here; its renewer stops at
@@ -908,40 +794,28 @@ class LockState(Generic[ClusterT]):
     def _claim_for_adoption(self, me: object) -> None:
         """Under the local gate: make ``me`` the user of this object for an adoption, which
         needs an object that holds nothing and is not being acquired."""
-        if self._busy:
+        if not self._turns.claim(me):
             raise LockAlreadyHeld(
                 f"cannot adopt {self.name!r} through this Lock object: it holds the lock or is acquiring it; "
                 "adopt with a Lock object of its own",
                 resource=self.name,
             )
-        self._busy, self._owner = True, me
 
     def _adopted(self, lease: Lease, result: Result) -> float:
         """Record an adoption that a majority confirmed; its validity. Raise otherwise."""
         if result.ok:
-            self._lease, self._holds = lease, 1
+            self._lease, self._turns.holds = lease, 1
             if self._options.auto_extend:
                 self._start_renewer(lease)
             return self.validity
-        if result.token_gone:
-            raise self._error(
-                LockLost,
-                f"cannot adopt {self.name!r}: a majority of masters answered that the token does not hold it "
-                "(it expired, was released, or was never acquired)",
-                result,
-            )
-        raise self._error(
-            ExtendUnconfirmed,
-            f"adoption of {self.name!r} was not confirmed by a majority of masters in time; adopt() may be retried",
-            result,
-        )
+        raise verdicts.adoption_failed(self._spec, result)
 
     def _commit_acquire(self, result: Result) -> bool:
         """Record what an acquire flow found; True if the lock is now held by this object."""
         lease = self._acquired(result)
         if lease is None:
             return False
-        self._holds = 1
+        self._turns.holds = 1
         if self._options.auto_extend:
             self._start_renewer(lease)
         return True
@@ -955,7 +829,7 @@ class LockState(Generic[ClusterT]):
         lease = self._lease
         if lease is not None and lease.token in tokens.outstanding:
             lease.ended = True
-            self._lease, self._holds = None, 0
+            self._lease, self._turns.holds = None, 0
 
     def _undo_flow(self, tokens: Tokens | None, interruption: BaseException) -> Flow | None:
         """For an acquire interrupted after its flow ended committed (in the driver's clean-up
@@ -1011,37 +885,20 @@ class LockState(Generic[ClusterT]):
         lost_while_held = lease.lost
         if not result.ok and not unconfirmed and not lost_while_held:
             self._notice_loss(lease, "release_refused", "its release found our token gone from a majority")
-        # (An election's Lock carries its identity; its user calls resign(), not release().)
-        retry_call = (
-            "the election keeps the token, so resign()"
-            if self._options.identity
-            else "this Lock keeps the token, so release()"
-        )
-        retry = f"; {retry_call} can be retried" if unconfirmed else ""
+        loss_to_report = None
         if lost_while_held and not lease.loss_reported:
             lease.loss_reported = True
-            raise self._error(
-                LockLost,
-                f"lock {self.name!r} was lost while held "
-                f"({lease.loss_why or 'auto-extension could not renew it in time'})"
-                + (f"; its release was not confirmed by {self._needed} either" if unconfirmed else "")
-                + retry,
-                result,
-            )
-        if unconfirmed:
-            raise self._error(
-                ReleaseUnconfirmed,
-                f"release of {self.name!r} was not confirmed by {self._needed} in time: our token "
-                f"may still hold the lock on some of them until it expires{retry}",
-                result,
-            )
-        if not result.ok:
-            raise self._error(
-                LockLost,
-                f"release of {self.name!r} found our token gone from {self._needed}: "
-                "the lock expired or was taken, so the work under it may have run unprotected",
-                result,
-            )
+            loss_to_report = lease.loss_why or "auto-extension could not renew it in time"
+        failure = verdicts.release_failed(
+            self._spec,
+            result,
+            unconfirmed=unconfirmed,
+            loss_to_report=loss_to_report,
+            # (An election's Lock carries its identity; its user calls resign(), not release().)
+            election=bool(self._options.identity),
+        )
+        if failure is not None:
+            raise failure
 
     def _notice_lapse(self, lease: Lease, now: float) -> None:
         """An extend about to begin at ``now`` after the validity ran out: the lock is lost,
@@ -1085,22 +942,11 @@ class LockState(Generic[ClusterT]):
         if result.ok and not lease.lost:
             self._outcomes = result.outcomes
             return self.validity
-        left = self.validity
-        if not result.token_gone and not lease.lost and left > 0:
-            raise self._error(
-                ExtendUnconfirmed,
-                f"extend of {self.name!r} was not confirmed by a majority of masters in time; the lock keeps "
-                f"its old deadline ({left:.3f}s of validity left) and extend() may be retried",
-                result,
-            )
-        why = (
-            "an extend found our token gone from a majority"
-            if result.token_gone
-            else "its validity ran out before an extend reached a majority"
-        )
-        lease.lost = True
-        self._notice_loss(lease, "extend_failed", why)
-        raise self._error(LockLost, f"lock {self.name!r} was lost: {why}", result)
+        failure, why = verdicts.extend_failed(self._spec, result, left=self.validity, lost=lease.lost)
+        if why is not None:
+            lease.lost = True
+            self._notice_loss(lease, "extend_failed", why)
+        raise failure
 
     def _renewal_flow(self, lease: Lease) -> Flow:
         return self._observed("renewal", renewal_flow(self._spec, lease, self._cluster._clock()))
@@ -1156,30 +1002,6 @@ class LockState(Generic[ClusterT]):
         return self._lease
 
     def _not_acquired_in_with(self) -> RedlockError:
-        refusal = self._refusal
-        if refusal is not None and not refusal.timed_out and self._options.max_attempts is not None:
-            # The attempts ran out before any timeout did: not a TimeoutError.
-            return self._error(
-                LockNotAcquired, f"could not acquire {self.name!r} in {refusal.attempts} attempt(s)", refusal
-            )
-        if self._options.timeout is None:
-            return LockNotAcquired(f"could not acquire {self.name!r}", resource=self.name, quorum=self._spec.quorum)
-        return AcquireTimeout(
-            f"could not acquire {self.name!r} within {self._options.timeout} s",
-            resource=self.name,
-            quorum=self._spec.quorum,
-        )
-
-    @property
-    def _needed(self) -> str:
-        """How many masters a round of this lock needs, in words: a majority, or the larger
-        quorum of a semaphore (4 of 5 for a limit of 3)."""
-        masters = len(self._spec.node_names)
-        if self._spec.quorum == masters // 2 + 1:
-            return "a majority of masters"
-        return f"{self._spec.quorum} of {masters} masters (the semaphore's quorum)"
-
-    def _error(self, kind: type[RedlockError], message: str, result: Result) -> RedlockError:
-        return kind(
-            message, resource=self.name, quorum=self._spec.quorum, granted=result.granted, outcomes=result.outcomes
+        return verdicts.not_acquired_in_with(
+            self._spec, self._refusal, self._options.timeout, self._options.max_attempts
         )

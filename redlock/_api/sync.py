@@ -34,10 +34,10 @@ from redlock._api.state import (
     LockOptions,
     LockState,
     PermitView,
-    Turn,
     _masters_text,
     semaphore_options,
 )
+from redlock._api.turns import Turn
 from redlock._io.sync import Driver
 from redlock._protocol.flows import (
     Lease,
@@ -399,16 +399,16 @@ class Lock(LockState[Redlock]):
         try:
             try:
                 with self._gate:
-                    free = self._free_turn(me)
+                    free = self._turns.claim(me)
                 if not free:
-                    turn = self._waited(self._turn(me, blocking, give_up_at))
+                    turn = self._waited(self._turns.turn(me, blocking, give_up_at, self.locked))
                     if turn is not Turn.AT_MASTERS:
                         return turn is Turn.NESTED
                 # Interrupted (Ctrl-C) before its end, the flow takes its keys back itself.
                 tokens, flow = self._acquire_flow(blocking, give_up_at)
                 return self._cluster._driver.run(flow, _unchanged)
             finally:
-                self._end_turn(me)
+                self._turns.end(me)
         except BaseException as interruption:
             # Interrupted after the flow's end: the caller, who gets no True, must not be
             # left holding the lock, nor the masters its keys.
@@ -417,7 +417,7 @@ class Lock(LockState[Redlock]):
                 try:
                     self._cluster._driver.run(undo, _unchanged)
                 finally:
-                    self._end_turn(me)
+                    self._turns.end(me)
             raise
 
     def release(self) -> None:
@@ -431,14 +431,14 @@ class Lock(LockState[Redlock]):
         a lock over to the next waiter").
         """
         with self._gate:
-            if self._counted_down(threading.current_thread()):
+            if self._turns.counted_down(threading.current_thread()):
                 return
         held = self._lease
         try:
             lease, flow = self._release_flow()
         except BaseException as interruption:
             if held is not None and self._finish_release(held, interruption):
-                self._leave()
+                self._turns.leave()
             raise
         try:
             self._stop_renewer()
@@ -447,7 +447,7 @@ class Lock(LockState[Redlock]):
             self._finish_release(lease, interruption)
             raise
         finally:
-            self._leave()
+            self._turns.leave()
 
     def _finish_release(self, lease: Lease, interruption: BaseException) -> bool:
         """After ``interruption`` of a release of ``lease``: the deletes finished before it
@@ -514,7 +514,7 @@ class Lock(LockState[Redlock]):
         try:
             return self._cluster._driver.run(flow, lambda result: self._adopted(lease, result))
         finally:
-            self._end_turn(me)
+            self._turns.end(me)
 
     def hand_over(self) -> str:
         """Stop holding the lock here without releasing it; returns the token for another
@@ -526,7 +526,7 @@ class Lock(LockState[Redlock]):
         """
         lease = self._handing_over()
         self._stop_renewer()
-        self._leave()
+        self._turns.leave()
         return lease.token
 
     def wait_lost(self, timeout: float | None = None) -> bool:

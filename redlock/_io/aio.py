@@ -278,7 +278,7 @@ class Driver(DriverBase["_Protocol"]):
             timeouts = self._timeouts = _Timeouts(loop, self._clock)
         while not round_.settled and deadline is not None:
             settled: asyncio.Future[None] = loop.create_future()
-            round_.waker = functools.partial(_resolve, settled)
+            self._policy.wake(round_, functools.partial(_resolve, settled))
             timeouts.watch(settled, deadline)
             interrupted = False
             try:
@@ -290,12 +290,13 @@ class Driver(DriverBase["_Protocol"]):
                 interrupted = True
             finally:
                 timeouts.deadlines.pop(settled, None)
+                self._policy.wake(round_, None)  # (a new future is made for each wait)
             if round_.settled:
                 break
             if interrupted:
                 continue  # the same deadline, on a new future
             deadline = self._overtime(round_, first_deadline)
-        round_.waker = None
+        self._policy.wake(round_, None)
         self._policy.time_out(round_)
 
     async def _pause(self, pause: Pause, waiting: _Waiting | None) -> _Waiting | None:

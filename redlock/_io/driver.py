@@ -310,7 +310,7 @@ class DriverBase(Generic[ConnectionT]):
         """The swap for ``handoff`` is done: its waiter wakes and takes it (unless it was woken
         already, when the swap reached a majority)."""
         with self._guarded():
-            self._policy.waiters.handed_over(handoff)
+            self._policy.waiters.handoffs.handed_over(handoff)
 
     def report_findings(self, callback: Callable[[int, Finding], None]) -> None:
         """Tell ``callback(master, finding)`` of every warning and refusal found at a handshake."""

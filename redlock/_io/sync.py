@@ -251,7 +251,7 @@ class Driver(DriverBase["_Socket"]):
                     self._last_look(round_)
                     until = self._overtime(round_, deadline)
         with self._lock:
-            round_.waker = None
+            self._policy.wake(round_, None)
             self._policy.time_out(round_)
 
     def _wake_event(self) -> threading.Event:
@@ -275,7 +275,7 @@ class Driver(DriverBase["_Socket"]):
                     if self._leader is None or self._leader is wake or now > self._leader_until:
                         self._leader, self._leader_until = wake, until + self._node_timeout
                         self._followers.pop(wake, None)
-                        round_.waker = None  # a leader sees its round settle as it reads
+                        self._policy.wake(round_, None)  # a leader sees its round settle as it reads
                         poller, watched = self._command_sockets()
                         timeout = until - now
                         if len(watched) < len(self._masters) and self._policy.connecting():
@@ -283,7 +283,7 @@ class Driver(DriverBase["_Socket"]):
                     else:
                         self._followers[wake] = None
                         wake.clear()
-                        round_.waker = wake.set
+                        self._policy.wake(round_, wake.set)
                         poller = None
                 if poller is None:
                     wake.wait(until - now)
@@ -297,6 +297,7 @@ class Driver(DriverBase["_Socket"]):
         finally:
             with self._lock:
                 self._followers.pop(wake, None)
+                self._policy.wake(round_, None)  # (interrupted: nobody is left to wake)
                 if self._leader is wake:
                     self._leader = None
                 if self._leader is None and self._followers:

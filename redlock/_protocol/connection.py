@@ -83,7 +83,7 @@ import logging
 import math
 import ssl
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
@@ -182,23 +182,30 @@ def _as_text(arg: str | bytes | int) -> str | bytes:
 _PING = encode(("PING",))
 
 
-def wire_form(round_: Round) -> bytes:
-    """The round's command in RESP, encoded once for all masters of the round."""
-    if round_.wire is None:
-        round_.wire = encode(round_.command.args)
-    return round_.wire
+class RoundWires:
+    """A round's command in RESP, encoded once for all the masters it goes to: the
+    connection policy's own state of the round being submitted (the protocol's
+    :class:`~redlock._protocol.core.Round` knows nothing of the wire)."""
 
+    def __init__(self, round_: Round) -> None:
+        self.round = round_
+        #: The command itself (None until a master needs it).
+        self.wire: bytes | None = None
+        #: Its native forms, each with what follows it, by ``NativeForm.needs``.
+        self.native: dict[str, bytes] = {}
 
-def native_wire(round_: Round, form: NativeForm) -> bytes:
-    """One native form of the round's command in RESP (with what follows it), encoded once
-    for all masters of the round that run it."""
-    wires = round_.native_wires
-    if wires is None:
-        wires = round_.native_wires = {}
-    wire = wires.get(form.needs)
-    if wire is None:
-        wire = wires[form.needs] = encode(form.command.args) + (b"" if form.then is None else encode(form.then.args))
-    return wire
+    def plain(self) -> bytes:
+        wire = self.wire
+        if wire is None:
+            wire = self.wire = encode(self.round.command.args)
+        return wire
+
+    def native_form(self, form: NativeForm) -> bytes:
+        wire = self.native.get(form.needs)
+        if wire is None:
+            then = b"" if form.then is None else encode(form.then.args)
+            wire = self.native[form.needs] = encode(form.command.args) + then
+        return wire
 
 
 def is_misconfiguration(message: str) -> bool:
@@ -501,6 +508,75 @@ def subscription_changes(wanted: set[str], subscribed: set[str]) -> tuple[list[s
     return sorted(wanted - subscribed), sorted(subscribed - wanted)
 
 
+class Handoffs(Generic[EventT]):
+    """The handovers of one client: which waiters in line offer to take a holding over
+    (see :class:`~redlock._protocol.core.Handoff`), which a releasing Lock of the client
+    claims, and how many handovers in a row each lock has made. :class:`Waiters` holds one
+    beside its wake-ups, in the same order of arrival."""
+
+    def __init__(self) -> None:
+        #: The offers of the waiters in line, by their event.
+        self._offers: dict[EventT, Handoff] = {}
+        #: By channel: how many handovers in a row since when (see :meth:`claim`).
+        self._chains: dict[str, tuple[int, float]] = {}
+
+    def offer(self, event: EventT, handoff: Handoff) -> None:
+        self._offers[event] = handoff
+
+    def withdraw(self, event: EventT) -> None:
+        handoff = self._offers.pop(event, None)
+        if handoff is not None:
+            handoff.abandon()  # (gone: a swap under way for it is its releaser's to undo)
+
+    def offers(self) -> list[Handoff]:
+        return list(self._offers.values())
+
+    def chained(self, channel: str) -> bool:
+        return channel in self._chains
+
+    def claim(
+        self, channel: str, waiting: Iterable[EventT], now: float, expires_at: float
+    ) -> tuple[Handoff | None, bool]:
+        """A Lock of this client releases ``channel``'s lock: the first of ``waiting`` (its
+        waiters, in arrival order) that offers to take it over (claimed: it waits for the
+        swap until ``expires_at``), or None. Also whether the release must reach every
+        client alike: after ``HANDOFF_CHAIN`` handovers in a row, or
+        ``HANDOFF_CHAIN_SECONDS`` of them, the lock is released once instead, so that
+        waiters of other clients, which a handover never wakes, are not starved; this
+        client's waiters then learn of it as theirs do."""
+        chain = self._chains.pop(channel, None)
+        if chain is not None and (chain[0] >= HANDOFF_CHAIN or now - chain[1] >= HANDOFF_CHAIN_SECONDS):
+            return None, True
+        for event in waiting:
+            handoff = self._offers.get(event)
+            if handoff is not None and handoff.claim(expires_at):
+                handoff.wake = event.set
+                count, began = (0, now) if chain is None else chain
+                self._chains[channel] = (count + 1, began)
+                return handoff, False
+        return None, False
+
+    @staticmethod
+    def handed_over(handoff: Handoff) -> None:
+        """Wake the waiter ``handoff`` was claimed from: its swap's round ended (delivered or
+        not). Not one woken already when the swap reached a majority (see
+        redlock._protocol.flows.release_flow): it may be in line again, and would try once for nothing."""
+        handoff.wake_waiter()
+
+    @staticmethod
+    def swap_waits(handoff: Handoff, event: EventT, clock: Callable[[], float]) -> Iterator[float]:
+        """After a waiter's own wait: how long it waits on ``event`` for the swap of a
+        release that claimed its ``handoff``, step by step, up to the claim's end."""
+        handoff.unpark()
+        while handoff.state == Handoff.CLAIMED:
+            left = handoff.expires_at - clock()
+            if left <= 0:
+                handoff.abandon()  # (the flow deletes what the swap may still write)
+                return
+            event.clear()  # (a release announced meanwhile: the swap is what it waits for)
+            yield left
+
+
 class Waiters(Generic[EventT]):
     """Who waits for the release of which lock, in arrival order, for one client.
 
@@ -519,10 +595,8 @@ class Waiters(Generic[EventT]):
         self._held: dict[str, bool] = {}
         #: The waiters that are acquires in line (others only watch: an election's observer).
         self._in_line: set[EventT] = set()
-        #: The offers of the waiters in line to take a holding over (see core.Handoff).
-        self._handoffs: dict[EventT, Handoff] = {}
-        #: By channel: how many handovers in a row since when (see :meth:`claim`).
-        self._chains: dict[str, tuple[int, float]] = {}
+        #: Their offers to take a holding over, and the chains of handovers made.
+        self.handoffs: Handoffs[EventT] = Handoffs()
 
     def channels(self) -> set[str]:
         return set(self._waiting)
@@ -535,13 +609,11 @@ class Waiters(Generic[EventT]):
         if in_line:
             self._in_line.add(event)
         if handoff is not None:
-            self._handoffs[event] = handoff
+            self.handoffs.offer(event, handoff)
 
     def discard(self, channel: str, event: EventT) -> None:
         self._in_line.discard(event)
-        handoff = self._handoffs.pop(event, None)
-        if handoff is not None:
-            handoff.abandon()  # (gone: a swap under way for it is its releaser's to undo)
+        self.handoffs.withdraw(event)
         waiting = self._waiting.get(channel)
         if waiting is not None and event in waiting:
             waiting.remove(event)
@@ -593,16 +665,8 @@ class Waiters(Generic[EventT]):
             if left is not None and left <= 0:
                 break
             wait = line.step if left is None else min(line.step, left)
-        if handoff is None:
-            return
-        handoff.unpark()
-        while handoff.state == Handoff.CLAIMED:
-            left = handoff.expires_at - clock()
-            if left <= 0:
-                handoff.abandon()  # (the flow deletes what the swap may still write)
-                return
-            event.clear()  # (a release announced meanwhile: the swap is what it waits for)
-            yield left
+        if handoff is not None:
+            yield from self.handoffs.swap_waits(handoff, event, clock)
 
     def may_be_waiting(self, channel: str) -> bool:
         """A look without the driver's lock, before taking it on every release: whether any
@@ -610,32 +674,12 @@ class Waiters(Generic[EventT]):
         after is not parked yet, so it tries at the masters itself, as it would anyway; a
         release with nobody waiting (the common case) costs no lock. (A dict lookup is
         atomic under the GIL.)"""
-        return channel in self._waiting or channel in self._chains
+        return channel in self._waiting or self.handoffs.chained(channel)
 
     def claim(self, channel: str, now: float, expires_at: float) -> tuple[Handoff | None, bool]:
         """A Lock of this client releases ``channel``'s lock: the first waiter in line
-        waiting here to take it over (claimed: it waits for the swap until ``expires_at``),
-        or None. Also whether the release must reach every client alike: after
-        ``HANDOFF_CHAIN`` handovers in a row, or ``HANDOFF_CHAIN_SECONDS`` of them, the lock
-        is released once instead, so that waiters of other clients, which a handover never
-        wakes, are not starved; this client's waiters then learn of it as theirs do."""
-        chain = self._chains.pop(channel, None)
-        if chain is not None and (chain[0] >= HANDOFF_CHAIN or now - chain[1] >= HANDOFF_CHAIN_SECONDS):
-            return None, True
-        for event in self._waiting.get(channel, ()):
-            handoff = self._handoffs.get(event)
-            if handoff is not None and handoff.claim(expires_at):
-                handoff.wake = event.set
-                count, began = (0, now) if chain is None else chain
-                self._chains[channel] = (count + 1, began)
-                return handoff, False
-        return None, False
-
-    def handed_over(self, handoff: Handoff) -> None:
-        """Wake the waiter ``handoff`` was claimed from: its swap's round ended (delivered or
-        not). Not one woken already when the swap reached a majority (see
-        redlock._protocol.flows.release_flow): it may be in line again, and would try once for nothing."""
-        handoff.wake_waiter()
+        waiting here to take it over, or None (see :meth:`Handoffs.claim`)."""
+        return self.handoffs.claim(channel, self._waiting.get(channel, ()), now, expires_at)
 
     def may_try(self, channel: str, event: EventT) -> bool:
         """Whether a waiter in line whose own timer ran out tries at the masters now (see
@@ -817,6 +861,34 @@ PROBE = HandshakeStep(Command(("PING",)), optional=True)
 MAX_RESENDS = 1
 
 
+@dataclass(slots=True)
+class Capabilities:
+    """What one command connection may send its master: which native commands (see the
+    module docstring), and whether scripts; learnt anew by each connection's handshake."""
+
+    #: The native commands the connection sends.
+    native: frozenset[str] = frozenset()
+    #: False once the master refused to load our scripts on the connection.
+    scripting: bool = True
+
+
+@dataclass(slots=True)
+class Judgement:
+    """What one connection's master said about itself (its INFO), and what the client made
+    of it: refused or not, the same server as another master, the findings already told.
+    Made anew with each connection."""
+
+    facts: MasterFacts = UNKNOWN
+    #: The earlier master whose run_id this one answered with (the same server), if any.
+    same_as: str | None = None
+    #: Why the master is refused for what it said, or None.
+    refusal: str | None = None
+    #: When a round that finds it refused asks INFO again.
+    recheck_at: float = 0.0
+    #: The codes of the findings logged and reported on this connection.
+    told: set[str] = field(default_factory=set)
+
+
 @dataclass
 class Link:
     """The policy of one master's command connection; see the module docstring."""
@@ -831,6 +903,8 @@ class Link:
     #: current one's (a connect that finishes after close(), a reset, or a fork).
     generation: int = 0
     in_flight: deque[InFlight] = field(default_factory=deque)
+    #: Who waits for which round, by its id(): shared by every link (see :meth:`Connections.wake`).
+    wakers: dict[int, Callable[[], None]] = field(default_factory=dict, repr=False)
     #: Commands waiting for a connect (or a health check) to finish, in submission order.
     backlog: list[InFlight] = field(default_factory=list)
     #: A connection idle this long is checked with a PING before it is trusted with a
@@ -848,20 +922,10 @@ class Link:
     #: The trouble last logged for this master (None: none since it last answered): a
     #: master is logged once per change of state, not once per round that finds it down.
     reported: NodeStatus | None = None
-    #: What the master said about itself in the current connection's handshake.
-    facts: MasterFacts = UNKNOWN
-    #: The native commands the current connection sends (see the module docstring).
-    native: frozenset[str] = frozenset()
-    #: False once the master refused to load our scripts on the current connection.
-    scripting: bool = True
-    #: The earlier master whose run_id this one answered with (the same server), if any.
-    same_as: str | None = None
-    #: Why the current connection's master is refused for what it said, or None.
-    refusal: str | None = None
-    #: When a round that finds it refused asks INFO again.
-    recheck_at: float = 0.0
-    #: The codes of the findings logged and reported on the current connection.
-    told: set[str] = field(default_factory=set)
+    #: What the current connection may send: native commands, scripts.
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    #: What the current connection's master said about itself, and what was made of it.
+    judgement: Judgement = field(default_factory=Judgement)
     #: Judges what the master just said about itself (its INFO); may refuse it.
     judge: Callable[[Link, float], None] | None = field(default=None, repr=False)
 
@@ -880,7 +944,7 @@ class Link:
             )
         ):
             # (The common case, first: a working connection that keeps up.)
-            if round_.command.native and self.native:
+            if round_.command.native and self.capabilities.native:
                 self._send(round_, now)
             else:
                 in_flight.append(InFlight(round_.command, round_, now))
@@ -891,7 +955,7 @@ class Link:
             # back, it is rare, and a caller retrying a release has a reason to.
             if now < self.retry_at and not round_.cleanup:
                 status, detail = self.last_failure
-                round_.record(self.node, status, f"{detail} (reconnecting in {self.retry_at - now:.3f}s)")
+                self._record(round_, status, f"{detail} (reconnecting in {self.retry_at - now:.3f}s)")
                 return Submit.SKIPPED
             self.state = State.IDLE
         owed = len(self.in_flight) + len(self.backlog)
@@ -899,7 +963,7 @@ class Link:
         hung = self.looks_hung(now)
         if owed >= limit or (hung and not round_.cleanup):
             hung_for = f"hung: no reply for {now - self.in_flight[0].sent_at:.1f}s" if hung else "hung: too far behind"
-            round_.record(self.node, NodeStatus.TIMEOUT, hung_for)
+            self._record(round_, NodeStatus.TIMEOUT, hung_for)
             self._report(NodeStatus.TIMEOUT, hung_for)
             return Submit.SKIPPED
         if self.state is State.READY and not self.in_flight and now - self.last_active >= self.check_after_idle:
@@ -935,7 +999,7 @@ class Link:
 
     def _send(self, round_: Round, now: float) -> None:
         """Put the round's command in flight in the form this master runs."""
-        form = native_form(round_.command, self.native) if self.native else None
+        form = native_form(round_.command, self.capabilities.native) if self.capabilities.native else None
         if form is None:
             self.in_flight.append(InFlight(round_.command, round_, now))
             return
@@ -973,12 +1037,10 @@ class Link:
         """The socket is up: what to write first, in order (handshake, scripts, the queue but
         the extends, which wait to learn their form)."""
         self.state = State.LEARNING
-        self.facts = UNKNOWN
-        self.native = frozenset()
-        self.scripting = True
+        # (A new connection may be to another server, restarted or reconfigured: learnt anew.)
+        self.capabilities = Capabilities()
+        self.judgement = Judgement()
         self.last_active = now
-        self.same_as = self.refusal = None
-        self.told.clear()
         commands: list[Command] = []
         for step in command_handshake(self.credentials):
             self.in_flight.append(InFlight(step.command, None, now, step))
@@ -997,7 +1059,7 @@ class Link:
                 if self.state is State.LEARNING and round_.command.waits_for_form:
                     waiting.append(entry)
                     continue
-                form = native_form(round_.command, self.native)  # (None while learning)
+                form = native_form(round_.command, self.capabilities.native)  # (None while learning)
                 # (A command lost with a connection goes again in the form of the new one.)
                 entry.command = round_.command if form is None else form.command
             entry.sent_at = now
@@ -1079,7 +1141,7 @@ class Link:
         self.backlog.clear()
         for round_ in rounds:
             if round_ is not None and round_.awaits(self.node):
-                round_.record(self.node, status, detail)
+                self._record(round_, status, detail)
 
     def _back_off(self, status: NodeStatus, detail: str, now: float, *, report: bool = True) -> None:
         if report:
@@ -1097,18 +1159,34 @@ class Link:
         """Whether the handshake's INFO has yet to answer on this connection."""
         return any(entry.step is not None and entry.step.learn is not None for entry in self.in_flight)
 
+    def _record(self, round_: Round, status: NodeStatus, detail: str = "", reply: object = None) -> None:
+        """Record this master's outcome in ``round_``; once that settles the round, wake its waiter."""
+        round_.record(self.node, status, detail, reply)
+        if self.wakers and round_.settled:
+            self._wake(round_)
+
+    def _record_reply(self, round_: Round, reply: object) -> None:
+        round_.record_reply(self.node, reply)
+        if self.wakers and round_.settled:
+            self._wake(round_)
+
+    def _wake(self, round_: Round) -> None:
+        waker = self.wakers.pop(id(round_), None)
+        if waker is not None:
+            waker()
+
     def refuse(self, detail: str, now: float) -> None:
         """What the master said makes it unfit for Redlock (see the module docstring)."""
-        if self.refusal is None:
+        if self.judgement.refusal is None:
             # The rounds already sent (the queue written behind the handshake) count it
             # refused too, their replies dropped; but a clean-up's reply is what happened
             # (one server under two addresses: which of them deleted our key), and counts.
             for entry in self.in_flight:
                 round_ = entry.round
                 if round_ is not None and not round_.cleanup and round_.awaits(self.node):
-                    round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
-        self.refusal = detail
-        self.recheck_at = now + RECONNECT_BACKOFF_MAX
+                    self._record(round_, NodeStatus.MISCONFIGURED, detail)
+        self.judgement.refusal = detail
+        self.judgement.recheck_at = now + RECONNECT_BACKOFF_MAX
         self._report(NodeStatus.MISCONFIGURED, detail)
 
     def recheck(self, now: float) -> Command | None:
@@ -1116,7 +1194,7 @@ class Link:
         master owes replies for so long that another question would only pile up."""
         if self.looks_hung(now):
             return None
-        self.recheck_at = now + RECONNECT_BACKOFF_MAX
+        self.judgement.recheck_at = now + RECONNECT_BACKOFF_MAX
         self.in_flight.append(InFlight(INFO_STEP.command, None, now, INFO_STEP))
         return INFO_STEP.command
 
@@ -1146,9 +1224,9 @@ class Link:
                 if entry.resent and entry.command.removes_token and reply_status(reply) is DENIED:
                     # Sent again after a reset: its first send may have run and removed our
                     # token before the connection broke. Not a loss to report.
-                    round_.record(self.node, GRANTED, "not there when sent again after a reset", reply)
+                    self._record(round_, GRANTED, "not there when sent again after a reset", reply)
                 else:
-                    round_.record_reply(self.node, reply)
+                    self._record_reply(round_, reply)
             if self.reported is TIMEOUT and not self.looks_hung(now):
                 self._recovered()  # caught up with what it owed
             return _NO_REACTION
@@ -1177,7 +1255,7 @@ class Link:
             if round_ is not None and round_.command.native and not_available(reply.message):
                 if entry.command.is_native:
                     return self._native_refused(entry, round_, reply.message, now)
-                form = native_form(round_.command, self.native)
+                form = native_form(round_.command, self.capabilities.native)
                 if form is not None:
                     # A release written as its script before the master said what it has,
                     # to one that runs no Lua for us: it goes again natively.
@@ -1190,10 +1268,10 @@ class Link:
                     self._back_off(NodeStatus.MISCONFIGURED, reply.message, now)
                     return Reaction(hang_up=True)
                 detail = reply.message
-                if not self.scripting and entry.command.script is not None:
+                if not self.capabilities.scripting and entry.command.script is not None:
                     detail = f"{detail}: {NEEDS_SCRIPTING}"
                 if round_ is not None and round_.awaits(self.node):
-                    round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
+                    self._record(round_, NodeStatus.MISCONFIGURED, detail)
                 self._report(NodeStatus.MISCONFIGURED, detail)
                 return _NO_REACTION
             if entry.command.args[0] == "EVALSHA" and reply.noscript:
@@ -1204,14 +1282,16 @@ class Link:
                 self.in_flight.append(InFlight(resend, round_, now, resent=entry.resent))
                 return Reaction(resend=(resend,))
             if round_ is not None and round_.awaits(self.node):
-                round_.record(self.node, NodeStatus.ERROR, reply.message)
+                self._record(round_, NodeStatus.ERROR, reply.message)
             return _NO_REACTION
         if step is not None:
             if step.learn is not None:
-                self.facts = step.learn(reply)
+                self.judgement.facts = step.learn(reply)
                 if self.judge is not None:
                     self.judge(self, now)
-            if self.refusal is not None or (self.reported is NodeStatus.MISCONFIGURED and self._judgement_due()):
+            if self.judgement.refusal is not None or (
+                self.reported is NodeStatus.MISCONFIGURED and self._judgement_due()
+            ):
                 # Refused for what it says (or, after a refusal, not judged again yet): it
                 # is not back, though it answers.
                 return _NO_REACTION
@@ -1228,8 +1308,8 @@ class Link:
         """The master said which native commands it has (or would not say: then its version
         decides): the commands that waited to learn their form go now, in that form."""
         if not isinstance(reply, ErrorReply):
-            self.facts = with_commands(self.facts, reply)
-        self.native = native_commands(self.facts)
+            self.judgement.facts = with_commands(self.judgement.facts, reply)
+        self.capabilities.native = native_commands(self.judgement.facts)
         if self.state is not State.LEARNING:
             return _NO_REACTION
         self.state = State.READY
@@ -1239,10 +1319,12 @@ class Link:
         """The master will not load a script of ours: fine where it releases natively (what
         needs Lua fails alone, saying why); otherwise nothing would release a lock there, and
         the connection is refused as a misconfiguration (as a refused password is)."""
-        if not self.scripting or not (is_misconfiguration(message) or message.startswith("ERR unknown command")):
+        if not self.capabilities.scripting or not (
+            is_misconfiguration(message) or message.startswith("ERR unknown command")
+        ):
             return _NO_REACTION  # said already; or not a refusal (LOADING, BUSY): EVALSHA will tell
-        self.scripting = False
-        if releases_natively(self.native):
+        self.capabilities.scripting = False
+        if releases_natively(self.capabilities.native):
             return _NO_REACTION
         detail = f"{message}: {NO_SCRIPTING_NOR_NATIVE}"
         self._fail_all(NodeStatus.MISCONFIGURED, detail)
@@ -1251,20 +1333,22 @@ class Link:
 
     def _needs_scripting(self, command: Command, message: str) -> bool:
         """A script refused by a master that runs no Lua for us: misconfigured, not failing."""
-        return not self.scripting and command.script is not None and message.startswith("ERR unknown command")
+        return (
+            not self.capabilities.scripting and command.script is not None and message.startswith("ERR unknown command")
+        )
 
     def _native_refused(self, entry: InFlight, round_: Round, message: str, now: float) -> Reaction:
         """The master refused a native command it seemed to have, which therefore did
         nothing: it runs our scripts from now on, and this command goes again as its script
         (behind what was sent meanwhile, as after NOSCRIPT; see docs/algorithm.md for why
         that keeps extends in order)."""
-        if self.native:
+        if self.capabilities.native:
             logger.info("master %s refused a native command (%s): using scripts there", self.name, message)
-            self.native = frozenset()
-        if not self.scripting:
+            self.capabilities.native = frozenset()
+        if not self.capabilities.scripting:
             detail = f"{message}: {NO_SCRIPTING_NOR_NATIVE}"
             if round_.awaits(self.node):
-                round_.record(self.node, NodeStatus.MISCONFIGURED, detail)
+                self._record(round_, NodeStatus.MISCONFIGURED, detail)
             self._report(NodeStatus.MISCONFIGURED, detail)
             return _NO_REACTION
         return self._resend(entry, round_, None, now)
@@ -1441,8 +1525,17 @@ class Connections:
         self.hung_after = 4 * node_timeout
         #: A health check unanswered for a whole request timeout: the connection is gone.
         self.probe_timeout = node_timeout
+        #: Who waits for which round (see :meth:`wake`), by the round's id(): every link's.
+        self.wakers: dict[int, Callable[[], None]] = {}
         self.links = [
-            Link(node, name, credentials[node], self.hung_after, check_after_idle=health_check_interval)
+            Link(
+                node,
+                name,
+                credentials[node],
+                self.hung_after,
+                check_after_idle=health_check_interval,
+                wakers=self.wakers,
+            )
             for node, name in enumerate(names)
         ]
         for link in self.links:
@@ -1450,21 +1543,36 @@ class Connections:
         self.subscribers = [Subscriber(node, credentials[node]) for node in range(len(names))]
         #: Who waits for which release; the drivers make the events.
         self.waiters: Waiters[Any] = Waiters()
+        #: The encodings of the round last submitted (see :class:`RoundWires`).
+        self.wires: RoundWires | None = None
+
+    def wake(self, round_: Round, waker: Callable[[], None] | None) -> None:
+        """Call ``waker`` once a master's outcome settles ``round_`` (None: nobody is to be
+        woken any more). The drivers' side of a round: whoever waits for it, and how it is
+        woken (a thread's event, a future, a simulated step), is theirs, not the round's."""
+        if waker is None:
+            self.wakers.pop(id(round_), None)
+        else:
+            self.wakers[id(round_)] = waker
 
     def submit(self, round_: Round, node: int, now: float) -> Write | Connect | None:
         """Take ``round_``'s command for master ``node``: what to do now, if anything."""
         link = self.links[node]
-        if link.refusal is not None and link.state is State.READY and not round_.cleanup:
-            round_.record(node, NodeStatus.MISCONFIGURED, link.refusal)
-            recheck = link.recheck(now) if now >= link.recheck_at else None
+        if link.judgement.refusal is not None and link.state is State.READY and not round_.cleanup:
+            link._record(round_, NodeStatus.MISCONFIGURED, link.judgement.refusal)
+            recheck = link.recheck(now) if now >= link.judgement.recheck_at else None
             return None if recheck is None else Write("command", node, encode(recheck.args))
         action = link.submit(round_, now)
         if action is SEND:
-            if round_.command.native and link.native:
-                form = native_form(round_.command, link.native)  # (the one the link chose)
+            # (A driver submits a round to each of its masters in turn: one encoding for all.)
+            wires = self.wires
+            if wires is None or wires.round is not round_:
+                wires = self.wires = RoundWires(round_)
+            if round_.command.native and link.capabilities.native:
+                form = native_form(round_.command, link.capabilities.native)  # (the one the link chose)
                 if form is not None:
-                    return Write("command", node, native_wire(round_, form))
-            return Write("command", node, round_.wire or wire_form(round_))
+                    return Write("command", node, wires.native_form(form))
+            return Write("command", node, wires.plain())
         if action is Submit.CONNECT:
             return Connect("command", node, link.generation)
         if action is Submit.PROBE:
@@ -1492,19 +1600,21 @@ class Connections:
 
     def facts(self) -> list[MasterFacts]:
         """What each master said about itself on its current command connection."""
-        return [link.facts for link in self.links]
+        return [link.judgement.facts for link in self.links]
 
     def same_servers(self) -> list[str | None]:
         """For each master, the earlier one it turned out to be the same server as, if any."""
-        return [link.same_as for link in self.links]
+        return [link.judgement.same_as for link in self.links]
 
     # --- what the masters are (see redlock._protocol.topology) ---------------------------------------
 
     def _judge(self, link: Link, now: float) -> None:
         """``link``'s master has just said what it is: warn about its risks, refuse it if unfit."""
-        link.same_as = self._same_server_as(link)
+        link.judgement.same_as = self._same_server_as(link)
         findings = judged_at_handshake(
-            master_findings(link.facts, fencing=self.fencing, strict=self.strict, same_as=link.same_as)
+            master_findings(
+                link.judgement.facts, fencing=self.fencing, strict=self.strict, same_as=link.judgement.same_as
+            )
         )
         for finding in findings:
             self._tell(link, finding)
@@ -1512,7 +1622,7 @@ class Connections:
         if detail is not None:
             link.refuse(detail, now)
         else:
-            link.refusal = None  # (it is back: the reply that brought this says so)
+            link.judgement.refusal = None  # (it is back: the reply that brought this says so)
 
     def _same_server_as(self, link: Link) -> str | None:
         """The master already known under the run_id ``link``'s master answered with.
@@ -1521,18 +1631,18 @@ class Connections:
         (A run_id of a connection lost since still names that server: it changes only when
         the server restarts.)
         """
-        run_id = link.facts.run_id
+        run_id = link.judgement.facts.run_id
         if run_id is None:
             return None
         for other in self.links:
-            if other is not link and other.same_as is None and other.facts.run_id == run_id:
+            if other is not link and other.judgement.same_as is None and other.judgement.facts.run_id == run_id:
                 return other.name
         return None
 
     def _tell(self, link: Link, finding: Finding) -> None:
-        if finding.code in link.told:
+        if finding.code in link.judgement.told:
             return  # once per connection, however often it is asked again
-        link.told.add(finding.code)
+        link.judgement.told.add(finding.code)
         # A refusal is logged as the master turning misconfigured, once per change of state.
         if finding.severity is Severity.WARNING:
             logger.warning("master %s: %s", link.name, finding.message)
@@ -1546,7 +1656,7 @@ class Connections:
             return
         self.fencing = True
         for link in self.links:
-            if link.state is State.READY and link.facts.answered:
+            if link.state is State.READY and link.judgement.facts.answered:
                 self._judge(link, now)  # (a handshake under way is judged when its INFO answers)
 
     def rejudge(self, now: float) -> list[Write]:
@@ -1574,7 +1684,7 @@ class Connections:
                 if state is State.PROBING
                 else "reply"
             )
-            round_.record(node, NodeStatus.TIMEOUT, f"no {waited_for} within {waited:.2f}s")
+            self.links[node]._record(round_, NodeStatus.TIMEOUT, f"no {waited_for} within {waited:.2f}s")
 
     def overtime(self, round_: Round, deadline: float) -> float | None:
         return overtime_deadline(self.links, round_, self.connect_timeout, deadline)

@@ -310,12 +310,6 @@ class Round:
     shielded: bool = False
     outcomes: dict[int, NodeOutcome] = field(default_factory=dict)
     replies: dict[int, object] = field(default_factory=dict)
-    #: The command in RESP, encoded once for every master (by the connection layer).
-    wire: bytes | None = field(default=None, repr=False)
-    #: Its native forms in RESP, each encoded once (by ``NativeForm.needs``), likewise.
-    native_wires: dict[str, bytes] | None = field(default=None, repr=False)
-    #: Called by the driver's side once the round is settled: wakes whoever waits for it.
-    waker: Callable[[], None] | None = field(default=None, repr=False)
     #: Kept as outcomes are recorded: every reply of every round asks for them.
     granted: int = field(default=0, init=False)
     #: Where the connection policy puts the seconds from sending to each master's reply
@@ -343,9 +337,6 @@ class Round:
         shielded: bool = False,
         outcomes: dict[int, NodeOutcome] | None = None,
         replies: dict[int, object] | None = None,
-        wire: bytes | None = None,
-        native_wires: dict[str, bytes] | None = None,
-        waker: Callable[[], None] | None = None,
         latencies: Latencies | None = None,
         on_majority: Callable[[], None] | None = None,
     ) -> None:
@@ -362,9 +353,6 @@ class Round:
         self.shielded = shielded
         self.outcomes = {} if outcomes is None else outcomes
         self.replies = {} if replies is None else replies
-        self.wire = wire
-        self.native_wires = native_wires
-        self.waker = waker
         self.granted = 0
         self.latencies = latencies
         self.on_majority = on_majority
@@ -388,9 +376,6 @@ class Round:
             if self.on_majority is not None and self.granted + self.credited >= self.quorum:
                 reached, self.on_majority = self.on_majority, None
                 reached()
-        if self.waker is not None and self.settled:
-            waker, self.waker = self.waker, None
-            waker()
 
     def record_reply(self, node: int, reply: object) -> None:
         # (OK, the commonest reply, without the mapping's call.)

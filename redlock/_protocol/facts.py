@@ -3,7 +3,7 @@
 Where it sits: a pure module (no I/O) below the connection policy. The policy sends ``INFO``
 as one step of every command connection's handshake (pipelined with the rest, so it costs no
 round trip) and hands the reply to :func:`facts_from_info`; what it learns is kept per master
-(:attr:`redlock._protocol.connection.Link.facts`), where the policy and the lock kinds can read it.
+(:attr:`redlock._protocol.connection.Judgement.facts`), where the policy and the lock kinds can read it.
 
 Anything a master does not say (an ACL user denied ``INFO``, a managed service that hides
 sections, an older server without a field) stays ``None``: unknown, never an error.
