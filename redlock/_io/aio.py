@@ -194,6 +194,12 @@ class Driver(DriverBase["_Protocol"]):
             try:
                 result = commit(await self._drive(flow, cancels))
             except BaseException as interruption:
+                # Landed in the driver's own lines, it never reached the flow: its clean-up (an
+                # acquire's rollback) runs now, before the interruption goes on.
+                seen = interruption.__traceback__
+                with contextlib.suppress(BaseException):
+                    await self._drive(flow, cancels, thrown=interruption)
+                interruption.__traceback__ = seen
                 if cancels:
                     raise cancels[0] from interruption
                 # (Named, not a bare raise: compiled, the exception being handled across the
@@ -206,7 +212,12 @@ class Driver(DriverBase["_Protocol"]):
             flow.close()
             self._active -= 1
 
-    async def _drive(self, flow: Generator[Request, float, R], cancels: list[asyncio.CancelledError] | None) -> R:
+    async def _drive(
+        self,
+        flow: Generator[Request, float, R],
+        cancels: list[asyncio.CancelledError] | None,
+        thrown: BaseException | None = None,
+    ) -> R:
         """Step ``flow``; with a ``cancels`` list, its rounds keep going through cancellation
         and record it there (clean-ups are rounds only: they never pause)."""
         waiting: _Waiting | None = None
@@ -215,7 +226,7 @@ class Driver(DriverBase["_Protocol"]):
         # clean up after is what the caller gets.
         absorbed: list[asyncio.CancelledError] = []
         try:
-            request = next(flow)
+            request = self._first(flow, thrown)
             while True:
                 try:
                     if isinstance(request, Round):

@@ -268,6 +268,14 @@ class DriverBase(Generic[ConnectionT]):
             pass
         raise interruption
 
+    @staticmethod
+    def _first(flow: Generator[Request, float, object], thrown: BaseException | None) -> Request:
+        """The flow's first request: its start; or, for an interruption ``thrown`` that
+        escaped the driver before it reached the flow (it landed in the driver's own lines,
+        between two steps), the first request of the flow's clean-up (raising it back at
+        once from a flow that had it already, has no clean-up, or has ended)."""
+        return next(flow) if thrown is None else DriverBase._thrown(flow, thrown)
+
     def _out_of_line(self, waiting: tuple[str, Any] | None) -> None:
         """Leave the waiters for a release: a flow's place among them (see each driver's
         ``_pause``), once it pauses no more."""

@@ -187,6 +187,14 @@ class Driver(DriverBase["_Socket"]):
                 if interrupt is not None:
                     self._interrupts.add(interrupt)
             return commit(self._drive(flow, interrupt))
+        except BaseException as escaped:
+            # Landed in the driver's own lines, it never reached the flow: its clean-up (an
+            # acquire's rollback) runs now, before the interruption goes on.
+            seen = escaped.__traceback__
+            with contextlib.suppress(BaseException):
+                self._drive(flow, interrupt, thrown=escaped)
+            escaped.__traceback__ = seen
+            raise escaped
         finally:
             flow.close()
             with self._lock:
@@ -194,10 +202,12 @@ class Driver(DriverBase["_Socket"]):
                 if interrupt is not None:
                     self._interrupts.discard(interrupt)
 
-    def _drive(self, flow: Generator[Request, float, R], interrupt: threading.Event | None) -> R:
+    def _drive(
+        self, flow: Generator[Request, float, R], interrupt: threading.Event | None, thrown: BaseException | None = None
+    ) -> R:
         waiting: _Waiting | None = None
         try:
-            request = next(flow)
+            request = self._first(flow, thrown)
             while True:
                 try:
                     if isinstance(request, Round):
