@@ -56,15 +56,19 @@ BUILD_CASES = ("sync latency", "asyncio latency", f"sync, {THREADS} threads", f"
 HANDOFF_CASE = f"one name, {WAITERS} waiting threads"
 BUILDS = ("compiled", "pure")
 HANDOFF = ("handover on", "handover off")
-#: The figures each case's table shows, and whether more of it is better.
-METRICS = {
-    "p50_ms": False,
-    "p99_ms": False,
-    "ops_per_s": True,
-    "cpu_us_per_op": False,
-    "handoff_p50_ms": False,
-    "handoff_p99_ms": False,
-}
+#: The figures summed up over the rounds, where a case has them. The share of one CPU the
+#: client and the servers (the masters, and the relay if any) were busy shows which side a
+#: throughput was bound by.
+METRICS = (
+    "p50_ms",
+    "p99_ms",
+    "ops_per_s",
+    "cpu_us_per_op",
+    "client_busy",
+    "server_busy",
+    "handoff_p50_ms",
+    "handoff_p99_ms",
+)
 
 
 # --- the worker: one case, in the client's namespace ------------------------------------------
@@ -79,7 +83,7 @@ def _disable_handover() -> None:
     kinds.LockKind.hands_over = property(lambda self: False)  # type: ignore[method-assign,assignment]
 
 
-def run_case(case: str, urls: list[str], count: int, seconds: float) -> dict[str, Any]:
+def run_case(case: str, urls: list[str], count: int, seconds: float, servers: Sequence[int] = ()) -> dict[str, Any]:
     from _common import percentiles  # noqa: PLC0415
     from bench_contention import contended  # noqa: PLC0415
     from bench_latency import redlock_async, redlock_sync  # noqa: PLC0415
@@ -100,9 +104,13 @@ def run_case(case: str, urls: list[str], count: int, seconds: float) -> dict[str
         samples = (redlock_sync if case.startswith("sync") else redlock_async)(urls, count, cpu=spent)
         row.update(percentiles(samples), cpu_us_per_op=spent[0] / len(samples) * 1e6)
     elif case == BUILD_CASES[2]:
-        row.update(scale_sync(lambda _: Redlock(urls), redlock_op_sync, THREADS, seconds, seconds / 4))
+        row.update(scale_sync(lambda _: Redlock(urls), redlock_op_sync, THREADS, seconds, seconds / 4, servers=servers))
     elif case == BUILD_CASES[3]:
-        row.update(scale_async(lambda _: redlock.asyncio.Redlock(urls), redlock_op_async, TASKS, seconds, seconds / 4))
+        row.update(
+            scale_async(
+                lambda _: redlock.asyncio.Redlock(urls), redlock_op_async, TASKS, seconds, seconds / 4, servers=servers
+            )
+        )
     elif case == HANDOFF_CASE:
         with Redlock(urls) as rl:
             cpu = time.process_time()
@@ -141,10 +149,12 @@ def worker_main(argv: Sequence[str]) -> int:
     parser.add_argument("--count", type=int, default=400)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--no-handover", action="store_true")
+    parser.add_argument("--servers", default="", help="the servers' pids, comma-separated, whose CPU time to read")
     args = parser.parse_args(argv)
     if args.no_handover:
         _disable_handover()
-    print(json.dumps(run_case(args.case, args.urls, args.count, args.seconds)))
+    servers = [int(pid) for pid in args.servers.split(",") if pid]
+    print(json.dumps(run_case(args.case, args.urls, args.count, args.seconds, servers)))
     return 0
 
 
@@ -189,10 +199,10 @@ def network_section(
         result["machine"] = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
         print(f"network: {result['machine']}; {result['pinning']}; round trip by {result['delay_by']}", flush=True)
         for rtt in rtts:
-            with _round_trip(network, masters, rtt, netem=netem_refused is None) as urls:
+            with _round_trip(network, masters, rtt, netem=netem_refused is None) as (urls, servers):
                 print(f"round trip {rtt} ms added:", flush=True)
                 result["rtts"][str(rtt)] = _measure_all(
-                    client.launcher, urls, compiled_python, rounds, count=count, seconds=seconds
+                    client.launcher, (urls, servers), compiled_python, rounds, count=count, seconds=seconds
                 )
     return result
 
@@ -211,8 +221,10 @@ def _netem_refusal(network: Any) -> str | None:
 
 
 @contextlib.contextmanager
-def _round_trip(network: Any, masters: Any, rtt_ms: float, *, netem: bool) -> Iterator[list[str]]:
-    """The masters' URLs as the client reaches them with ``rtt_ms`` of added round trip."""
+def _round_trip(network: Any, masters: Any, rtt_ms: float, *, netem: bool) -> Iterator[tuple[list[str], list[int]]]:
+    """The masters' URLs as the client reaches them with ``rtt_ms`` of added round trip, and
+    the pids of the servers on the way (the masters, and the relay if any)."""
+    pids = [pid for pid in masters.pids if pid is not None]
     from chaos.netns import _run  # noqa: PLC0415
 
     one_way_us = round(rtt_ms * 500)
@@ -224,7 +236,7 @@ def _round_trip(network: Any, masters: Any, rtt_ms: float, *, netem: bool) -> It
                 _run([*tc, "replace", "dev", "eth0", "root", "netem", "delay", f"{one_way_us}us"])
             else:  # (none there yet is as good)
                 subprocess.run([*tc, "del", "dev", "eth0", "root"], capture_output=True, timeout=10, check=False)
-        yield masters.urls
+        yield masters.urls, pids
         return
     relay = network.add("relay")
     binary = _relay_binary()
@@ -241,8 +253,8 @@ def _round_trip(network: Any, masters: Any, rtt_ms: float, *, netem: bool) -> It
             raise RuntimeError(f"delay_relay did not start (exit {process.poll()})")
         # On the masters' CPU: what is not the client runs beside the servers.
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(process.pid, os.sched_getaffinity(next(p for p in masters.pids if p)))
-        yield [f"redis://{relay.address}:{port + i}" for i in range(len(mappings))]
+            os.sched_setaffinity(process.pid, os.sched_getaffinity(pids[0]))
+        yield [f"redis://{relay.address}:{port + i}" for i in range(len(mappings))], [*pids, process.pid]
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -264,8 +276,15 @@ def _relay_binary() -> Path:
 
 
 def _measure_all(
-    launcher: list[str], urls: list[str], compiled_python: str, rounds: int, *, count: int, seconds: float
+    launcher: list[str],
+    reached: tuple[list[str], list[int]],
+    compiled_python: str,
+    rounds: int,
+    *,
+    count: int,
+    seconds: float,
 ) -> dict[str, Any]:
+    urls, servers = reached
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # The builds: the --compiled install, as is and its sources (PYTHONPATH would put this
     # checkout's sources first); the handover: this checkout's sources, on and patched out.
@@ -279,7 +298,7 @@ def _measure_all(
     def once(variant: str, case: str) -> dict[str, Any]:
         python, env = variants[variant]
         argv = [*launcher, *python, str(HERE / "bench_network.py"), case, *urls]
-        argv += ["--count", str(count), "--seconds", str(seconds)]
+        argv += ["--count", str(count), "--seconds", str(seconds), "--servers", ",".join(map(str, servers))]
         if variant == "handover off":
             argv.append("--no-handover")
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)

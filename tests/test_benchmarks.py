@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_network import BUILD_CASES, BUILDS, HANDOFF, HANDOFF_CASE  # noqa: E402
 
 
+@pytest.mark.servers
 def test_the_network_section_runs_every_case_with_and_without_each_piece(tmp_path: pathlib.Path) -> None:
     reason = netns.unavailable()
     if reason is not None:
