@@ -177,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="network: a Python whose redlock is a compiled install (REDLOCK_COMPILE=1), run against its sources",
     )
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, not {args.rounds}")
+    if any(rtt < 0 for rtt in args.rtt or ()):
+        parser.error(f"--rtt must not be negative: {args.rtt}")
     sections = set(args.only or SECTIONS)
     network = (tuple(args.rtt or RTTS_MS), args.rounds, args.compiled)
     count = 300 if args.quick else 2000
