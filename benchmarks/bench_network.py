@@ -1,6 +1,6 @@
 """The ``network`` section: what the costly pieces buy when the masters are a round trip away.
 
-Issue 36 asks whether two pieces pay for their complexity on a network, not only on loopback:
+Whether two costly pieces pay for their complexity on a network, not only on loopback:
 the mypyc build (``REDLOCK_COMPILE=1``: the core and the drivers compiled) and the early
 handover (:class:`redlock._protocol.core.Handoff`: a release swaps its token for a waiting
 Lock's of the same client in one round). Each is measured against its absence, side by side:

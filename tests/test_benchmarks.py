@@ -1,4 +1,4 @@
-"""The benchmark's network section (benchmarks/bench_network.py, issue 36 §4) keeps working:
+"""The benchmark's network section (benchmarks/bench_network.py) keeps working:
 a tiny run of its command, every case and variant present, no figure judged (speed belongs in
 the benchmark itself)."""
 
