@@ -33,6 +33,10 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
   the ratios (issue 22's targets); needs node and npm, else it says why and is skipped;
 * native (only when asked: ``--only native``): extend and release by Valkey 9's native
   commands against the scripts, on Valkey masters of its own (see bench_native.py);
+* network (only when asked: ``--only network``; root): the compiled build against its
+  sources and the early handover against none, with masters in network namespaces a round
+  trip of ``--rtt`` ms away (0.2 and 1 by default), in ``--rounds`` interleaved rounds;
+  ``--compiled`` names a Python whose redlock is a compiled install (see bench_network.py);
 * telemetry: acquire+release p50 (sync and asyncio, 5 masters) with OpenTelemetry absent,
   installed with no SDK configured (the API's no-op providers), and recording with the SDK
   (metrics into an in-memory reader, spans through a batch processor to an exporter that
@@ -46,7 +50,7 @@ same-CPU round trip and a cross-CPU one can differ several times.
 
 This file is the command line and the report; each section is a module beside it
 (bench_latency.py for latency and primitives, bench_contention.py, bench_scale.py,
-bench_telemetry.py, bench_node.py, bench_node_contention.py), with what they share in _common.py.
+bench_telemetry.py, bench_node.py, bench_node_contention.py, bench_network.py), with what they share in _common.py.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from _common import percentiles
 from bench_contention import contention_panel, contention_section, handoff_panel, waiters_section
 from bench_latency import latency_panel, latency_section, primitives_section
 from bench_native import native_section
+from bench_network import RTTS_MS, network_section
 from bench_node import node_panel, node_section
 from bench_node_contention import node_contention_section
 from bench_scale import raise_fd_limit, scale_panel, scale_section
@@ -144,8 +149,9 @@ def chart_figure(results: dict[str, Any], *, dpi: float = 100) -> Any:
 
 
 SECTIONS = ("latency", "primitives", "contention", "scale", "node", "node-contention", "telemetry")
-#: Run only when named with --only: they need another server (Valkey 9).
-OPTIONAL_SECTIONS = ("native",)
+#: Run only when named with --only: native needs another server (Valkey 9), network needs root
+#: (network namespaces) and an interpreter with a compiled install (--compiled).
+OPTIONAL_SECTIONS = ("native", "network")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -158,8 +164,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=SECTIONS + OPTIONAL_SECTIONS,
         help="run only this section (repeatable); default: all. contention includes handoff",
     )
+    parser.add_argument(
+        "--rtt",
+        action="append",
+        type=float,
+        help=f"network: a round trip to add, ms (repeatable; default {' and '.join(map(str, RTTS_MS))})",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="network: interleaved A/B rounds per case")
+    parser.add_argument(
+        "--compiled",
+        default=sys.executable,
+        help="network: a Python whose redlock is a compiled install (REDLOCK_COMPILE=1), run against its sources",
+    )
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, not {args.rounds}")
+    if any(rtt < 0 for rtt in args.rtt or ()):
+        parser.error(f"--rtt must not be negative: {args.rtt}")
     sections = set(args.only or SECTIONS)
+    network = (tuple(args.rtt or RTTS_MS), args.rounds, args.compiled)
     count = 300 if args.quick else 2000
     telemetry_rounds = (3, 200) if args.quick else (9, 400)
     seconds = 2.0 if args.quick else 6.0
@@ -170,7 +193,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not plot:
         print(f"bench.png skipped: matplotlib is not installed; {install_hint('bench')}", file=sys.stderr)
     try:
-        return run(sections, count, seconds, (scale_seconds, scale_warmup), out, plot=plot, telemetry=telemetry_rounds)
+        return run(
+            sections,
+            count,
+            seconds,
+            (scale_seconds, scale_warmup),
+            out,
+            plot=plot,
+            telemetry=telemetry_rounds,
+            network=network,
+            quick=args.quick,
+        )
     except RedisServerNotFound:
         print(f"bench.py: {redis_server_hint()}", file=sys.stderr)
         return EXIT_NO_REDIS_SERVER
@@ -185,41 +218,49 @@ def run(
     *,
     plot: bool,
     telemetry: tuple[int, int] = (9, 400),
+    network: tuple[tuple[float, ...], int, str] = (RTTS_MS, 5, sys.executable),
+    quick: bool = False,
 ) -> int:
     scale_seconds, scale_warmup = scale_times
     limit = raise_fd_limit()  # before the servers start: they inherit it
 
     results: dict[str, Any] = {"samples": count}
-    # Open (owner_only=False): the contention section resets the masters' statistics (CONFIG
-    # RESETSTAT), and node-redlock and the floors are given the masters' bare addresses.
-    with LocalMasters(5, owner_only=False) as cluster:
-        pinning = pin(cluster)
-        machine = {
-            "summary": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {pinning}",
-            "redis_server": cluster[0].binary,
-            "hiredis": HIREDIS_AVAILABLE,
-            "fd_limit": limit,
-        }
-        results["machine"] = machine
-        print(f"machine: {machine['summary']}; hiredis {HIREDIS_AVAILABLE}; {limit}", flush=True)
-        if "latency" in sections:
-            results["latency"] = latency_section(cluster, count)
-        if "primitives" in sections:
-            print("acquire+release on 5 masters: semaphore and 3-name lock against the single lock", flush=True)
-            results["primitives"] = primitives_section(cluster.urls, count)
-        if "contention" in sections:
-            results["contention"], results["handoff"] = contention_section(cluster, seconds)
-            results["waiters"] = waiters_section(cluster, seconds)
-        if "scale" in sections:
-            results["scale"] = scale_section(cluster, scale_seconds, scale_warmup)
-        if "node" in sections:
-            results["node"] = node_section(cluster, out, 5 * scale_seconds / 3, scale_warmup, rounds=3)
-        if "node-contention" in sections:
-            results["node_contention"] = node_contention_section(cluster, out, 5 * scale_seconds / 3, rounds=3)
-        if "telemetry" in sections:
-            results["telemetry"] = telemetry_section(cluster, *telemetry)
-        if "native" in sections:
-            results["native"] = native_section(count, percentiles, pin)
+    if "network" in sections:
+        # Masters of its own, in network namespaces; the loopback ones are for the rest.
+        rtts, rounds, compiled = network
+        results["network"] = network_section(rtts, rounds, compiled, pin, quick=quick)
+    if sections - {"network"}:
+        # Open (owner_only=False): the contention section resets the masters' statistics (CONFIG
+        # RESETSTAT), and node-redlock and the floors are given the masters' bare addresses.
+        with LocalMasters(5, owner_only=False) as cluster:
+            pinning = pin(cluster)
+            python = platform.python_version()
+            machine = {
+                "summary": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {python}, {pinning}",
+                "redis_server": cluster[0].binary,
+                "hiredis": HIREDIS_AVAILABLE,
+                "fd_limit": limit,
+            }
+            results["machine"] = machine
+            print(f"machine: {machine['summary']}; hiredis {HIREDIS_AVAILABLE}; {limit}", flush=True)
+            if "latency" in sections:
+                results["latency"] = latency_section(cluster, count)
+            if "primitives" in sections:
+                print("acquire+release on 5 masters: semaphore and 3-name lock against the single lock", flush=True)
+                results["primitives"] = primitives_section(cluster.urls, count)
+            if "contention" in sections:
+                results["contention"], results["handoff"] = contention_section(cluster, seconds)
+                results["waiters"] = waiters_section(cluster, seconds)
+            if "scale" in sections:
+                results["scale"] = scale_section(cluster, scale_seconds, scale_warmup)
+            if "node" in sections:
+                results["node"] = node_section(cluster, out, 5 * scale_seconds / 3, scale_warmup, rounds=3)
+            if "node-contention" in sections:
+                results["node_contention"] = node_contention_section(cluster, out, 5 * scale_seconds / 3, rounds=3)
+            if "telemetry" in sections:
+                results["telemetry"] = telemetry_section(cluster, *telemetry)
+            if "native" in sections:
+                results["native"] = native_section(count, percentiles, pin)
 
     (out / "bench.json").write_text(json.dumps(results, indent=2))
     if plot:

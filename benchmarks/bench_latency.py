@@ -68,7 +68,9 @@ PRIMITIVES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def redlock_sync(urls: list[str], count: int, kind: str = "lock", **kwargs: Any) -> list[float]:
+def redlock_sync(
+    urls: list[str], count: int, kind: str = "lock", *, cpu: list[float] | None = None, **kwargs: Any
+) -> list[float]:
     make = PRIMITIVES[kind]
     with Redlock(urls, **kwargs) as rl:
 
@@ -78,10 +80,10 @@ def redlock_sync(urls: list[str], count: int, kind: str = "lock", **kwargs: Any)
                 raise RuntimeError("uncontended acquire failed")
             lock.release()
 
-        return timed(once, count)
+        return timed(once, count, cpu=cpu)
 
 
-def redlock_async(urls: list[str], count: int, kind: str = "lock") -> list[float]:
+def redlock_async(urls: list[str], count: int, kind: str = "lock", *, cpu: list[float] | None = None) -> list[float]:
     make = PRIMITIVES[kind]
 
     async def run() -> list[float]:
@@ -93,7 +95,7 @@ def redlock_async(urls: list[str], count: int, kind: str = "lock") -> list[float
                     raise RuntimeError("uncontended acquire failed")
                 await lock.release()
 
-            return await timed_async(once, count)
+            return await timed_async(once, count, cpu=cpu)
 
     return asyncio.run(run())
 

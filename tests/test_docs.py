@@ -791,10 +791,12 @@ def test_every_benchmark_table_says_how_to_reproduce_it_and_when_it_ran() -> Non
     for start in tables:
         before = " ".join(text[previous:start].split())
         where = f"docs/benchmarks.md:{text.count(chr(10), 0, start) + 1}"
-        command = re.search(r"Reproduce: `\.venv/bin/python (benchmarks/\w+\.py)((?: --?[\w-]+(?: [\w-]+)?)*)`", before)
+        # (An option's value may be a number or a path: --rtt 0.2, --compiled /tmp/venv/bin/python.)
+        reproduce = r"Reproduce: `\.venv/bin/python (benchmarks/\w+\.py)((?: --?[\w-]+(?: [\w./-]+)?)*)`"
+        command = re.search(reproduce, before)
         assert command, f"{where}: the table has no `Reproduce: .venv/bin/python benchmarks/bench.py ...` before it"
         assert (ROOT / command.group(1)).exists(), f"{where}: {command.group(1)} does not exist"
-        for flag, value in re.findall(r"(--?[\w-]+)(?: ([\w-]+))?", command.group(2)):
+        for flag, value in re.findall(r"(--?[\w-]+)(?: ([\w./-]+))?", command.group(2)):
             assert flag in options, f"{where}: benchmarks/bench.py has no option {flag}"
             if flag == "--only":
                 assert value in sections, f"{where}: benchmarks/bench.py has no section {value!r}"
