@@ -11,7 +11,7 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
   is decided by the other four; about node_timeout at worst, never a hang);
 * primitives: acquire+release of a semaphore (limit 3) and of a lock on 3 names, each against
   the single lock in the same run (interleaved), sync and asyncio, with the ratio to the
-  single lock's p50 (issue 12's target: 1.3x at most);
+  single lock's p50 (the target: 1.3x at most);
 * contended throughput, 8 clients on one name, against redis-py's single-node Lock in the
   same run, with each client's share;
 * handoff: from the start of a release to the next holder's acquire returning, 8 waiters,
@@ -24,13 +24,13 @@ Starts its own masters (redlock.servers) and prints p50/p99 for:
   at the same C in the same run: redis-py (a BlockingConnectionPool of C) / redis.asyncio (a
   pool of C) on ONE master doing SET NX PX + the compare-and-delete script. Also the 5-master
   "send all, then read all" floor of client CPU (one thread, 5 raw redis-py connections), and
-  the ratios and targets of issue 9. About a minute (20 s with --quick);
+  the ratios and targets. About a minute (20 s with --quick);
 * node-contention: the same clients looping on ONE name (blocking acquire + release), against
   node-redlock at its 200 ms and a 10 ms retry delay: acquisitions/s, fairness, CPU per
-  acquisition (issue 22's contention target); needs node and npm, as the node section;
+  acquisition (the contention target); needs node and npm, as the node section;
 * node: node-redlock (on ioredis) against the asyncio and sync clients on the same masters,
   lock+unlock on distinct names at C = 1, 10, 100, 1000, three interleaved rounds each, with
-  the ratios (issue 22's targets); needs node and npm, else it says why and is skipped;
+  the ratios (the targets); needs node and npm, else it says why and is skipped;
 * native (only when asked: ``--only native``): extend and release by Valkey 9's native
   commands against the scripts, on Valkey masters of its own (see bench_native.py);
 * network (only when asked: ``--only network``; root): the compiled build against its

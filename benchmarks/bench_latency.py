@@ -53,7 +53,7 @@ def floor_async(url: str, count: int) -> list[float]:
     return asyncio.run(run())
 
 
-#: What the latency rows lock: the single lock, and the issue 12 primitives beside it.
+#: What the latency rows lock: the single lock, and the other primitives beside it.
 PRIMITIVES: dict[str, Callable[[Any], Any]] = {
     "lock": lambda rl: rl.lock("bench", ttl=10.0),
     "semaphore (limit 3)": lambda rl: rl.semaphore("bench:pool", 3, ttl=10.0),
@@ -100,7 +100,7 @@ def redlock_async(urls: list[str], count: int, kind: str = "lock", *, cpu: list[
     return asyncio.run(run())
 
 
-#: Issue 12: a semaphore or a 3-name lock within 1.3x of the single lock's p50.
+#: The target: a semaphore or a 3-name lock within 1.3x of the single lock's p50.
 PRIMITIVE_TARGET = 1.3
 
 

@@ -44,7 +44,7 @@ CLIENTS = ("asyncio", "uvloop", "sync")
 #: What the event loop alone allows (:class:`EventLoopFloor`), on each loop.
 FLOORS = ("asyncio floor", "uvloop floor", "sync floor")
 CONCURRENCY = (1, 10, 100, 1000)
-#: Threads beyond this add nothing on one interpreter (issue 9): the sync client stops here.
+#: Threads beyond this add nothing on one interpreter (the GIL): the sync client stops here.
 SYNC_CONCURRENCY = (1, 10)
 
 

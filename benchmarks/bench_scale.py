@@ -4,7 +4,7 @@ lock+unlock on distinct names with C asyncio tasks or threads on one client (5 m
 each case a fresh client, a warm-up and then a fixed duration: ops/s, errors, p50/p99 per
 op, peak open fds, client and servers' CPU per op; the floor is redis-py (or redis.asyncio)
 with a pool of C connections on ONE master, plus the 5-master "send all, then read all"
-floor of client CPU. Then the ratios, the CPU ceilings and the targets of issue 9.
+floor of client CPU. Then the ratios, the CPU ceilings and the targets (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -571,7 +571,7 @@ def print_scale_summary(result: dict[str, Any]) -> None:
             ratios["cpu_vs_send_all_floor"]["sync"]["1"] <= 1.5,
         ),
     ]
-    print("targets (issue 9):")
+    print("targets:")
     for label, met in checks:
         print(f"  [{'met' if met else 'MISSED'}] {label}")
     for label, c, row in everything:
