@@ -209,7 +209,15 @@ class DriverBase(Generic[ConnectionT]):
         if conn is not None:
             self._conns[(connect.kind, connect.node)] = conn
             self._connections_changed()
-        self._carry_out(self._policy.connected(connect, error, self._clock()))
+        try:
+            self._carry_out(self._policy.connected(connect, error, self._clock()))
+        except BaseException as interruption:
+            if conn is not None:
+                # Between the policy counting the handshake sent and its bytes queued (a
+                # signal handler that raises): the next command would go out before AUTH,
+                # and its NOAUTH be read as the answer to AUTH. The connection starts over.
+                self._lose(connect.kind, connect.node, Interrupted(f"interrupted mid-handshake: {interruption!r}"))
+            raise
         return True
 
     def _connections_changed(self) -> None:
