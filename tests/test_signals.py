@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -251,6 +251,19 @@ def test_six_hundred_interrupted_calls_leave_the_lock_and_the_masters_agreeing(
     assert interrupted == 600, f"only {interrupted} calls of 30,000 were interrupted"
 
 
+_HUNG = "did not return within PATIENCE: hung"
+
+
+@contextlib.asynccontextmanager
+async def _or_hung(violations: list[str], what: str) -> AsyncIterator[None]:
+    """A call that never returns is a violation the test reports, not a run that hangs."""
+    try:
+        async with asyncio.timeout(PATIENCE):
+            yield
+    except TimeoutError:
+        violations.append(f"{what} {_HUNG}")
+
+
 def interrupted_tasks(masters: LocalMasters, call: str, wanted: int, seed: int, how: str) -> tuple[int, list[str]]:
     """As :func:`interrupted_calls`, for the asyncio API: each call runs as a task, and at a
     random moment of its first 0.6 ms the task is cancelled (``how`` "cancel") or a signal
@@ -274,7 +287,10 @@ def interrupted_tasks(masters: LocalMasters, call: str, wanted: int, seed: int, 
                     lock = rl.lock(unique(), ttl=10.0)
                     if call != "acquire":
                         with contextlib.suppress(redlock.RedlockError):
-                            await lock.acquire(blocking=False)
+                            async with _or_hung(violations, "an acquire after the strikes"):
+                                await lock.acquire(blocking=False)
+                        if violations and violations[-1].endswith(_HUNG):
+                            break
                         if not lock.locked():
                             continue  # (a connection the last strike closed: no majority yet)
                     arguments = {"blocking": False} if call == "acquire" else {}
@@ -286,8 +302,11 @@ def interrupted_tasks(masters: LocalMasters, call: str, wanted: int, seed: int, 
                             loop.call_later(delay, task.cancel)
                             await task
                         else:
-                            with within(delay):
-                                await getattr(lock, call)(**arguments)
+                            async with _or_hung(violations, f"a struck {call}"):
+                                with within(delay):
+                                    await getattr(lock, call)(**arguments)
+                            if violations and violations[-1].endswith(_HUNG):
+                                break
                     except (asyncio.CancelledError, Interrupt) as strike:
                         struck += 1
                         failed = strike

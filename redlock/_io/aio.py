@@ -194,12 +194,6 @@ class Driver(DriverBase["_Protocol"]):
             try:
                 result = commit(await self._drive(flow, cancels))
             except BaseException as interruption:
-                # Landed in the driver's own lines, it never reached the flow: its clean-up (an
-                # acquire's rollback) runs now, before the interruption goes on.
-                seen = interruption.__traceback__
-                with contextlib.suppress(BaseException):
-                    await self._drive(flow, cancels, thrown=interruption)
-                interruption.__traceback__ = seen
                 if cancels:
                     raise cancels[0] from interruption
                 # (Named, not a bare raise: compiled, the exception being handled across the
@@ -216,7 +210,6 @@ class Driver(DriverBase["_Protocol"]):
         self,
         flow: Generator[Request, float, R],
         cancels: list[asyncio.CancelledError] | None,
-        thrown: BaseException | None = None,
     ) -> R:
         """Step ``flow``; with a ``cancels`` list, its rounds keep going through cancellation
         and record it there (clean-ups are rounds only: they never pause)."""
@@ -226,7 +219,7 @@ class Driver(DriverBase["_Protocol"]):
         # clean up after is what the caller gets.
         absorbed: list[asyncio.CancelledError] = []
         try:
-            request = self._first(flow, thrown)
+            request = next(flow)
             while True:
                 try:
                     if isinstance(request, Round):
@@ -442,13 +435,17 @@ class _Timeouts:
     def _ring(self) -> None:
         """The earliest deadline came: time out the rounds whose deadline passed, and set
         the timer for the next (later rounds' deadlines are later, so it rarely moves)."""
-        self._alarm = None
         try:
+            self._alarm = None
             now = self._clock()
-            due = [settled for settled, deadline in self.deadlines.items() if deadline <= now]
-            for settled in due:
-                _after_next_reads(self.loop, settled)  # (twice, if interrupted: harmless)
-                del self.deadlines[settled]
+            for settled, deadline in list(self.deadlines.items()):
+                if settled.done():
+                    del self.deadlines[settled]
+                elif deadline <= now:
+                    _after_next_reads(self.loop, settled)  # (twice, if interrupted: harmless)
+                    # Kept, to ring again a little later: its waiter drops it once woken, and
+                    # a wake-up that an exception cut off on its way is made again.
+                    self.deadlines[settled] = now + _RING_AGAIN
         finally:
             if self.deadlines and self._alarm is None:
                 self._arm(min(self.deadlines.values()))
@@ -511,6 +508,11 @@ def _close_abandoned(conn: _Protocol, loop: asyncio.AbstractEventLoop) -> None:
         inner._call_connection_lost(None)  # the socket transport's own final step
     with contextlib.suppress(Exception):
         transport._closed = True  # type: ignore[attr-defined]  # (a TLS transport's wrapper)
+
+
+#: How long after waking a timed-out round its deadline rings again, should that wake-up not
+#: have arrived (a signal handler that raises can cut any callback of the loop short).
+_RING_AGAIN = 0.05
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

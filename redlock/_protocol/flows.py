@@ -726,6 +726,11 @@ def committed_acquire(
     """
     try:
         return commit((yield from acquire))
+    except GeneratorExit:
+        # Closed with no interruption thrown in (a driver that could not, in the event
+        # loop's own lines): nothing may be sent now; the keys expire with the ttl.
+        forget(tokens)
+        raise
     except BaseException as interruption:
         forget(tokens)
         yield from rolled_back(spec, tokens, interruption)
