@@ -422,9 +422,13 @@ class _Timeouts:
     def watch(self, settled: asyncio.Future[None], deadline: float) -> None:
         """Wake ``settled`` at ``deadline`` unless its round settles first (and drops it
         from :attr:`deadlines`)."""
+        self.deadlines[settled] = deadline
         if self._alarm is None or deadline < self._alarm_at:
             self._arm(deadline)
-        self.deadlines[settled] = deadline
+        elif self._alarm_at < self._clock():
+            # Due already, it may never ring: an exception that struck its ring on entry left
+            # it here, rung. Armed anew for the earliest deadline, a late one only rings twice.
+            self._arm(min(self.deadlines.values()))
 
     def _arm(self, at: float) -> None:
         alarm = self.loop.call_later(max(0.0, at - self._clock()), self._ring)
