@@ -406,7 +406,7 @@ class Lock(LockState[Redlock]):
                         return turn is Turn.NESTED
                 # Interrupted (Ctrl-C) before its end, the flow takes its keys back itself.
                 tokens, flow = self._acquire_flow(blocking, give_up_at)
-                return self._cluster._driver.run(flow, _unchanged)
+                return self._cluster._driver.run(flow, _unchanged, cleans_up=True)
             finally:
                 self._turns.end(me)
         except BaseException as interruption:

@@ -170,10 +170,13 @@ class Driver(DriverBase["_Socket"]):
         commit: Callable[[R], T],
         *,
         interrupt: threading.Event | None = None,
+        cleans_up: bool = False,
     ) -> T:
         """Run ``flow`` and hand its result to ``commit``; return what that returns.
 
-        ``interrupt`` cuts the flow's pauses short (a renewer's stop). Whatever interrupts a
+        ``interrupt`` cuts the flow's pauses short (a renewer's stop). ``cleans_up``: the flow
+        has a clean-up (:func:`redlock._protocol.flows.committed_acquire`), which also runs
+        for an interruption that landed in the driver's own lines, between two of its steps. Whatever interrupts a
         round or a pause (Ctrl-C, an error) is thrown into the flow, and the rounds of its
         clean-up (an acquire's rollback: see :func:`redlock._protocol.flows.committed_acquire`) run
         before the exception goes on: on the same connections, so on each master after what
@@ -188,8 +191,10 @@ class Driver(DriverBase["_Socket"]):
                     self._interrupts.add(interrupt)
             return commit(self._drive(flow, interrupt))
         except BaseException as escaped:
+            if not cleans_up:
+                raise
             # Landed in the driver's own lines, it never reached the flow: its clean-up (an
-            # acquire's rollback) runs now, before the interruption goes on.
+            # acquire's rollback, the one flow that has one) runs now, before it goes on.
             seen = escaped.__traceback__
             with contextlib.suppress(BaseException):
                 self._drive(flow, interrupt, thrown=escaped)
