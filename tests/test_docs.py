@@ -343,6 +343,7 @@ SLOW = {
     r"-m chaos run kill-majority --duration 30": "30 s of workload",
     r"benchmarks/bench\.py": "about a minute (test_packaging.py runs it with --quick, without matplotlib)",
     r"-m chaos (explore|sweep) ": "seconds of faults each (test_chaos_explore.py runs both, and replay)",
+    r"-m chaos trial ": "minutes per client (test_chaos_trial.py puts each installed client through a short trial)",
 }
 
 
@@ -356,11 +357,17 @@ class ShellBlock:
     def commands(self) -> list[str]:
         """Each command: a line's `&&`-chained parts, without comments."""
         found = []
-        for line in self.code.splitlines():
+        for line in _logical_lines(self.code):
             text = _command_text(line)
             if text:
                 found += [part.strip() for part in text.split(" && ")]
         return found
+
+
+def _logical_lines(code: str) -> list[str]:
+    # A command continued with `\` is one command: skipping only its first line would run the
+    # rest as a command of its own.
+    return re.sub(r"\s*\\\n\s*", " ", code).splitlines()
 
 
 def _command_text(line: str) -> str:
@@ -441,7 +448,7 @@ def run_shell_page(page: pathlib.Path, servers: list[str], tmp_path: pathlib.Pat
             f"trap 'echo \"${{{ENV_SERVERS_PID}:-}}\" > {leftover}' EXIT",
             ". .venv/bin/activate" if activated else ":",
         ]
-        lines = [_runnable(line, skip_slow) for line in code.splitlines()]
+        lines = [_runnable(line, skip_slow) for line in _logical_lines(code)]
         script = checkout / f".block-{index}.sh"
         script.write_text("\n".join([*prologue, *lines]) + "\n")
         try:
@@ -451,7 +458,7 @@ def run_shell_page(page: pathlib.Path, servers: list[str], tmp_path: pathlib.Pat
                 env=base_env,
                 capture_output=True,
                 text=True,
-                timeout=300 if skip_slow else 1800,
+                timeout=300 if skip_slow else 3600,
                 check=False,
             )
         finally:
