@@ -175,8 +175,16 @@ def test_the_wheel_declares_what_it_needs(wheel: zipfile.ZipFile) -> None:
 def test_installed_there_is_no_top_level_chaos(tmp_path: pathlib.Path) -> None:
     # Outside the checkout, as a user's project would be: only the installed names import.
     probe = "import importlib.util as u; print(u.find_spec('chaos') is None, u.find_spec('redlock_chaos') is not None)"
+    # (Without PYTHONPATH: one pointing at a checkout, a helper's worktree say, imports its chaos/.)
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=PATIENCE, check=True
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        check=True,
     )
     assert done.stdout.split() == ["True", "True"]
 
