@@ -125,6 +125,22 @@ def _add_trial_parser(commands: Any) -> None:
     )
     trial.add_argument("--duration", type=float, default=15.0, help="seconds of explore per family (default 15)")
     trial.add_argument("--seed", type=int, default=None, help="seed of every run (default: random)")
+    trial.add_argument(
+        "--request-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="bound on each request to a master, given to every client that has a setting for it "
+        "(default: each client's own)",
+    )
+    trial.add_argument(
+        "--retry-delay",
+        type=float,
+        default=None,
+        metavar="S",
+        help="mean pause between attempts, given to every client that has a setting for it "
+        "(default: each client's own)",
+    )
     trial.add_argument("--out", default="chaos-trial", help="directory for trial.json, trial.md and each run's files")
     trial.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
@@ -160,6 +176,8 @@ def _trial(args: argparse.Namespace) -> int:
             families=families,
             duration=args.duration,
             seed=seed,
+            request_timeout=args.request_timeout,
+            retry_delay=args.retry_delay,
             progress=_progress(args.quiet),
         )
     except ValueError as exc:

@@ -95,11 +95,16 @@ class Peers:
     ``clients[0]``, the second the next, round the tuple (one client for a trial, two for a
     mixed one). ``key_prefix`` goes before every lock name, so that a client whose keys all
     carry one (pottery's ``redlock:``) can take the scenario's names, and the others take
-    the same keys; ``directory`` is the peers' install directory (None: the default)."""
+    the same keys; ``directory`` is the peers' install directory (None: the default).
+    ``request_timeout`` and ``retry_delay`` (seconds) are given to every worker, which
+    passes each to its client where the client has a setting for it (None: the clients'
+    defaults; ``peers.workers.Settings``)."""
 
     clients: tuple[str, ...]
     key_prefix: str = ""
     directory: str | None = None
+    request_timeout: float | None = None
+    retry_delay: float | None = None
 
     def __post_init__(self) -> None:
         if not self.clients:
@@ -117,7 +122,16 @@ class Peers:
         return self.clients[position % len(self.clients)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"clients": list(self.clients), "key_prefix": self.key_prefix}
+        return {
+            "clients": list(self.clients),
+            "key_prefix": self.key_prefix,
+            "request_timeout": self.request_timeout,
+            "retry_delay": self.retry_delay,
+        }
+
+    def settings(self) -> Any:
+        """The workers' ``peers.workers.Settings``."""
+        return peers_tier().workers.Settings(self.request_timeout, self.retry_delay)
 
 
 def caller_deadline(since: float, ttl: float) -> float:
@@ -447,7 +461,7 @@ class PeerClient(ClientProcess):
         addresses = [_address(url) for url in config["urls"]]
         directory = None if self.peers.directory is None else pathlib.Path(self.peers.directory)
         tier = peers_tier()
-        argv, env = tier.workers.command(self.peer, addresses, directory)
+        argv, env = tier.workers.command(self.peer, addresses, directory, self.peers.settings())
         env.update(self.env)
         log = cast(IO[bytes], open(self.log_path, "a+b"))  # noqa: SIM115  (the worker closes it)
         argv = [*self.launcher, *argv]

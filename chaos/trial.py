@@ -18,10 +18,12 @@ prefix (pottery's ``redlock:``) takes the scenario's names under it, so the scen
 look at the lock's key on the masters by its bare name (:data:`KEYED`) are not run for it.
 
 Settings: the ttl and the acquire timeout are the scenario's (explore: ttl 1 s, timeout 2
-ttl) for every client; the protocol passes nothing else, so every client, this library
-too, runs with its own defaults for the per-master timeout, the pause between attempts and
-the drift factor (``settings`` in the output says so, and the adapters' ``claims`` what
-those defaults are).
+ttl) for every client. ``--request-timeout`` and ``--retry-delay`` give every client the
+same bound on each request to a master and the same mean pause between attempts, each
+where the client has a setting for it (``peers.workers.Settings``); without them, and for
+what a client cannot be given, every client, this library too, runs with its own defaults.
+The drift factor is always each client's. The output's ``settings`` says what every client
+ran with (the workers' greetings), and the adapters' ``claims`` what the clients do.
 
 Figures, per client and fault family (:data:`FAMILIES`): violations per 1,000 acquisitions
 with the Wilson 95 % interval (violations counted as explore counts them, one per overlap,
@@ -175,17 +177,19 @@ def _check_known(numbers: Sequence[str]) -> None:
             raise ValueError(f"scenarios: no scenario {number!r}; a trial plays {', '.join(SCENARIOS)}")
 
 
-def greet(clients: Sequence[str], directory: pathlib.Path | None = None) -> dict[str, dict[str, Any]]:
-    """Each client's greeting (version, supports, claims, key_prefix, wraps), from a worker
-    started on a master of its own, or ``{"error": why}`` where it cannot be installed or
-    started."""
+def greet(
+    clients: Sequence[str], directory: pathlib.Path | None = None, settings: Any = None
+) -> dict[str, dict[str, Any]]:
+    """Each client's greeting (version, supports, claims, key_prefix, wraps, and the
+    settings it runs with, given ``settings``), from a worker started on a master of its
+    own, or ``{"error": why}`` where it cannot be installed or started."""
     tier = peers_tier()
     found: dict[str, dict[str, Any]] = {}
     with LocalMasters(1, owner_only=False) as master:
         address = f"{master[0].host}:{master[0].port}"
         for client in dict.fromkeys(clients):
             try:
-                with tier.workers.start(client, [address], directory) as worker:
+                with tier.workers.start(client, [address], directory, settings) as worker:
                     found[client] = worker.greeting
             except (tier.install.InstallFailed, tier.workers.WorkerError, OSError) as exc:
                 found[client] = {"error": str(exc)}
@@ -336,12 +340,20 @@ def trial_one(
     duration: float,
     seed: int,
     directory: pathlib.Path | None = None,
+    request_timeout: float | None = None,
+    retry_delay: float | None = None,
     say: Progress,
 ) -> Outcome:
     """The scenarios and explore families for one client (or a mixed pair), each run with
-    the same ``seed`` as every other client's."""
+    the same ``seed`` (and settings) as every other client's."""
     label = "+".join(clients)
-    peers = Peers(clients, key_prefix(greetings, clients), None if directory is None else str(directory))
+    peers = Peers(
+        clients,
+        key_prefix(greetings, clients),
+        None if directory is None else str(directory),
+        request_timeout=request_timeout,
+        retry_delay=retry_delay,
+    )
     where = out / label
     skipped: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
@@ -370,18 +382,29 @@ def trial_one(
     return Outcome(label, clients, rows, explored, skipped)
 
 
-def settings(duration: float) -> dict[str, str]:
+def settings(duration: float, request_timeout: float | None = None, retry_delay: float | None = None) -> dict[str, str]:
     """What every client of a trial is given, and what is left to each client's defaults."""
+    given = [
+        f"{what} {value:g} s"
+        for what, value in (("request timeout", request_timeout), ("retry delay", retry_delay))
+        if value is not None
+    ]
+    left = [
+        what
+        for what, value in (("per-master timeout", request_timeout), ("pause between attempts", retry_delay))
+        if value is None
+    ]
     return {
         "same for every client": (
             f"the scenario's ttl and acquire timeout (quick mode: ttl 2 s scripted, 1 s free-running); explore: "
             f"ttl {EXPLORE_TTL:g} s, acquire timeout {2 * EXPLORE_TTL:g} s, 4 clients on 3 names, 5 masters, "
             f"{duration:g} s per family, the same seed and schedule"
+            + "".join(f"; {item}, where the client has a setting for it" for item in given)
         ),
         "each client's defaults": (
-            "per-master timeout, pause between attempts (the adapters repeat single attempts until the timeout, "
-            "with the client's own pause), drift factor, connection settings: the protocol passes only the ttl "
-            "and the timeout, so this library too runs with its defaults"
+            ", ".join([*left, "drift factor, connection settings"])
+            + ", and what a client has no setting for (the table of what each ran with says which); the adapters "
+            "repeat single attempts until the timeout, with the client's own pause or the one given"
         ),
         "validity relied on": (
             "the deadline the client tells (validity_ms at grant); for a client that tells none, ttl - (ttl x 0.01 "
@@ -401,19 +424,26 @@ def run_trial(
     duration: float,
     seed: int,
     directory: pathlib.Path | None = None,
+    request_timeout: float | None = None,
+    retry_delay: float | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Each of ``trials`` (a client, or a mixed pair) through ``scenarios`` and ``families``;
-    writes ``trial.json`` and ``trial.md`` under ``out`` and returns the document."""
+    """Each of ``trials`` (a client, or a mixed pair) through ``scenarios`` and ``families``,
+    every client given ``request_timeout`` and ``retry_delay`` where it takes them (None:
+    its default); writes ``trial.json`` and ``trial.md`` under ``out`` and returns the document."""
     _check_known(scenarios)
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
         raise ValueError(f"explore: unknown families {unknown}; choose from {', '.join(FAMILIES)}")
     if duration <= 0:
         raise ValueError(f"duration must be > 0, not {duration!r}")
+    for option, value in (("request_timeout", request_timeout), ("retry_delay", retry_delay)):
+        if value is not None and not value > 0:
+            raise ValueError(f"{option} must be > 0 seconds, not {value!r}")
     say = progress or (lambda _message: None)
     started = time.monotonic()
-    greetings = greet([c for trial in trials for c in trial], directory)
+    given = Peers(tuple(c for trial in trials for c in trial), request_timeout=request_timeout, retry_delay=retry_delay)
+    greetings = greet([c for trial in trials for c in trial], directory, given.settings())
     outcomes: list[Outcome] = []
     unavailable: dict[str, str] = {}
     for clients in trials:
@@ -432,12 +462,15 @@ def run_trial(
                 duration=duration,
                 seed=seed,
                 directory=directory,
+                request_timeout=request_timeout,
+                retry_delay=retry_delay,
                 say=say,
             )
         )
     document = {
         "seed": seed,
-        "settings": settings(duration),
+        "settings": settings(duration, request_timeout, retry_delay),
+        "given": {"request_timeout": request_timeout, "retry_delay": retry_delay},
         "scenarios": {number: SCENARIOS[number] for number in scenarios},
         "excluded": EXCLUDED,
         "families": {name: list(FAMILIES[name].kinds) for name in families},
@@ -523,6 +556,17 @@ def to_markdown(document: dict[str, Any]) -> str:
             lines.append(f"| {trial['label']} | " + " | ".join(_verdict(cells.get(n)) for n in numbers) + " |")
     lines += ["", "Settings:", ""]
     lines += [f"- {key}: {value}" for key, value in document["settings"].items()]
+    ran = {name: greeting["settings"] for name, greeting in document["clients"].items() if "settings" in greeting}
+    if ran:
+        lines += [
+            "",
+            "What each client ran with:",
+            "",
+            "| client | per-request timeout | pause between attempts |",
+            "| --- | --- | --- |",
+        ]
+        lines += [f"| {name} | {taken['request_timeout']} | {taken['retry_delay']} |" for name, taken in ran.items()]
+        lines.append("")
     for label, why in document["unavailable"].items():
         lines.append(f"- not run: {label}: {why}")
     for entry in document["selftest"]:

@@ -1,6 +1,7 @@
 """A peer worker: one Redlock client of Python behind the JSON-lines protocol of docs/peers.md.
 
     python -I [-S] peers/python_worker.py --client CLIENT --masters HOST:PORT,... --path DIR
+        [--request-timeout-ms MS] [--retry-delay-ms MS]
 
 ``--client`` is one of ``redlock-quorum`` (this library), ``pottery``, ``redlock-py``,
 ``aioredlock``, ``redlock-ng`` and ``broken:redlock-ng`` (redlock-ng with its quorum lowered
@@ -14,6 +15,11 @@ The worker reads one request a line on stdin and writes one answer a line on std
 order; its first line is a greeting with the client's name, version and claims. This file
 imports only the standard library at the top: the client is imported by its adapter, with
 ``importlib`` (a peer's modules are untyped, and absent from the project's environment).
+
+``--request-timeout-ms`` and ``--retry-delay-ms`` give every client the same bound on each
+request to a master and the same mean pause between attempts, where the client takes them
+(its own setting, never a patch of its code); the greeting's ``settings`` says, per client,
+what it runs with: the value given, or its own default where it takes none.
 
 What each client claims, read from its source, is in each adapter's docstring; the protocol's
 ``name`` is the Redis key the lock lives at, and each adapter maps it to its client's naming.
@@ -65,6 +71,23 @@ def now() -> int:
     return time.monotonic_ns()
 
 
+class Given:
+    """The settings given on the command line, in seconds; None: the client's default."""
+
+    def __init__(self, request_timeout_ms: float | None = None, retry_delay_ms: float | None = None) -> None:
+        self.request_timeout = None if request_timeout_ms is None else request_timeout_ms / 1000
+        self.retry_delay = None if retry_delay_ms is None else retry_delay_ms / 1000
+
+    def jittered(self) -> tuple[float, float] | None:
+        """The given mean pause as a uniform range of +- half of it, as this library jitters
+        its own (for the clients whose pause is a range)."""
+        return None if self.retry_delay is None else (self.retry_delay / 2, self.retry_delay * 3 / 2)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
 class Adapter:
     """One client: acquire/release/extend of locks by key, one held lock per key."""
 
@@ -79,9 +102,12 @@ class Adapter:
     #: harness's self-test expects it to fare worse than that client.
     wraps = ""
 
-    def __init__(self, masters: list[tuple[str, int]]) -> None:
+    def __init__(self, masters: list[tuple[str, int]], given: Given) -> None:
         self.masters = masters
+        self.given = given
         self.held: dict[str, Any] = {}
+        #: What the client runs with, for each setting of the protocol (greeting ``settings``).
+        self.settings: dict[str, str] = {}
 
     def version(self) -> str:
         return importlib.metadata.version(self.distribution)
@@ -137,12 +163,24 @@ class RedlockQuorum(Adapter):
         "keys": "the lock name is the key",
     }
 
-    def __init__(self, masters: list[tuple[str, int]]) -> None:
-        super().__init__(masters)
+    def __init__(self, masters: list[tuple[str, int]], given: Given) -> None:
+        super().__init__(masters, given)
         import redlock  # noqa: PLC0415  (this library, from --path)
 
         self.redlock = redlock
-        self.rl = redlock.Redlock([f"redis://{host}:{port}" for host, port in masters])
+        options: dict[str, Any] = {}
+        if given.request_timeout is not None:
+            options["node_timeout"] = given.request_timeout
+        if given.retry_delay is not None:
+            options["retry_delay"] = given.retry_delay
+        self.rl = redlock.Redlock([f"redis://{host}:{port}" for host, port in masters], **options)
+        delay = self.rl.retry_delay
+        self.settings = {
+            "request_timeout": f"node_timeout {_seconds(self.rl.node_timeout)}, masters at once"
+            + ("" if "node_timeout" in options else " (its default)"),
+            "retry_delay": f"retry_delay {_seconds(delay)}: uniform in {delay / 2:g}-{delay * 3 / 2:g} s"
+            + ("" if "retry_delay" in options else " (its default)"),
+        }
 
     def version(self) -> str:
         return str(self.redlock.__version__)
@@ -194,11 +232,19 @@ class Pottery(Adapter):
         "keys": "Redlock(key=K) is the key redlock:K",
     }
 
-    def __init__(self, masters: list[tuple[str, int]]) -> None:
-        super().__init__(masters)
+    def __init__(self, masters: list[tuple[str, int]], given: Given) -> None:
+        super().__init__(masters, given)
         self.redis = importlib.import_module("redis")
         self.pottery = importlib.import_module("pottery")
-        self.clients = [self.redis.Redis(host=host, port=port) for host, port in masters]
+        timeout = given.request_timeout
+        self.clients = [self.redis.Redis(host=host, port=port, socket_timeout=timeout) for host, port in masters]
+        pause = self.pottery.Redlock._RETRY_DELAY
+        self.settings = {
+            "request_timeout": "none (redis-py's default), masters at once in threads"
+            if timeout is None
+            else f"socket_timeout {_seconds(timeout)} on each master's redis-py client, masters at once in threads",
+            "retry_delay": f"not settable (a private class constant, _RETRY_DELAY): uniform in 0-{pause:g} s",
+        }
 
     def acquire(self, name: str, ttl_ms: int, blocking: bool, timeout_s: float) -> dict[str, Any]:
         if not name.startswith(self.PREFIX):
@@ -262,10 +308,22 @@ class RedlockPy(Adapter):
         "keys": "the resource is the key",
     }
 
-    def __init__(self, masters: list[tuple[str, int]]) -> None:
-        super().__init__(masters)
+    def __init__(self, masters: list[tuple[str, int]], given: Given) -> None:
+        super().__init__(masters, given)
         self.module = importlib.import_module("redlock")
-        self.manager = self.module.Redlock([{"host": host, "port": port} for host, port in masters], retry_count=1)
+        timeout = given.request_timeout
+        self.manager = self.module.Redlock(
+            [{"host": host, "port": port, "socket_timeout": timeout} for host, port in masters],
+            retry_count=1,
+            retry_delay=given.retry_delay,
+        )
+        self.settings = {
+            "request_timeout": "none (redis-py's default), masters one after another"
+            if timeout is None
+            else f"socket_timeout {_seconds(timeout)} on each master's redis-py client, masters one after another",
+            "retry_delay": f"retry_delay {_seconds(self.manager.retry_delay)}, fixed"
+            + ("" if given.retry_delay is not None else " (its default)"),
+        }
 
     def acquire(self, name: str, ttl_ms: int, blocking: bool, timeout_s: float) -> dict[str, Any]:
         # One attempt a call: lock() sleeps its retry_delay after a refusal itself.
@@ -311,11 +369,21 @@ class Aioredlock(Adapter):
         "keys": "the resource is the key",
     }
 
-    def __init__(self, masters: list[tuple[str, int]]) -> None:
-        super().__init__(masters)
+    def __init__(self, masters: list[tuple[str, int]], given: Given) -> None:
+        super().__init__(masters, given)
         self.module = importlib.import_module("aioredlock")
         self.loop = asyncio.new_event_loop()
-        self.manager = self.module.Aioredlock([{"host": host, "port": port} for host, port in masters], retry_count=1)
+        pauses = given.jittered()
+        delays = {} if pauses is None else {"retry_delay_min": pauses[0], "retry_delay_max": pauses[1]}
+        self.manager = self.module.Aioredlock(
+            [{"host": host, "port": port} for host, port in masters], retry_count=1, **delays
+        )
+        low, high = self.manager.retry_delay_min, self.manager.retry_delay_max
+        self.settings = {
+            "request_timeout": "not settable (aioredis 1.3 has no command timeout): waits for every master",
+            "retry_delay": f"retry_delay_min/max: uniform in {low:g}-{high:g} s"
+            + (" (its default)" if not delays else ""),
+        }
 
     def run(self, step: Coroutine[Any, Any, T]) -> T:
         try:
@@ -401,10 +469,25 @@ class RedlockNg(Adapter):
         "keys": "the resource is the key",
     }
 
-    def __init__(self, masters: list[tuple[str, int]]) -> None:
-        super().__init__(masters)
+    def __init__(self, masters: list[tuple[str, int]], given: Given) -> None:
+        super().__init__(masters, given)
         self.module = importlib.import_module("redlock")
-        self.manager = self.module.Redlock([f"redis://{host}:{port}/0" for host, port in masters], retry_count=0)
+        urls = [f"redis://{host}:{port}/0" for host, port in masters]
+        config = (
+            urls
+            if given.request_timeout is None
+            else self.module.RedlockConfig(masters=urls, socket_timeout=given.request_timeout)
+        )
+        pauses = given.jittered()
+        delays = {} if pauses is None else {"retry_delay_min": pauses[0], "retry_delay_max": pauses[1]}
+        self.manager = self.module.Redlock(config, retry_count=0, **delays)
+        low, high = self.manager.retry_delay_min, self.manager.retry_delay_max
+        self.settings = {
+            "request_timeout": f"socket_timeout {_seconds(self.manager.client.config.socket_timeout)}, "
+            "masters one after another" + (" (its default)" if given.request_timeout is None else ""),
+            "retry_delay": f"retry_delay_min/max: uniform in {low:g}-{high:g} s"
+            + (" (its default)" if not delays else ""),
+        }
 
     def acquire(self, name: str, ttl_ms: int, blocking: bool, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + (timeout_s if blocking else 0.0)
@@ -450,8 +533,8 @@ class BrokenRedlockNg(RedlockNg):
         "extend": "compare-and-pexpire to the new ttl, counted with ONE master; never re-creates a key",
     }
 
-    def __init__(self, masters: list[tuple[str, int]]) -> None:
-        super().__init__(masters)
+    def __init__(self, masters: list[tuple[str, int]], given: Given) -> None:
+        super().__init__(masters, given)
         self.manager.client.quorum = 1
 
 
@@ -526,6 +609,7 @@ class Worker:
             "clock": "CLOCK_MONOTONIC ns",
             "key_prefix": self.adapter.key_prefix,
             "wraps": self.adapter.wraps,
+            "settings": self.adapter.settings,
         }
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -622,11 +706,20 @@ class Worker:
                 break
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--client", required=True, choices=sorted(ADAPTERS))
     parser.add_argument("--masters", required=True, help="HOST:PORT,HOST:PORT,...")
     parser.add_argument("--path", action="append", default=[], help="put DIR first on sys.path (repeatable)")
+    parser.add_argument("--request-timeout-ms", type=_positive, default=None, help="bound on each request to a master")
+    parser.add_argument("--retry-delay-ms", type=_positive, default=None, help="mean pause between attempts")
     args = parser.parse_args(argv)
     # A hung worker says where, on stderr, when sent SIGUSR1 (the harness reads it then).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -636,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
     for address in args.masters.split(","):
         host, _, port = address.rpartition(":")
         masters.append((host, int(port)))
-    adapter = ADAPTERS[args.client](masters)
+    adapter = ADAPTERS[args.client](masters, Given(args.request_timeout_ms, args.retry_delay_ms))
     try:
         Worker(adapter).serve(sys.stdin, sys.stdout)
     finally:

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import IO, Any
 
 from . import install
@@ -27,15 +28,47 @@ PYTHON_WORKER = HERE / "python_worker.py"
 NODE_WORKER = HERE / "node" / "worker.js"
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What a worker gives its client beyond each request's ttl and timeout, in seconds;
+    None leaves the client's default. A client takes each only where it has a setting of
+    its own for it; the worker's greeting (``settings``) says what it runs with."""
+
+    #: The bound on each request to a master (a per-master timeout, a socket timeout).
+    request_timeout: float | None = None
+    #: The mean pause between two attempts of a blocking acquire.
+    retry_delay: float | None = None
+
+    def __post_init__(self) -> None:
+        for field, value in (("request_timeout", self.request_timeout), ("retry_delay", self.retry_delay)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{field} must be > 0 seconds, not {value!r}")
+
+    def argv(self) -> list[str]:
+        """The worker's command-line options for these settings."""
+        options = []
+        if self.request_timeout is not None:
+            options += ["--request-timeout-ms", f"{self.request_timeout * 1000:g}"]
+        if self.retry_delay is not None:
+            options += ["--retry-delay-ms", f"{self.retry_delay * 1000:g}"]
+        return options
+
+
 class WorkerError(RuntimeError):
     """A worker died, said something that is not the protocol, or did not answer in time."""
 
 
 def command(
-    client: str, addresses: Iterable[str], directory: pathlib.Path | None = None
+    client: str, addresses: Iterable[str], directory: pathlib.Path | None = None, settings: Settings | None = None
 ) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of a worker of ``client`` on masters ``addresses``
-    (``host:port`` each); a peer is installed first if it is not (InstallFailed if it cannot be)."""
+    (``host:port`` each), given ``settings``; a peer is installed first if it is not
+    (InstallFailed if it cannot be)."""
+    argv, env = _command(client, addresses, directory)
+    return [*argv, *(settings or Settings()).argv()], env
+
+
+def _command(client: str, addresses: Iterable[str], directory: pathlib.Path | None) -> tuple[list[str], dict[str, str]]:
     masters = ",".join(addresses)
     env = dict(os.environ)
     if client == install.OWN:
@@ -190,7 +223,9 @@ class Worker:
         self.close()
 
 
-def start(client: str, addresses: Iterable[str], directory: pathlib.Path | None = None) -> Worker:
+def start(
+    client: str, addresses: Iterable[str], directory: pathlib.Path | None = None, settings: Settings | None = None
+) -> Worker:
     """A started worker of ``client`` (install.CLIENTS) on the masters ``addresses``."""
-    argv, env = command(client, addresses, directory)
+    argv, env = command(client, addresses, directory, settings)
     return Worker(client, argv, env)

@@ -41,6 +41,8 @@ from chaos.trial import (
     rate,
     recovery_times,
     run_trial,
+    settings,
+    to_markdown,
     worse,
 )
 from peers import install, workers
@@ -187,7 +189,40 @@ def test_the_command_refuses_what_a_trial_cannot_play(capsys: pytest.CaptureFixt
     assert main(["trial", OURS, "--scenarios", "13b", "--out", "unused-trial-out"]) == 2
     assert "13b is not played in a trial: fencing tokens" in capsys.readouterr().err
     assert main(["trial", OURS, "--scenarios", "none", "--explore", "nothing", "--out", "unused-trial-out"]) == 2
+    capsys.readouterr()
+    assert main(["trial", OURS, "--scenarios", "1", "--request-timeout", "0", "--out", "unused-trial-out"]) == 2
+    assert "request_timeout must be > 0 seconds, not 0.0" in capsys.readouterr().err
     assert not pathlib.Path("unused-trial-out").exists()
+
+
+def test_settings_say_what_is_given_and_what_is_left_to_each_client() -> None:
+    left = settings(10.0)
+    assert "request timeout" not in left["same for every client"]
+    assert left["each client's defaults"].startswith("per-master timeout, pause between attempts, drift factor")
+    given = settings(10.0, request_timeout=0.1, retry_delay=0.2)
+    assert "; request timeout 0.1 s, where the client has a setting for it" in given["same for every client"]
+    assert "; retry delay 0.2 s, where the client has a setting for it" in given["same for every client"]
+    assert given["each client's defaults"].startswith("drift factor")
+    ran = {
+        "request_timeout": "commandTimeout 100 ms on each master's ioredis client",
+        "retry_delay": "retryInterval 200 ms, fixed",
+    }
+    document = {
+        "trials": [],
+        "families": {},
+        "scenarios": {},
+        "settings": given,
+        "clients": {"redis-semaphore": {"settings": ran}, "gone": {"error": "not installed"}},
+        "unavailable": {},
+        "selftest": [],
+    }
+    text = to_markdown(document)
+    assert (
+        "| redis-semaphore | commandTimeout 100 ms on each master's ioredis client | retryInterval 200 ms, fixed |"
+        in text
+    )
+    assert "| gone |" not in text
+    assert Peers((OURS,), request_timeout=0.1).to_dict()["request_timeout"] == 0.1
 
 
 # --- the protocol's generic operations --------------------------------------------------------

@@ -436,6 +436,65 @@ def test_the_checks_catch_a_client_that_never_compares(pool: Pool, raw: list[red
         CHECKS[check](holder, contender, raw)  # type: ignore[arg-type]
 
 
+# --- settings given to every client (chaos trial --request-timeout, --retry-delay) ------------
+
+#: Given to every client: each takes what it has a setting for.
+GIVEN = workers.Settings(request_timeout=0.25, retry_delay=0.15)
+
+
+#: Clients whose acquire, granted by a majority in time, raises when another master failed,
+#: with the lock held on that majority and never returned: nobody holds it until its ttl ends.
+RAISES_ON_A_MASTERS_ERROR = {
+    # redlock/__init__.py:110-112: `if redis_errors: raise MultipleRedlockException(...)`
+    # after the majority and validity checks, before the Lock is made; no rollback.
+    "redlock-py": "MultipleRedlockException",
+}
+
+
+@pytest.fixture(scope="module")
+def three_masters() -> Iterator[LocalMasters]:
+    with LocalMasters(3, owner_only=False) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize("client", [OURS, *REAL_PEERS])
+def test_a_given_request_timeout_bounds_every_client_that_has_a_setting_for_it(
+    client: str, three_masters: LocalMasters
+) -> None:
+    """With one master of three hung (SIGSTOP: the kernel still takes its connections, nothing
+    answers), a client given a request timeout answers a non-blocking acquire, granted by the
+    two others; one whose greeting says it has no such setting waits for the hung master.
+    Each setting the greeting reports is the one given, or says it cannot be given."""
+    addresses = [f"{master.host}:{master.port}" for master in three_masters]
+    try:
+        worker = workers.start(client, addresses, settings=GIVEN)
+    except install.InstallFailed as exc:
+        if _in_ci():
+            pytest.fail(f"peer {client} cannot be installed here: {exc} (and CI is set)")
+        pytest.skip(f"peer {client} cannot be installed here: {exc}")
+    with worker:
+        taken = worker.greeting["settings"]
+        for setting in ("request_timeout", "retry_delay"):
+            # Taken, or not settable: never the client's default when a value was given.
+            assert "its default" not in taken[setting], (client, setting, taken)
+        hung = three_masters[2]
+        hung.pause()
+        try:
+            worker.send({"op": "acquire", "name": name_for(worker), "ttl_ms": LONG_MS, "blocking": False})
+            if "not settable" in taken["request_timeout"]:
+                # (Not a measure of speed: without a bound it never answers while the master hangs.)
+                assert not worker.ready(2.0), f"{client} answered with a master hung and no request timeout"
+            else:
+                assert worker.ready(15.0), f"{client}, given a request timeout, hung with its master"
+                answer = worker.receive()
+                if client in RAISES_ON_A_MASTERS_ERROR:
+                    assert RAISES_ON_A_MASTERS_ERROR[client] in answer.get("error", ""), (client, answer)
+                else:
+                    assert answer.get("ok") is True, (client, answer)
+        finally:
+            hung.resume()
+
+
 # --- the slow tier: rounds, three workers a side, and Valkey ---------------------------------
 
 ROUNDS = 3

@@ -2,15 +2,22 @@
 // as peers/python_worker.py serves the Python clients.
 //
 //   NODE_PATH=DIR/<client>/node_modules node peers/node/worker.js --client CLIENT --masters HOST:PORT,...
+//       [--request-timeout-ms MS] [--retry-delay-ms MS]
 //
 // (DIR: peers/install.py's cache directory, where `npm ci` installed the exact versions of
 // peers/node/<client>/package-lock.json: each client in a directory of its own, with the
 // ioredis it runs on.) One request a line on stdin, one answer a line on stdout, in order;
 // the first line is a greeting with the client's name, version and claims.
 //
+// --request-timeout-ms bounds each request to a master (ioredis's commandTimeout, which every
+// client here runs on; none by default) and --retry-delay-ms is the mean pause between
+// attempts, as each client takes it (its own retry setting); the greeting's `settings` says
+// what the client runs with.
+//
 // Each client is an adapter in ADAPTERS: what it claims, read from its installed source
 // (file:line there), the prefix of its keys if it has one (`key_prefix`), its pause between
-// attempts, and `open(clients)`, which builds the client on one ioredis connection
+// attempts (`pause(delayMs)`, with the given mean or the client's default, and the words
+// `pauses(delayMs)` for the greeting), and `open(clients)`, which builds the client on one ioredis connection
 // per master and returns its session: `acquire(name, ttlMs)` (one attempt: the lock, or null
 // when refused), `release(lock)` and `extend(lock, ttlMs)` (throwing Refused when the client
 // says no). Everything else (blocking acquires, the held locks, the counter of `incr`, the
@@ -69,7 +76,11 @@ const ADAPTERS = {
       extend: "refused locally once expired (wall clock); compare then SET PX; never re-creates a key",
       keys: "the resource is the key",
     },
-    pause: jittered(200, 100),
+    pause: (delayMs) => (delayMs === undefined ? jittered(200, 100) : jittered(delayMs, delayMs / 2)),
+    pauses: (delayMs) =>
+      delayMs === undefined
+        ? "retryDelay 200 ms, retryJitter 100 ms (its defaults)"
+        : `retryDelay ${delayMs} ms, retryJitter ${delayMs / 2} ms`,
     open(clients) {
       const { Redlock, ExecutionError } = require("@sesamecare-oss/redlock");
       const redlock = new Redlock(clients, { retryCount: 0 });
@@ -126,7 +137,11 @@ const ADAPTERS = {
         "refused locally once expired (wall clock); compare then SET PX, majority and validity; never re-creates a key; a refused extend unlocks every master",
       keys: "the resource is the key",
     },
-    pause: jittered(200, 100),
+    pause: (delayMs) => (delayMs === undefined ? jittered(200, 100) : jittered(delayMs, delayMs / 2)),
+    pauses: (delayMs) =>
+      delayMs === undefined
+        ? "retryDelay 200 ms, retryJitter 100 ms (its defaults)"
+        : `retryDelay ${delayMs} ms, retryJitter ${delayMs / 2} ms`,
     open(clients) {
       const Redlock = require("redlock");
       const redlock = new Redlock(clients, { retryCount: 0 });
@@ -188,7 +203,8 @@ const ADAPTERS = {
       keys: "RedlockMutex(clients, K) is the key mutex:K",
     },
     key_prefix: "mutex:",
-    pause: () => 10,
+    pause: (delayMs) => () => delayMs ?? 10,
+    pauses: (delayMs) => (delayMs === undefined ? "retryInterval 10 ms, fixed (its default)" : `retryInterval ${delayMs} ms, fixed`),
     open(clients) {
       const { RedlockMutex } = require("redis-semaphore");
       const prefix = this.key_prefix;
@@ -222,7 +238,16 @@ function parseArgs(argv) {
     args[argv[i].replace(/^--/, "")] = argv[i + 1];
   }
   if (!Object.hasOwn(ADAPTERS, args.client || "") || !args.masters) {
-    throw new Error(`usage: worker.js --client {${Object.keys(ADAPTERS).join(",")}} --masters HOST:PORT,...`);
+    throw new Error(
+      `usage: worker.js --client {${Object.keys(ADAPTERS).join(",")}} --masters HOST:PORT,... ` +
+        "[--request-timeout-ms MS] [--retry-delay-ms MS]",
+    );
+  }
+  for (const option of ["request-timeout-ms", "retry-delay-ms"]) {
+    if (args[option] === undefined) continue;
+    const value = Number(args[option]);
+    if (!(value > 0)) throw new Error(`--${option} must be > 0, not ${JSON.stringify(args[option])}`);
+    args[option] = value;
   }
   return args;
 }
@@ -254,9 +279,21 @@ async function main() {
     const at = address.lastIndexOf(":");
     return { host: address.slice(0, at), port: Number(address.slice(at + 1)) };
   });
+  const timeoutMs = args["request-timeout-ms"];
+  const delayMs = args["retry-delay-ms"];
+  const bound = timeoutMs === undefined ? {} : { commandTimeout: Math.round(timeoutMs) };
   const clients = addresses.map(
-    ({ host, port }) => new Redis({ host, port, maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true }),
+    ({ host, port }) =>
+      new Redis({ host, port, maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true, ...bound }),
   );
+  const pause = adapter.pause(delayMs);
+  const settings = {
+    request_timeout:
+      timeoutMs === undefined
+        ? "none (ioredis's default: no commandTimeout)"
+        : `commandTimeout ${Math.round(timeoutMs)} ms on each master's ioredis client`,
+    retry_delay: adapter.pauses(delayMs),
+  };
   await Promise.all(clients.map((client) => client.connect()));
   const session = adapter.open(clients);
   const held = new Map();
@@ -273,7 +310,7 @@ async function main() {
         return answer;
       }
       if (now() >= deadline) throw new Refused("not acquired");
-      await sleep(Math.min(adapter.pause(), Math.max(0, (deadline - now()) / 1e6)));
+      await sleep(Math.min(pause(), Math.max(0, (deadline - now()) / 1e6)));
     }
   }
 
@@ -377,6 +414,7 @@ async function main() {
     clock: "CLOCK_MONOTONIC ns",
     key_prefix: adapter.key_prefix ?? "",
     wraps: adapter.wraps ?? "",
+    settings,
   });
 
   const lines = readline.createInterface({ input: process.stdin, terminal: false });
