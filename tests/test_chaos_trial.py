@@ -338,6 +338,27 @@ def test_every_installed_client_goes_through_scenarios_and_an_explore_family(tmp
 
 @pytest.mark.servers
 @pytest.mark.slow
+def test_given_a_request_timeout_a_client_that_hangs_on_a_partitioned_master_plays_to_the_end(
+    tmp_path: pathlib.Path,
+) -> None:
+    """node-redlock 4 waits for every master's answer and bounds no request: in K3 (scenario
+    5), where a client reaches three masters of five, its acquire never answers with its
+    defaults. Given a request timeout (ioredis's commandTimeout), it plays the scenario to the
+    end, and its verdict is the scenario's."""
+    client = "node-redlock-4"
+    document = run_trial(
+        [(client,)], tmp_path, scenarios=["5"], families=[], duration=1.0, seed=11, request_timeout=0.1
+    )
+    trial = assert_tried(document, client)
+    (row,) = trial["scenarios"]
+    assert row["error"] is None, row
+    assert row["matches"], row
+    assert document["clients"][client]["settings"]["request_timeout"].startswith("commandTimeout 100 ms"), document
+    assert document["given"] == {"request_timeout": 0.1, "retry_delay": None}
+
+
+@pytest.mark.servers
+@pytest.mark.slow
 def test_a_mixed_trial_checks_both_clients_as_one_history(tmp_path: pathlib.Path) -> None:
     pair = (OURS, "node-redlock")
     document = run_trial([pair], tmp_path, scenarios=["1", "13a"], families=[], duration=1.0, seed=7)
