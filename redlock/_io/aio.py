@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar, cast
 
+from redlock._compiled import mypyc_attr
 from redlock._io.driver import DriverBase, keep_alive, read_buffer
 from redlock._protocol.connection import Connect, Kind, ProtocolViolation, ReplyTooLarge, Write
 from redlock._protocol.core import Pause, Request, Round, release_channel
@@ -120,6 +121,8 @@ class _Protocol(asyncio.BufferedProtocol):
             raise
 
 
+# (Open to Python subclasses, compiled: tests/test_signals.py strikes a handshake in one.)
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Driver(DriverBase["_Protocol"]):
     """Runs flows for one asyncio Redlock client over one connection per master."""
 
