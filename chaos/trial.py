@@ -437,13 +437,10 @@ def run_trial(
         raise ValueError(f"explore: unknown families {unknown}; choose from {', '.join(FAMILIES)}")
     if duration <= 0:
         raise ValueError(f"duration must be > 0, not {duration!r}")
-    for option, value in (("request_timeout", request_timeout), ("retry_delay", retry_delay)):
-        if value is not None and not value > 0:
-            raise ValueError(f"{option} must be > 0 seconds, not {value!r}")
+    given = peers_tier().workers.Settings(request_timeout, retry_delay)  # (refuses a value <= 0)
     say = progress or (lambda _message: None)
     started = time.monotonic()
-    given = Peers(tuple(c for trial in trials for c in trial), request_timeout=request_timeout, retry_delay=retry_delay)
-    greetings = greet([c for trial in trials for c in trial], directory, given.settings())
+    greetings = greet([c for trial in trials for c in trial], directory, given)
     outcomes: list[Outcome] = []
     unavailable: dict[str, str] = {}
     for clients in trials:
