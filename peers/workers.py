@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import pathlib
 import select
@@ -41,7 +42,11 @@ class Settings:
 
     def __post_init__(self) -> None:
         for field, value in (("request_timeout", self.request_timeout), ("retry_delay", self.retry_delay)):
-            if value is not None and not value > 0:
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{field} must be a number of seconds, not {type(value).__name__}")
+            if not 0 < value < math.inf:
                 raise ValueError(f"{field} must be > 0 seconds, not {value!r}")
 
     def argv(self) -> list[str]:

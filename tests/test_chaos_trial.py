@@ -223,6 +223,11 @@ def test_settings_say_what_is_given_and_what_is_left_to_each_client() -> None:
     )
     assert "| gone |" not in text
     assert Peers((OURS,), request_timeout=0.1).to_dict()["request_timeout"] == 0.1
+    with pytest.raises(TypeError, match="retry_delay must be a number of seconds, not str"):
+        workers.Settings(retry_delay="0.2")  # type: ignore[arg-type]
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="request_timeout must be > 0 seconds"):
+            workers.Settings(request_timeout=bad)
 
 
 # --- the protocol's generic operations --------------------------------------------------------
